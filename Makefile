@@ -1,0 +1,113 @@
+# webapp-operator: run `make help` for the targets.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+IMG ?= webapp-operator:dev
+LOCALBIN := $(CURDIR)/bin
+CONTROLLER_GEN_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.7.2
+CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# The local control plane's binaries (etcd, kube-apiserver, ..., kwok) are built once into a versioned cache
+# outside the checkout; WEBAPP_TOOLS_CACHE moves it.
+TOOLS_BIN = $(shell test/tools/install.sh)
+# How long the whole test run may take (go test -timeout).
+TEST_TIMEOUT ?= 40m
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD and the RBAC ClusterRole.
+	rm -rf applyconfig
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt applyconfiguration:headerFile=hack/boilerplate.go.txt paths=./apis/...
+	$(CONTROLLER_GEN) crd output:crd:artifacts:config=manifests/crd paths=./apis/...
+	$(CONTROLLER_GEN) rbac:roleName=webapp-operator output:rbac:artifacts:config=manifests/rbac paths=./controller/...
+	go fmt ./apis/... ./applyconfig/... >/dev/null
+
+.PHONY: verify
+verify: generate ## Fail when generated code or go.mod is stale.
+	go mod tidy
+	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests go.mod go.sum)" ]; then \
+		git status --porcelain -- apis applyconfig manifests go.mod go.sum; git --no-pager diff --stat; \
+		echo "generated files are stale: run 'make generate' (and 'go mod tidy') and commit the result" >&2; exit 1; fi
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (config in .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: tools
+tools: ## Build the local control plane's binaries into the cache (once) and print where they are.
+	@test/tools/install.sh
+
+.PHONY: test
+test: ## Run every test: unit, integration (real API server) and end-to-end (local cluster with kwok nodes).
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(TOOLS_BIN)}" WEBAPP_TOOLS_BIN="$(TOOLS_BIN)" \
+		go test -timeout $(TEST_TIMEOUT) -count=1 ./...
+
+.PHONY: test-unit
+test-unit: ## Run the unit tests only (no control plane).
+	go test -count=1 ./apis/... ./controller/...
+
+.PHONY: bench
+bench: ## Run the benchmarks and print their figures.
+	go test -run '^$$' -bench . -benchmem ./controller/...
+
+##@ Build and run
+
+.PHONY: build
+build: ## Build the manager binary into bin/manager.
+	CGO_ENABLED=0 go build -trimpath -o bin/manager .
+
+.PHONY: run
+run: build ## Run the manager against $$KUBECONFIG / ~/.kube/config, or against a local cluster it starts.
+	hack/run.sh
+
+.PHONY: cluster-up
+cluster-up: ## Start the local cluster (etcd, apiserver, controller-manager, scheduler, kwok) in the background.
+	WEBAPP_TOOLS_BIN="$(TOOLS_BIN)" go run ./test/cmd/localcluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster started by `make run` or `make cluster-up`.
+	go run ./test/cmd/localcluster down
+
+.PHONY: install
+install: ## Install the CRD into the cluster of the current kubeconfig.
+	kubectl apply --server-side -f manifests/crd
+
+.PHONY: uninstall
+uninstall: ## Remove the CRD (and with it every WebApp) from the cluster.
+	kubectl delete --ignore-not-found -f manifests/crd
+
+.PHONY: deploy
+deploy: ## Install CRD, RBAC and the operator's Deployment (image $(IMG)).
+	kubectl apply --server-side -k manifests
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed.
+	kubectl delete --ignore-not-found -k manifests
+
+.PHONY: docker-build
+docker-build: ## Build the container image $(IMG).
+	docker build -t $(IMG) .
+
+$(CONTROLLER_GEN):
+	mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(LOCALBIN)/controller-gen $@
+
+$(GOLANGCI_LINT):
+	mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(LOCALBIN)/golangci-lint $@

@@ -1,0 +1,98 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ConditionReady is the summary condition: True once the Deployment of the WebApp's current generation is fully
+// rolled out and available. It is the condition `kubectl wait --for=condition=Ready` waits for.
+const ConditionReady = "Ready"
+
+// WebAppSpec says what to run: an image, how many replicas of it, and the port it serves on.
+type WebAppSpec struct {
+	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +required
+	Image string `json:"image"`
+
+	// Replicas is the number of pods to run, 1 to 10. The scale subresource sets it, so
+	// `kubectl scale webapp NAME --replicas=N` and an HorizontalPodAutoscaler work.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=1
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// Port is the TCP port the container listens on and the Service exposes, 1 to 65535.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=80
+	// +optional
+	Port int32 `json:"port,omitempty"`
+}
+
+// WebAppStatus is what the operator observed at its last reconcile.
+type WebAppStatus struct {
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of pods of the Deployment (read by the scale subresource).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// AvailableReplicas is the number of the Deployment's pods that are available.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// Selector is the label selector of the pods, in string form (read by the scale subresource).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// URL is the in-cluster address of the Service, e.g. http://nginx-app.default.svc:80.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Conditions are the latest observations of the WebApp's state; Ready is the summary.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WebApp runs a container image as a Deployment and exposes it with a Service of the same name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=webapps,scope=Namespaced,shortName=wa,categories=all
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit) because it also names the Service"
+type WebApp struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec WebAppSpec `json:"spec"`
+	// +optional
+	Status WebAppStatus `json:"status,omitempty"`
+}
+
+// WebAppList is a list of WebApps.
+//
+// +kubebuilder:object:root=true
+type WebAppList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WebApp `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&WebApp{}, &WebAppList{})
+}

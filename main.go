@@ -1,0 +1,126 @@
+// Command webapp-operator runs the WebApp controller manager.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	"github.com/example/webapp-operator/controller"
+)
+
+// options are the manager's command-line flags (--kubeconfig and the zap flags are registered by their packages).
+type options struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
+	requeueAfter            time.Duration
+	maxConcurrentReconciles int
+	namespace               string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader with a Lease, so only one of several replicas writes.")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's own namespace; required out of cluster).")
+	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before it may take over the Lease.")
+	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew the Lease before it gives up leading.")
+	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader-election clients retry.")
+	flag.DurationVar(&o.requeueAfter, "requeue-after", controller.DefaultRequeueAfter, "Period of the resync of a converged WebApp (it sends no write when nothing drifted).")
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 1, "How many WebApps are reconciled at once.")
+	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in this namespace only (default: all namespaces).")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(o); err != nil {
+		ctrl.Log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.requeueAfter <= 0 {
+		return errors.New("--requeue-after must be positive")
+	}
+	if o.maxConcurrentReconciles < 1 {
+		return errors.New("--max-concurrent-reconciles must be at least 1")
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(webappv1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOptions(o.namespace),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "webapp-operator.example.com",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
+		// Step down at once on SIGTERM, so a new leader need not wait out the lease.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	r := &controller.WebAppReconciler{
+		Client:                  mgr.GetClient(),
+		RequeueAfter:            o.requeueAfter,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the WebApp controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// cacheOptions keeps only what we manage in memory: Deployments and Services that carry our managed-by label
+// (a cluster with thousands of unrelated ones costs us nothing), and everything in one namespace when asked.
+func cacheOptions(namespace string) cache.Options {
+	ours := labels.SelectorFromSet(labels.Set{controller.LabelManagedBy: controller.ManagedBy})
+	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}: {Label: ours},
+		&corev1.Service{}:    {Label: ours},
+	}}
+	if namespace != "" {
+		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	return o
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok)
+# from Go modules into a versioned cache directory outside the checkout, once. Prints that directory.
+#
+# Usage: test/tools/install.sh            build what is missing, print the bin directory
+#        WEBAPP_TOOLS_CACHE=/x test/tools/install.sh   cache somewhere else
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+K8S_VERSION=v1.37.2
+ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.8.0
+cache=${WEBAPP_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/webapp-operator}
+bin="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
+mkdir -p "$bin"
+
+# Stamp the version into the Kubernetes binaries, or they report v0.0.0 and kubectl warns about skew.
+minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+kldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+
+# build MODULE_DIR NAME PACKAGE LDFLAGS: build one binary unless the cache already has it.
+build() {
+  local dir=$1 name=$2 pkg=$3 ldflags=$4
+  if [ -x "$bin/$name" ]; then return 0; fi
+  echo "building $name ($pkg) into $bin" >&2
+  (cd "$here/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/$name.tmp" "$pkg")
+  mv "$bin/$name.tmp" "$bin/$name"
+}
+
+build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
+build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
+for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  build kube "$c" "k8s.io/kubernetes/cmd/$c" "$kldflags"
+done
+
+# kwok needs stage files (what happens to nodes and pods); its module ships them, copy them beside the binaries.
+stages="$bin/../kwok-stages"
+if [ ! -f "$stages/pod-ready.yaml" ]; then
+  mkdir -p "$stages"
+  moddir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  for s in node/fast/node-initialize node/heartbeat/node-heartbeat pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    cp "$moddir/kustomize/stage/$s.yaml" "$stages/"
+  done
+  chmod u+w "$stages"/*.yaml 2>/dev/null || true
+fi
+echo "$bin"
