@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+func newApp(name string, replicas, port int32, image string) *webappv1.WebApp {
+	return &webappv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Generation: 1},
+		Spec:       webappv1.WebAppSpec{Image: image, Replicas: replicas, Port: port},
+	}
+}
+
+// typed decodes an apply configuration into its typed object, the shape the API server stores.
+func typed[T any](t *testing.T, ac any) *T {
+	t.Helper()
+	out := new(T)
+	if err := roundTrip(ac, out); err != nil {
+		t.Fatalf("decoding %T: %v", ac, err)
+	}
+	return out
+}
+
+func TestDesiredDeployment(t *testing.T) {
+	cases := []struct {
+		name     string
+		app      *webappv1.WebApp
+		replicas int32
+		image    string
+		port     int32
+	}{
+		{"nginx example", newApp("nginx-app", 3, 80, "nginx:1.25"), 3, "nginx:1.25", 80},
+		{"one replica, high port", newApp("hello", 1, 8080, "example.org/hello@sha256:abc"), 1, "example.org/hello@sha256:abc", 8080},
+		{"max values", newApp("a", 10, 65535, "busybox"), 10, "busybox", 65535},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := typed[appsv1.Deployment](t, desiredDeployment(tc.app))
+			if d.Name != tc.app.Name || d.Namespace != "ns" || d.Kind != "Deployment" || d.APIVersion != "apps/v1" {
+				t.Errorf("identity = %s %s/%s %s", d.APIVersion, d.Namespace, d.Name, d.Kind)
+			}
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.replicas {
+				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.replicas)
+			}
+			wantSel := map[string]string{LabelName: "webapp", LabelInstance: tc.app.Name}
+			if !mapsEqual(d.Spec.Selector.MatchLabels, wantSel) {
+				t.Errorf("selector = %v, want %v", d.Spec.Selector.MatchLabels, wantSel)
+			}
+			wantLabels := map[string]string{LabelName: "webapp", LabelInstance: tc.app.Name, LabelManagedBy: "webapp-operator"}
+			for what, got := range map[string]map[string]string{"deployment": d.Labels, "pod template": d.Spec.Template.Labels} {
+				if !mapsEqual(got, wantLabels) {
+					t.Errorf("%s labels = %v, want %v", what, got, wantLabels)
+				}
+			}
+			cs := d.Spec.Template.Spec.Containers
+			if len(cs) != 1 || cs[0].Image != tc.image || len(cs[0].Ports) != 1 {
+				t.Fatalf("containers = %+v", cs)
+			}
+			if p := cs[0].Ports[0]; p.Name != "http" || p.ContainerPort != tc.port || p.Protocol != corev1.ProtocolTCP {
+				t.Errorf("port = %+v", p)
+			}
+			checkOwner(t, d.OwnerReferences, tc.app)
+		})
+	}
+}
+
+func TestDesiredService(t *testing.T) {
+	for _, port := range []int32{1, 80, 8080, 65535} {
+		app := newApp("svc", 2, port, "nginx")
+		s := typed[corev1.Service](t, desiredService(app))
+		if s.Spec.Type != corev1.ServiceTypeClusterIP {
+			t.Errorf("type = %q", s.Spec.Type)
+		}
+		if !mapsEqual(s.Spec.Selector, map[string]string{LabelName: "webapp", LabelInstance: "svc"}) {
+			t.Errorf("selector = %v", s.Spec.Selector)
+		}
+		want := corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromString("http")}
+		if len(s.Spec.Ports) != 1 || s.Spec.Ports[0] != want {
+			t.Errorf("ports = %+v, want [%+v]", s.Spec.Ports, want)
+		}
+		checkOwner(t, s.OwnerReferences, app)
+	}
+}
+
+func checkOwner(t *testing.T, refs []metav1.OwnerReference, app *webappv1.WebApp) {
+	t.Helper()
+	if len(refs) != 1 {
+		t.Fatalf("owner references = %+v", refs)
+	}
+	r := refs[0]
+	if r.APIVersion != "example.com/v1" || r.Kind != "WebApp" || r.Name != app.Name || r.UID != app.UID ||
+		r.Controller == nil || !*r.Controller || r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
+		t.Errorf("owner reference = %+v", r)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// The builders are pure: the same WebApp gives the same configuration, whatever the map iteration order.
+func TestBuildersAreDeterministic(t *testing.T) {
+	app := newApp("x", 3, 80, "nginx")
+	for i := 0; i < 20; i++ {
+		same, err := ownedFieldsMatch[appsv1.Deployment](desiredDeployment(app), desiredDeployment(app))
+		if err != nil || !same {
+			t.Fatalf("desiredDeployment differs between calls: %v", err)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+func deployment(gen, observed int64, spec, replicas, updated, ready, available int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: gen},
+		Spec:       appsv1.DeploymentSpec{Replicas: &spec},
+		Status: appsv1.DeploymentStatus{
+			ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated,
+			ReadyReplicas: ready, AvailableReplicas: available, Conditions: conds,
+		},
+	}
+}
+
+func TestReadyCondition(t *testing.T) {
+	app := newApp("web", 3, 80, "nginx")
+	app.Generation = 4
+	invalid := &childError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"},
+		err: apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), "x", "field is immutable")})}
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("Apply failed with 1 conflict"))
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "web", errors.New("exceeded quota"))
+	cases := []struct {
+		name        string
+		dep         *appsv1.Deployment
+		err         error
+		status      metav1.ConditionStatus
+		reason      string
+		msgContains string
+	}{
+		{"fully available", deployment(2, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionTrue, ReasonDeploymentReady, "Deployment has 3/3 replicas available"},
+		{"no deployment yet", nil, nil, metav1.ConditionFalse, ReasonDeploymentMissing, "not been created"},
+		{"stale observed generation", deployment(3, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "not observed"},
+		{"deployment not scaled to spec yet", deployment(2, 2, 2, 2, 2, 2, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "scaled to 3"},
+		{"rollout with old pods", deployment(2, 2, 3, 4, 2, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3 replicas updated, 4 in total"},
+		{"pods not available", deployment(2, 2, 3, 3, 3, 3, 1), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "1/3 replicas available"},
+		{"pods ready but not yet available", deployment(2, 2, 3, 3, 3, 3, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3"},
+		{"progress deadline", deployment(2, 2, 3, 3, 3, 0, 0, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}),
+			nil, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, "progress deadline"},
+		{"invalid child", deployment(2, 2, 3, 3, 3, 3, 3), invalid, metav1.ConditionFalse, ReasonInvalidChild, "field is immutable"},
+		{"conflict", nil, conflict, metav1.ConditionFalse, ReasonApplyConflict, "1 conflict"},
+		{"forbidden", nil, forbidden, metav1.ConditionFalse, ReasonApplyForbidden, "exceeded quota"},
+		{"other error", nil, errors.New("connection refused"), metav1.ConditionFalse, ReasonReconcileError, "connection refused"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := readyCondition(app, tc.dep, tc.err)
+			if c.Type != webappv1.ConditionReady || c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 4 {
+				t.Errorf("condition = %+v, want status %s reason %s generation 4", c, tc.status, tc.reason)
+			}
+			if !strings.Contains(c.Message, tc.msgContains) {
+				t.Errorf("message %q does not contain %q", c.Message, tc.msgContains)
+			}
+		})
+	}
+}
+
+func TestDesiredStatus(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Hour))
+	withReady := func(s metav1.ConditionStatus) *webappv1.WebApp {
+		app := newApp("web", 3, 8080, "nginx")
+		app.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: s, LastTransitionTime: t0, Reason: "X"}}
+		return app
+	}
+	cases := []struct {
+		name           string
+		app            *webappv1.WebApp
+		dep            *appsv1.Deployment
+		wantTransition metav1.Time
+		wantReplicas   int32
+		wantAvailable  int32
+	}{
+		{"first status", newApp("web", 3, 8080, "nginx"), nil, t1, 0, 0},
+		{"status unchanged keeps transition time", withReady(metav1.ConditionFalse), deployment(1, 1, 3, 3, 3, 3, 1), t0, 3, 1},
+		{"status flips takes now", withReady(metav1.ConditionFalse), deployment(1, 1, 3, 3, 3, 3, 3), t1, 3, 3},
+		{"true stays true", withReady(metav1.ConditionTrue), deployment(1, 1, 3, 3, 3, 3, 3), t0, 3, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := typed[webappv1.WebApp](t, desiredStatus(tc.app, tc.dep, nil, t1))
+			st := got.Status
+			if got.Name != "web" || got.Namespace != "ns" || got.Kind != "WebApp" || got.APIVersion != "example.com/v1" {
+				t.Errorf("identity = %s %s/%s %s", got.APIVersion, got.Namespace, got.Name, got.Kind)
+			}
+			if st.ObservedGeneration != 1 || st.URL != "http://web.ns.svc:8080" ||
+				st.Selector != "app.kubernetes.io/instance=web,app.kubernetes.io/name=webapp" {
+				t.Errorf("status = %+v", st)
+			}
+			if st.Replicas != tc.wantReplicas || st.AvailableReplicas != tc.wantAvailable {
+				t.Errorf("replicas %d available %d, want %d %d", st.Replicas, st.AvailableReplicas, tc.wantReplicas, tc.wantAvailable)
+			}
+			if len(st.Conditions) != 1 || !st.Conditions[0].LastTransitionTime.Equal(&tc.wantTransition) {
+				t.Errorf("conditions = %+v, want transition %v", st.Conditions, tc.wantTransition)
+			}
+		})
+	}
+}
+
+// A zero count must be left out of the desired status, or it never equals what we own (the server drops it).
+func TestDesiredStatusLeavesZeroCountsUnset(t *testing.T) {
+	ac := desiredStatus(newApp("web", 1, 80, "nginx"), deployment(1, 1, 1, 0, 0, 0, 0), nil, metav1.Now())
+	if ac.Status.Replicas != nil || ac.Status.AvailableReplicas != nil {
+		t.Errorf("zero counts set: replicas %v available %v", ac.Status.Replicas, ac.Status.AvailableReplicas)
+	}
+}
