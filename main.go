@@ -8,20 +8,11 @@ import (
 	"os"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/controller"
 )
 
@@ -68,9 +59,7 @@ func run(o options) error {
 	if o.maxConcurrentReconciles < 1 {
 		return errors.New("--max-concurrent-reconciles must be at least 1")
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(webappv1.AddToScheme(scheme))
+	scheme := controller.NewScheme()
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -78,7 +67,7 @@ func run(o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   cacheOptions(o.namespace),
+		Cache:                   controller.CacheOptions(o.namespace),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
@@ -109,18 +98,4 @@ func run(o options) error {
 	}
 	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter)
 	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-// cacheOptions keeps only what we manage in memory: Deployments and Services that carry our managed-by label
-// (a cluster with thousands of unrelated ones costs us nothing), and everything in one namespace when asked.
-func cacheOptions(namespace string) cache.Options {
-	ours := labels.SelectorFromSet(labels.Set{controller.LabelManagedBy: controller.ManagedBy})
-	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}: {Label: ours},
-		&corev1.Service{}:    {Label: ours},
-	}}
-	if namespace != "" {
-		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
-	}
-	return o
 }

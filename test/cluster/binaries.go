@@ -1,0 +1,67 @@
+// Package cluster starts real Kubernetes control planes for the tests and for a first run: an API server alone
+// (envtest) for integration tests, or a whole local cluster (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok with a fake node) in which Deployments really become available.
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// RepoRoot is the root of the webapp-operator checkout this package was built from.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	toolsOnce sync.Once
+	toolsDir  string
+	toolsErr  error
+)
+
+// ToolsBin returns the directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+// and kwok: $WEBAPP_TOOLS_BIN when set, else the versioned cache that test/tools/install.sh fills (building
+// what is missing, once; several minutes on a cold cache).
+func ToolsBin() (string, error) {
+	toolsOnce.Do(func() {
+		if d := os.Getenv("WEBAPP_TOOLS_BIN"); d != "" {
+			toolsDir = d
+			return
+		}
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(filepath.Join(RepoRoot(), "test", "tools", "install.sh"))
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			toolsErr = fmt.Errorf("building the control-plane binaries (test/tools/install.sh): %w\n%s", err, errOut.String())
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		toolsDir = lines[len(lines)-1]
+	})
+	return toolsDir, toolsErr
+}
+
+// EnvtestBin returns the directory with etcd, kube-apiserver and kubectl for envtest: $KUBEBUILDER_ASSETS when
+// set (binaries a user already has from setup-envtest work), else ToolsBin.
+func EnvtestBin() (string, error) {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d, nil
+	}
+	return ToolsBin()
+}
+
+// KwokStages are the kwok stage files install.sh copies beside the binaries: what kwok does to nodes and pods.
+func KwokStages(bin string) []string {
+	var files []string
+	for _, s := range []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete"} {
+		files = append(files, filepath.Join(bin, "..", "kwok-stages", s+".yaml"))
+	}
+	return files
+}

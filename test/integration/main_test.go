@@ -1,0 +1,214 @@
+// Package integration tests the reconciler against a real kube-apiserver and etcd (envtest): Server-Side Apply
+// ownership, conflicts, drift repair, CRD validation and the zero-write rule only exist there.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/cluster"
+)
+
+var (
+	cfg    *rest.Config  // admin config of the test API server
+	k8s    client.Client // the tests' own client (its requests are not counted)
+	logDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	logDir, err = os.MkdirTemp("", "webapp-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(mustLog(filepath.Join(logDir, "operator.log"))), zap.UseDevMode(true)))
+	env, err := cluster.NewEnvtest(logDir)
+	if err == nil {
+		cfg, err = env.Start()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the test API server: %v (logs in %s)\n", err, logDir)
+		_ = env.Stop()
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping the test API server: %v\n", err)
+		}
+	}()
+	k8s, err = client.New(cfg, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "integration tests failed; API server, etcd and operator logs are in %s\n", logDir)
+	}
+	return code
+}
+
+func mustLog(path string) *os.File {
+	f, err := os.Create(path)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// writeCounter counts the write requests (anything but GET, LIST and WATCH) a client sends, by method and path.
+type writeCounter struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// wrap is a rest.Config WrapTransport: every client built from the config counts into w.
+func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.mu.Lock()
+			w.seen = append(w.seen, req.Method+" "+req.URL.Path)
+			w.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// take returns the writes seen so far and forgets them.
+func (w *writeCounter) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.seen
+	w.seen = nil
+	return s
+}
+
+// operator is a running manager with the WebApp controller, watching one namespace.
+type operator struct {
+	writes *writeCounter
+}
+
+// startOperator runs the operator's manager, as main.go builds it, for namespace ns until the test ends. Its
+// requests go through a writeCounter.
+func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operator {
+	t.Helper()
+	op := &operator{writes: &writeCounter{}}
+	opCfg := rest.CopyConfig(cfg)
+	opCfg.WrapTransport = op.writes.wrap
+	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
+		Scheme:                 controller.NewScheme(),
+		Cache:                  controller.CacheOptions(ns),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Each test has its own manager; the controller name is the same in all of them.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&controller.WebAppReconciler{Client: mgr.GetClient(), RequeueAfter: requeueAfter}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return op
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "it-" + strings.ToLower(rand.String(6))}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// eventually polls check every 100 ms until it returns nil, failing the test with its last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		last = check(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not true after %v: %v", what, timeout, last)
+	}
+}
+
+// reconcileCount is how many reconciles the webapp controllers of this process have finished, from
+// controller-runtime's own metric.
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabel(m, "controller", "webapp") {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+func hasLabel(m *io_prometheus_client.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func sorted(s []string) []string {
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	return s
+}

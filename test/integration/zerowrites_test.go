@@ -1,0 +1,136 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+// markAvailable writes the Deployment's status as the Deployment controller would once all pods are available
+// (envtest runs no controller-manager).
+func markAvailable(t *testing.T, ns, name string) {
+	t.Helper()
+	intrudeStatus(t, ns, name, func(d *appsv1.Deployment) {
+		n := *d.Spec.Replicas
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+	})
+}
+
+func intrudeStatus(t *testing.T, ns, name string, change func(*appsv1.Deployment)) {
+	t.Helper()
+	eventually(t, wait10s, "deployment status written", func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := get(t, ctx, ns, name, d); err != nil {
+			return err
+		}
+		change(d)
+		return k8s.Status().Update(ctx, d)
+	})
+}
+
+func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus) *webappv1.WebApp {
+	t.Helper()
+	app := &webappv1.WebApp{}
+	eventually(t, wait10s, "Ready="+string(status), func(ctx context.Context) error {
+		if err := get(t, ctx, ns, name, app); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+		if c == nil || c.Status != status || c.ObservedGeneration != app.Generation {
+			return fmt.Errorf("ready = %+v (generation %d)", c, app.Generation)
+		}
+		return nil
+	})
+	return app
+}
+
+// waitReconciles waits until the webapp controllers have finished at least n more reconciles than before.
+func waitReconciles(t *testing.T, before, n float64) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%v reconciles", n), func(context.Context) error {
+		if got := reconcileCount(t) - before; got < n {
+			return fmt.Errorf("%v reconciles so far", got)
+		}
+		return nil
+	})
+}
+
+func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
+	ns := newNamespace(t)
+	const requeue = time.Second
+	names := []string{"a", "b", "c"}
+
+	// The first operator converges three WebApps; one becomes Ready (its Deployment reports all pods available).
+	first := startOperator(t, ns, requeue)
+	for i, n := range names {
+		createWebApp(t, ns, n, int32(i+1), 80, "nginx:1.25")
+		waitChildren(t, ns, n)
+	}
+	markAvailable(t, ns, "a")
+	readyApp := waitReady(t, ns, "a", metav1.ConditionTrue)
+	if ready := meta.FindStatusCondition(readyApp.Status.Conditions, webappv1.ConditionReady); ready.Reason != "DeploymentReady" ||
+		ready.Message != "Deployment has 1/1 replicas available" || readyApp.Status.AvailableReplicas != 1 {
+		t.Errorf("Ready = %+v, availableReplicas %d", ready, readyApp.Status.AvailableReplicas)
+	}
+	for _, n := range names[1:] {
+		waitReady(t, ns, n, metav1.ConditionFalse)
+	}
+	transition := meta.FindStatusCondition(readyApp.Status.Conditions, webappv1.ConditionReady).LastTransitionTime
+
+	// Converged: three requeue periods of resyncs for every WebApp send nothing.
+	first.writes.take()
+	waitReconciles(t, reconcileCount(t), float64(3*len(names)))
+	if w := first.writes.take(); len(w) != 0 {
+		t.Errorf("converged operator sent %d writes: %q", len(w), w)
+	}
+
+	// A restarted operator (new process state, empty cache) reconciles everything again and sends nothing.
+	second := startOperator(t, ns, requeue)
+	waitReconciles(t, reconcileCount(t), float64(3*len(names)))
+	if w := second.writes.take(); len(w) != 0 {
+		t.Errorf("restarted operator sent %d writes: %q", len(w), w)
+	}
+	again := waitReady(t, ns, "a", metav1.ConditionTrue)
+	if got := meta.FindStatusCondition(again.Status.Conditions, webappv1.ConditionReady).LastTransitionTime; !got.Equal(&transition) {
+		t.Errorf("lastTransitionTime changed from %v to %v without a status change", transition, got)
+	}
+
+	// A real change costs exactly the writes it needs: a new replica count touches the Deployment and the status.
+	second.writes.take()
+	first.writes.take()
+	eventually(t, wait10s, "scale a", func(ctx context.Context) error {
+		app := &webappv1.WebApp{}
+		if err := get(t, ctx, ns, "a", app); err != nil {
+			return err
+		}
+		app.Spec.Replicas = 2
+		return k8s.Update(ctx, app)
+	})
+	waitReady(t, ns, "a", metav1.ConditionFalse)
+	markAvailable(t, ns, "a")
+	waitReady(t, ns, "a", metav1.ConditionTrue)
+	waitReconciles(t, reconcileCount(t), float64(2*len(names)))
+	writes := append(first.writes.take(), second.writes.take()...)
+	depWrites, statusWrites, other := 0, 0, 0
+	for _, w := range writes {
+		switch w {
+		case "PATCH /apis/apps/v1/namespaces/" + ns + "/deployments/a":
+			depWrites++
+		case "PATCH /apis/example.com/v1/namespaces/" + ns + "/webapps/a/status":
+			statusWrites++
+		default:
+			other++
+		}
+	}
+	// Two operators run: each may apply the same change once; status goes False then True (and counts change).
+	if depWrites < 1 || depWrites > 2 || other != 0 || statusWrites < 2 || statusWrites > 6 {
+		t.Errorf("scaling sent %d deployment, %d status and %d other writes: %q", depWrites, statusWrites, other, writes)
+	}
+}
