@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,12 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -46,10 +47,17 @@ type Cluster struct {
 	Bin string
 
 	env   *envtest.Environment
-	procs []*exec.Cmd
+	procs []*process
 }
 
-// Start brings up etcd and kube-apiserver (through envtest, which also installs the WebApp CRD), then
+// process is a component the harness started itself.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
+}
+
+// Start brings up etcd and kube-apiserver (through envtest), then
 // kube-controller-manager (Deployment, ReplicaSet, garbage-collector and namespace controllers), kube-scheduler
 // and kwok, and registers one fake node. It returns once the node is Ready. On error everything started is
 // stopped again.
@@ -59,7 +67,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	logDir := filepath.Join(opts.Dir, "logs")
-	env, err := NewEnvtest(logDir)
+	// The CRD is left to the user (kubectl apply --server-side -f manifests/crd), as on any cluster.
+	env, err := NewEnvtest(logDir, false)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +105,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}{
 		{"kube-controller-manager", []string{
 			"--kubeconfig=" + c.Kubeconfig,
-			"--controllers=deployment,replicaset,garbage-collector,namespace",
+			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,disruption-controller",
 			"--leader-elect=false", "--secure-port=0",
 			// The default 20 QPS makes a few hundred Deployments take minutes to become available.
 			"--kube-api-qps=1000", "--kube-api-burst=2000",
@@ -119,6 +128,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err = c.registerFakeNode(ctx); err != nil {
 		return c, err
 	}
+	if err = c.checkDeploymentsBecomeAvailable(ctx); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -137,7 +149,12 @@ func (c *Cluster) startProcess(name string, args []string, dieWithParent bool) e
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	c.procs = append(c.procs, cmd)
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
 	return nil
 }
 
@@ -178,14 +195,62 @@ func (c *Cluster) registerFakeNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("waiting for the fake node to become Ready: %w", err)
 	}
+	// The API server taints a new node not-ready; the node-lifecycle controller, which would lift the taint, is
+	// not run (it would also judge the fake node by kubelet heartbeats), so lift it here.
+	n, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	n.Spec.Taints = nil
+	if _, err := cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("removing the fake node's taints: %w", err)
+	}
 	return nil
 }
 
-// exited reports a component that is no longer running.
+// checkDeploymentsBecomeAvailable proves the cluster works end to end before anyone uses it: a one-replica
+// Deployment is scheduled onto the fake node, made Ready by kwok and reported available by the Deployment
+// controller; then garbage collection removes its ReplicaSet and pod.
+func (c *Cluster) checkDeploymentsBecomeAvailable(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{"app": "cluster-check"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-check", Namespace: metav1.NamespaceSystem},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "check", Image: "check"}}},
+			},
+		},
+	}
+	deps := cs.AppsV1().Deployments(metav1.NamespaceSystem)
+	if _, err := deps.Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the check Deployment: %w", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := deps.Get(ctx, dep.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return d.Status.AvailableReplicas == 1, c.exited()
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for a Deployment to become available (controller-manager, scheduler and kwok): %w", err)
+	}
+	return deps.Delete(ctx, dep.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+}
+
+// exited reports a component that is no longer running, naming its log.
 func (c *Cluster) exited() error {
 	for _, p := range c.procs {
-		if p.ProcessState != nil || p.Process.Signal(syscall.Signal(0)) != nil {
-			return fmt.Errorf("%s exited; see %s", filepath.Base(p.Path), filepath.Join(c.LogDir, filepath.Base(p.Path)+".log"))
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited; see %s", p.name, filepath.Join(c.LogDir, p.name+".log"))
+		default:
 		}
 	}
 	return nil
@@ -193,30 +258,23 @@ func (c *Cluster) exited() error {
 
 // Stop stops every component, the ones started last first; each gets 10 s after SIGTERM before SIGKILL.
 func (c *Cluster) Stop() error {
-	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		errs = append(errs, stopProcess(c.procs[i], 10*time.Second))
+		p := c.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
 	}
 	c.procs = nil
-	if c.env != nil {
-		errs = append(errs, c.env.Stop())
-		c.env = nil
-	}
-	return errors.Join(errs...)
-}
-
-func stopProcess(cmd *exec.Cmd, grace time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-		return nil
-	case <-time.After(grace):
-		_ = cmd.Process.Kill()
-		<-done
+	if c.env == nil {
 		return nil
 	}
+	err := c.env.Stop()
+	c.env = nil
+	return err
 }
 
 // freePort asks the kernel for a free loopback port.

@@ -10,8 +10,8 @@ import (
 )
 
 // NewEnvtest configures (does not start) an etcd and kube-apiserver on free loopback ports, with the WebApp CRD
-// installed on start. The processes' output goes to files in logDir.
-func NewEnvtest(logDir string) (*envtest.Environment, error) {
+// installed on start when installCRD is set. The processes' output goes to files in logDir.
+func NewEnvtest(logDir string, installCRD bool) (*envtest.Environment, error) {
 	bin, err := EnvtestBin()
 	if err != nil {
 		return nil, err
@@ -21,11 +21,13 @@ func NewEnvtest(logDir string) (*envtest.Environment, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
-		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "manifests", "crd")},
-		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 90 * time.Second,
 		// kube-apiserver can take 15 s or more to exit on SIGTERM; after this it is killed.
 		ControlPlaneStopTimeout: 30 * time.Second,
+	}
+	if installCRD {
+		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "manifests", "crd")}
+		env.ErrorIfCRDPathMissing = true
 	}
 	etcdLog, err := logFile(logDir, "etcd.log")
 	if err != nil {

@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(mustLog(filepath.Join(logDir, "operator.log"))), zap.UseDevMode(true)))
-	env, err := cluster.NewEnvtest(logDir)
+	env, err := cluster.NewEnvtest(logDir, true)
 	if err == nil {
 		cfg, err = env.Start()
 	}
