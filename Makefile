@@ -71,16 +71,18 @@ build: ## Build the manager binary into bin/manager.
 	CGO_ENABLED=0 go build -trimpath -o bin/manager .
 
 .PHONY: run
-run: build ## Run the manager against $$KUBECONFIG / ~/.kube/config, or against a local cluster it starts.
-	hack/run.sh
+run: build ## Run the manager against $$KUBECONFIG / ~/.kube/config, or a local cluster it starts (ARGS: manager flags).
+	hack/run.sh $(ARGS)
 
 .PHONY: cluster-up
 cluster-up: ## Start the local cluster (etcd, apiserver, controller-manager, scheduler, kwok) in the background.
-	WEBAPP_TOOLS_BIN="$(TOOLS_BIN)" go run ./test/cmd/localcluster up
+	go build -o bin/localcluster ./test/cmd/localcluster
+	bin/localcluster up
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster started by `make run` or `make cluster-up`.
-	go run ./test/cmd/localcluster down
+	go build -o bin/localcluster ./test/cmd/localcluster
+	bin/localcluster down
 
 .PHONY: install
 install: ## Install the CRD into the cluster of the current kubeconfig.

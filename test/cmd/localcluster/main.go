@@ -4,6 +4,7 @@
 //	localcluster up     start it unless it runs; print the kubeconfig path
 //	localcluster down   stop it
 //	localcluster serve  run it in the foreground until SIGINT or SIGTERM (what `up` starts)
+//	localcluster kubeconfig  print the path of its kubeconfig
 //
 // Its state (kubeconfig, pid, component logs) lives in $WEBAPP_CLUSTER_DIR, by default
 // ~/.cache/webapp-operator/cluster.
@@ -27,7 +28,7 @@ import (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: localcluster up|down|serve")
+		fmt.Fprintln(os.Stderr, "usage: localcluster up|down|serve|kubeconfig")
 		os.Exit(2)
 	}
 	dir, err := stateDir()
@@ -39,8 +40,10 @@ func main() {
 			err = down(dir)
 		case "serve":
 			err = serve(dir)
+		case "kubeconfig":
+			fmt.Println(filepath.Join(dir, "kubeconfig"))
 		default:
-			err = fmt.Errorf("unknown command %q: want up, down or serve", os.Args[1])
+			err = fmt.Errorf("unknown command %q: want up, down, serve or kubeconfig", os.Args[1])
 		}
 	}
 	if err != nil {

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/webapp-operator/test/cluster"
+)
+
+func example(name string) string {
+	return filepath.Join(cluster.RepoRoot(), "manifests", "examples", name)
+}
+
+// step runs one step of the journey; the journey stops at the first failed step, since later ones build on it.
+func step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		t.FailNow()
+	}
+}
+
+// TestUserJourney is the README's experiments, in order, with the tools a user has.
+func TestUserJourney(t *testing.T) {
+	const requeue = 2 * time.Second
+	kubectl(t, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd"))
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com")
+	mgr := startManager(t, "manager-1", "--requeue-after="+requeue.String())
+
+	step(t, "nginx example becomes Ready with 3 available replicas", func(t *testing.T) {
+		kubectl(t, "apply", "--server-side", "-f", example("nginx-webapp.yaml"))
+		kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "webapp/nginx-app")
+		jsonpathEquals(t, "webapp/nginx-app", "{.status.availableReplicas}", "3")
+		jsonpathEquals(t, "deployment/nginx-app", "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort}", "3 nginx:1.25 80")
+		jsonpathEquals(t, "service/nginx-app", "{.spec.ports[0].port}", "80")
+		for _, obj := range []string{"deployment/nginx-app", "service/nginx-app"} {
+			jsonpathEquals(t, obj, `{.metadata.ownerReferences[?(@.controller==true)].kind}/{.metadata.ownerReferences[0].name}`, "WebApp/nginx-app")
+		}
+	})
+
+	step(t, "the simple example becomes Ready too", func(t *testing.T) {
+		kubectl(t, "apply", "--server-side", "-f", example("simple-webapp.yaml"))
+		kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "webapp/simple-webapp")
+		jsonpathEquals(t, "webapp/simple-webapp", "{.status.availableReplicas} {.status.url}", "2 http://simple-webapp.default.svc:8080")
+	})
+
+	step(t, "patched to 5 replicas, 5 become available", func(t *testing.T) {
+		kubectl(t, "patch", "webapp", "nginx-app", "--type=merge", "-p", `{"spec":{"replicas":5}}`)
+		jsonpathEquals(t, "deployment/nginx-app", "{.spec.replicas}", "5")
+		jsonpathEquals(t, "webapp/nginx-app", "{.status.availableReplicas}", "5")
+		kubectl(t, "wait", "--for=condition=Ready", "--timeout=60s", "webapp/nginx-app")
+	})
+
+	step(t, "kubectl scale webapp carries to the Deployment", func(t *testing.T) {
+		kubectl(t, "scale", "webapp", "nginx-app", "--replicas=2")
+		jsonpathEquals(t, "deployment/nginx-app", "{.spec.replicas}", "2")
+		jsonpathEquals(t, "webapp/nginx-app", "{.status.availableReplicas} {.status.replicas}", "2 2")
+	})
+
+	step(t, "a deleted Deployment is recreated and Ready again", func(t *testing.T) {
+		oldUID := kubectl(t, "get", "deployment/nginx-app", "-o", "jsonpath={.metadata.uid}")
+		kubectl(t, "delete", "deployment", "nginx-app", "--wait=false")
+		eventually(t, time.Minute, "recreated", func() error {
+			uid, err := kubectlErr("get", "deployment/nginx-app", "-o", "jsonpath={.metadata.uid}")
+			if err != nil || uid == oldUID || uid == "" {
+				return fmt.Errorf("uid %q (old %q): %v", uid, oldUID, err)
+			}
+			return nil
+		})
+		jsonpathEquals(t, "webapp/nginx-app", "{.status.availableReplicas}", "2")
+		kubectl(t, "wait", "--for=condition=Ready", "--timeout=60s", "webapp/nginx-app")
+	})
+
+	step(t, "drift is put back, another manager's annotation stays", func(t *testing.T) {
+		kubectl(t, "annotate", "deployment", "nginx-app", "team=payments")
+		kubectl(t, "scale", "deployment", "nginx-app", "--replicas=7")
+		jsonpathEquals(t, "deployment/nginx-app", "{.spec.replicas}", "2")
+		kubectl(t, "set", "image", "deployment/nginx-app", "*=busybox")
+		jsonpathEquals(t, "deployment/nginx-app", "{.spec.template.spec.containers[0].image}", "nginx:1.25")
+		jsonpathEquals(t, "deployment/nginx-app", "{.metadata.annotations.team}", "payments")
+		kubectl(t, "wait", "--for=condition=Ready", "--timeout=60s", "webapp/nginx-app")
+	})
+
+	step(t, "managed fields show webapp-operator applying each object", func(t *testing.T) {
+		for _, tc := range []struct{ obj, subresource string }{
+			{"deployment/nginx-app", ""}, {"service/nginx-app", ""}, {"webapp/nginx-app", "status"},
+		} {
+			var obj struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := json.Unmarshal([]byte(kubectl(t, "get", tc.obj, "-o", "json", "--show-managed-fields")), &obj); err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, e := range obj.Metadata.ManagedFields {
+				if e.Manager == "webapp-operator" && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == tc.subresource {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: no Apply entry of webapp-operator (subresource %q) in %+v", tc.obj, tc.subresource, obj.Metadata.ManagedFields)
+			}
+		}
+	})
+
+	step(t, "invalid WebApps are refused with the server's message", func(t *testing.T) {
+		for _, tc := range []struct{ name, spec, want string }{
+			{"zero", `{"image":"nginx","replicas":0}`, "spec.replicas in body should be greater than or equal to 1"},
+			{"big-port", `{"image":"nginx","port":70000}`, "spec.port in body should be less than or equal to 65535"},
+			{"blank", `{"image":" "}`, "spec.image in body should match"},
+			{"my.app", `{"image":"nginx"}`, "metadata.name must be a DNS-1035 label"},
+		} {
+			doc := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":%q},"spec":%s}`, tc.name, tc.spec)
+			_, err := kubectlStdin(doc, "apply", "--server-side", "-f", "-")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
+			}
+			if _, err := kubectlErr("get", "webapp", tc.name); err == nil || !strings.Contains(err.Error(), "NotFound") {
+				t.Errorf("%s: stored after a refusal (%v)", tc.name, err)
+			}
+		}
+	})
+
+	step(t, "a restarted operator rewrites nothing", func(t *testing.T) {
+		objs := []string{"webapp/nginx-app", "deployment/nginx-app", "service/nginx-app", "webapp/simple-webapp", "deployment/simple-webapp", "service/simple-webapp"}
+		before := resourceVersions(t, objs)
+		mgr.stop(t)
+		second := startManager(t, "manager-2", "--requeue-after="+requeue.String())
+		// Three requeue periods: every WebApp is reconciled at least three times by the new process.
+		eventually(t, time.Minute, "three resyncs", func() error {
+			if n := second.metric(t, "controller_runtime_reconcile_total", `controller="webapp"`, `result="requeue_after"`); n < 6 {
+				return fmt.Errorf("%v reconciles", n)
+			}
+			return nil
+		})
+		if after := resourceVersions(t, objs); after != before {
+			t.Errorf("resourceVersions changed after a restart:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+
+	step(t, "a deleted WebApp takes its Deployment and Service with it", func(t *testing.T) {
+		kubectl(t, "delete", "webapp", "nginx-app")
+		for _, obj := range []string{"deployment/nginx-app", "service/nginx-app"} {
+			eventually(t, time.Minute, obj+" garbage-collected", func() error {
+				if _, err := kubectlErr("get", obj); err == nil || !strings.Contains(err.Error(), "NotFound") {
+					return fmt.Errorf("still there (%v)", err)
+				}
+				return nil
+			})
+		}
+	})
+}
+
+func resourceVersions(t *testing.T, objs []string) string {
+	t.Helper()
+	var parts []string
+	for _, o := range objs {
+		parts = append(parts, o+"@"+kubectl(t, "get", o, "-o", "jsonpath={.metadata.resourceVersion}"))
+	}
+	return strings.Join(parts, " ")
+}

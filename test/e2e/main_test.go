@@ -1,0 +1,237 @@
+// Package e2e drives a whole local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
+// with a fake node) the way users do: kubectl, and the manager binary built from this checkout.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/example/webapp-operator/test/cluster"
+)
+
+var (
+	lc      *cluster.Cluster
+	workDir string // manager binary, kubeconfig, all logs
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	workDir, err = os.MkdirTemp("", "webapp-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(workDir, "manager"), ".")
+	build.Dir = cluster.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the manager: %v\n%s", err, out)
+		return 1
+	}
+	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the local cluster: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "e2e tests failed; manager and cluster logs are in %s\n", workDir)
+	}
+	if err := lc.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the local cluster: %v\n", err)
+	}
+	return code
+}
+
+// kubectl runs the cluster's kubectl and returns its stdout; a failure fails the test with stderr.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kubectlErr(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// kubectlErr runs kubectl and returns stdout, or an error carrying stderr.
+func kubectlErr(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(lc.Bin, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// eventually polls check every 250 ms until it returns nil, failing the test with its last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not true after %v: %v", what, timeout, last)
+	}
+}
+
+// jsonpathEquals polls until `kubectl get <obj> -o jsonpath=<path>` prints want.
+func jsonpathEquals(t *testing.T, obj, path, want string) {
+	t.Helper()
+	eventually(t, time.Minute, obj+" "+path+" = "+want, func() error {
+		got, err := kubectlErr("get", obj, "-o", "jsonpath="+path)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("got %q", got)
+		}
+		return nil
+	})
+}
+
+// manager is a running manager process.
+type manager struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	done        chan struct{}
+}
+
+// startManager runs the manager binary against the local cluster until stopped or the test ends.
+func startManager(t *testing.T, name string, extraArgs ...string) *manager {
+	t.Helper()
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	log, err := os.Create(filepath.Join(workDir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{
+		"--kubeconfig=" + lc.Kubeconfig,
+		"--metrics-bind-address=" + metricsAddr,
+		"--health-probe-bind-address=" + probeAddr,
+		"--zap-log-level=debug",
+	}, extraArgs...)
+	cmd := exec.Command(filepath.Join(workDir, "manager"), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &manager{cmd: cmd, metricsAddr: metricsAddr, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(m.done)
+	}()
+	t.Cleanup(func() { m.stop(t) })
+	eventually(t, 30*time.Second, name+" ready", func() error {
+		select {
+		case <-m.done:
+			return fmt.Errorf("manager exited; see %s", log.Name())
+		default:
+		}
+		resp, err := http.Get("http://" + probeAddr + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	return m
+}
+
+// stop sends SIGTERM and waits for the manager to exit.
+func (m *manager) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.done
+		t.Errorf("manager did not stop within 30s of SIGTERM")
+	}
+}
+
+// metric is the sum of the samples of a Prometheus metric whose lines contain all of match, from /metrics.
+func (m *manager) metric(t *testing.T, name string, match ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+lines:
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, s := range match {
+			if !strings.Contains(line, s) {
+				continue lines
+			}
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// kubectlStdin runs kubectl with stdin.
+func kubectlStdin(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(lc.Bin, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
