@@ -28,6 +28,13 @@ func step(t *testing.T, name string, f func(t *testing.T)) {
 // TestUserJourney is the README's experiments, in order, with the tools a user has.
 func TestUserJourney(t *testing.T) {
 	const requeue = 2 * time.Second
+	step(t, "the install manifests apply, and the operator's pod passes the restricted Pod Security Standard", func(t *testing.T) {
+		// kwok only pretends to run the pod, so the manager in it does nothing; the tests run their own below.
+		kubectl(t, "apply", "--server-side", "-k", filepath.Join(cluster.RepoRoot(), "manifests"))
+		kubectl(t, "wait", "--for=condition=Available", "--timeout=60s", "-n", "webapp-system", "deployment/webapp-operator")
+		jsonpathEquals(t, "namespace/webapp-system", `{.metadata.labels.pod-security\.kubernetes\.io/enforce}`, "restricted")
+		kubectl(t, "delete", "-n", "webapp-system", "deployment/webapp-operator")
+	})
 	kubectl(t, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd"))
 	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com")
 	mgr := startManager(t, "manager-1", "--requeue-after="+requeue.String())

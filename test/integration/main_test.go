@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -24,9 +25,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
@@ -34,6 +37,7 @@ import (
 
 var (
 	cfg    *rest.Config  // admin config of the test API server
+	opCfg  *rest.Config  // the operator's config: a user with only the generated ClusterRole
 	k8s    client.Client // the tests' own client (its requests are not counted)
 	logDir string
 )
@@ -69,11 +73,45 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if opCfg, err = operatorUser(env); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "integration tests failed; API server, etcd and operator logs are in %s\n", logDir)
 	}
 	return code
+}
+
+// operatorUser creates a user bound to nothing but the ClusterRole that `make generate` writes from the RBAC
+// markers (manifests/rbac/role.yaml), so every test also proves that role is enough.
+func operatorUser(env *envtest.Environment) (*rest.Config, error) {
+	data, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "manifests", "rbac", "role.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(data, role); err != nil {
+		return nil, fmt.Errorf("decoding role.yaml: %w", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "webapp-operator"}},
+	}
+	ctx := context.Background()
+	if err := k8s.Create(ctx, role); err != nil {
+		return nil, err
+	}
+	if err := k8s.Create(ctx, binding); err != nil {
+		return nil, err
+	}
+	user, err := env.AddUser(envtest.User{Name: "webapp-operator"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return user.Config(), nil
 }
 
 func mustLog(path string) *os.File {
@@ -125,9 +163,9 @@ type operator struct {
 func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operator {
 	t.Helper()
 	op := &operator{writes: &writeCounter{}}
-	opCfg := rest.CopyConfig(cfg)
-	opCfg.WrapTransport = op.writes.wrap
-	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
+	c := rest.CopyConfig(opCfg)
+	c.WrapTransport = op.writes.wrap
+	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:                 controller.NewScheme(),
 		Cache:                  controller.CacheOptions(ns),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -167,7 +205,10 @@ func newNamespace(t *testing.T) string {
 func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		// Each check gets its own deadline, so the last error reported is the check's, not the poll's timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		last = check(ctx)
 		return last == nil, nil
 	})

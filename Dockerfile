@@ -1,0 +1,16 @@
+# Build: make docker-build IMG=registry.example/webapp-operator:v0.1.0
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY main.go ./
+COPY apis/ apis/
+COPY applyconfig/ applyconfig/
+COPY controller/ controller/
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /manager .
+
+# Static binary on distroless: no shell, no package manager, runs as uid 65532.
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /manager /manager
+USER 65532:65532
+ENTRYPOINT ["/manager"]
