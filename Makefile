@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash -o pipefail
 IMG ?= webapp-operator:dev
 LOCALBIN := $(CURDIR)/bin
 CONTROLLER_GEN_VERSION ?= v0.23.0
-GOLANGCI_LINT_VERSION ?= v2.7.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # The local control plane's binaries (etcd, kube-apiserver, ..., kwok) are built once into a versioned cache

@@ -17,13 +17,16 @@ const (
 	// managedFields is recorded against it.
 	FieldManager = "webapp-operator"
 
-	// LabelName, LabelInstance and LabelManagedBy are the recommended labels put on everything we create.
-	LabelName      = "app.kubernetes.io/name"
-	LabelInstance  = "app.kubernetes.io/instance"
+	// LabelName is the recommended name label, put on everything we create (value "webapp").
+	LabelName = "app.kubernetes.io/name"
+	// LabelInstance carries the WebApp's name; with LabelName it selects the WebApp's pods.
+	LabelInstance = "app.kubernetes.io/instance"
+	// LabelManagedBy says the object is ours (value ManagedBy); the operator's cache filters on it.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 
-	// appName is the value of LabelName, and ManagedBy the value of LabelManagedBy (the cache filters on it).
-	appName   = "webapp"
+	// appName is the value of LabelName.
+	appName = "webapp"
+	// ManagedBy is the value of LabelManagedBy.
 	ManagedBy = "webapp-operator"
 
 	// containerName and portName name the single container and its port; the Service targets the port by name.

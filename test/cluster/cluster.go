@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -75,7 +76,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c = &Cluster{LogDir: logDir, Bin: bin, env: env, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
 	defer func() {
 		if err != nil {
-			c.Stop()
+			err = errors.Join(err, c.Stop())
 			err = fmt.Errorf("%w (component logs in %s)", err, logDir)
 		}
 	}()
@@ -283,6 +284,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }

@@ -75,7 +75,7 @@ func TestUserJourney(t *testing.T) {
 		eventually(t, time.Minute, "recreated", func() error {
 			uid, err := kubectlErr("get", "deployment/nginx-app", "-o", "jsonpath={.metadata.uid}")
 			if err != nil || uid == oldUID || uid == "" {
-				return fmt.Errorf("uid %q (old %q): %v", uid, oldUID, err)
+				return fmt.Errorf("uid %q (old %q): %w", uid, oldUID, err)
 			}
 			return nil
 		})
@@ -155,7 +155,7 @@ func TestUserJourney(t *testing.T) {
 		for _, obj := range []string{"deployment/nginx-app", "service/nginx-app"} {
 			eventually(t, time.Minute, obj+" garbage-collected", func() error {
 				if _, err := kubectlErr("get", obj); err == nil || !strings.Contains(err.Error(), "NotFound") {
-					return fmt.Errorf("still there (%v)", err)
+					return fmt.Errorf("still there (%w)", err)
 				}
 				return nil
 			})

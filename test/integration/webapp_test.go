@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -28,11 +27,11 @@ import (
 
 const wait10s = 10 * time.Second
 
-func createWebApp(t *testing.T, ns, name string, replicas, port int32, image string) *webappv1.WebApp {
+func createWebApp(t *testing.T, ns, name string, replicas, port int32) *webappv1.WebApp {
 	t.Helper()
 	app := &webappv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       webappv1.WebAppSpec{Image: image, Replicas: replicas, Port: port},
+		Spec:       webappv1.WebAppSpec{Image: "nginx:1.25", Replicas: replicas, Port: port},
 	}
 	if err := k8s.Create(context.Background(), app); err != nil {
 		t.Fatalf("creating WebApp %s: %v", name, err)
@@ -40,8 +39,7 @@ func createWebApp(t *testing.T, ns, name string, replicas, port int32, image str
 	return app
 }
 
-func get[T client.Object](t *testing.T, ctx context.Context, ns, name string, obj T) error {
-	t.Helper()
+func get[T client.Object](ctx context.Context, ns, name string, obj T) error {
 	return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
 }
 
@@ -50,10 +48,10 @@ func waitChildren(t *testing.T, ns, name string) (*appsv1.Deployment, *corev1.Se
 	t.Helper()
 	dep, svc := &appsv1.Deployment{}, &corev1.Service{}
 	eventually(t, wait10s, "children created", func(ctx context.Context) error {
-		if err := get(t, ctx, ns, name, dep); err != nil {
+		if err := get(ctx, ns, name, dep); err != nil {
 			return err
 		}
-		return get(t, ctx, ns, name, svc)
+		return get(ctx, ns, name, svc)
 	})
 	return dep, svc
 }
@@ -61,7 +59,7 @@ func waitChildren(t *testing.T, ns, name string) (*appsv1.Deployment, *corev1.Se
 func TestChildrenAreCreatedAndControlledByTheWebApp(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Minute)
-	app := createWebApp(t, ns, "nginx-app", 3, 80, "nginx:1.25")
+	app := createWebApp(t, ns, "nginx-app", 3, 80)
 	dep, svc := waitChildren(t, ns, "nginx-app")
 
 	for _, o := range []client.Object{dep, svc} {
@@ -87,7 +85,7 @@ func TestChildrenAreCreatedAndControlledByTheWebApp(t *testing.T) {
 
 	// Status: the Deployment never becomes available here (no controller-manager), so Ready is False and says why.
 	eventually(t, wait10s, "status reported", func(ctx context.Context) error {
-		if err := get(t, ctx, ns, "nginx-app", app); err != nil {
+		if err := get(ctx, ns, "nginx-app", app); err != nil {
 			return err
 		}
 		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
@@ -111,7 +109,7 @@ func ownedLeaves(t *testing.T, obj client.Object, manager, subresource string) [
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			t.Fatalf("decoding managedFields of %s: %v", manager, err)
 		}
 		set.Leaves().Iterate(func(p fieldpath.Path) { paths = append(paths, p.String()) })
@@ -122,7 +120,7 @@ func ownedLeaves(t *testing.T, obj client.Object, manager, subresource string) [
 func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Minute)
-	app := createWebApp(t, ns, "web", 2, 8080, "nginx:1.25")
+	app := createWebApp(t, ns, "web", 2, 8080)
 	dep, svc := waitChildren(t, ns, "web")
 	uid := string(app.UID)
 	// Leaves only: an owner reference and a label selector are atomic, so their entries are the leaves.
@@ -167,7 +165,7 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 		t.Errorf("Service fields owned by %s:\n got %q\nwant %q", controller.FieldManager, got, wantSvc)
 	}
 	eventually(t, wait10s, "status owned through the status subresource", func(ctx context.Context) error {
-		if err := get(t, ctx, ns, "web", app); err != nil {
+		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
 		if got := ownedLeaves(t, app, controller.FieldManager, "status"); !slices.Equal(got, wantStatus) {
@@ -185,7 +183,7 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 func intrude[T client.Object](t *testing.T, ns, name string, obj T, change func(T)) {
 	t.Helper()
 	eventually(t, wait10s, "intruder's update", func(ctx context.Context) error {
-		if err := get(t, ctx, ns, name, obj); err != nil {
+		if err := get(ctx, ns, name, obj); err != nil {
 			return err
 		}
 		change(obj)
@@ -196,7 +194,7 @@ func intrude[T client.Object](t *testing.T, ns, name string, obj T, change func(
 func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Minute)
-	createWebApp(t, ns, "web", 3, 80, "nginx:1.25")
+	createWebApp(t, ns, "web", 3, 80)
 	waitChildren(t, ns, "web")
 
 	depOK := func(d *appsv1.Deployment) error {
@@ -246,7 +244,7 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 			intrude(t, ns, "web", &appsv1.Deployment{}, tc.change)
 			eventually(t, wait10s, "deployment repaired", func(ctx context.Context) error {
 				d := &appsv1.Deployment{}
-				if err := get(t, ctx, ns, "web", d); err != nil {
+				if err := get(ctx, ns, "web", d); err != nil {
 					return err
 				}
 				return depOK(d)
@@ -268,7 +266,7 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 			intrude(t, ns, "web", &corev1.Service{}, tc.change)
 			eventually(t, wait10s, "service repaired", func(ctx context.Context) error {
 				s := &corev1.Service{}
-				if err := get(t, ctx, ns, "web", s); err != nil {
+				if err := get(ctx, ns, "web", s); err != nil {
 					return err
 				}
 				return svcOK(s)
@@ -277,7 +275,7 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 	}
 	t.Run("deployment deleted", func(t *testing.T) {
 		d := &appsv1.Deployment{}
-		if err := get(t, context.Background(), ns, "web", d); err != nil {
+		if err := get(context.Background(), ns, "web", d); err != nil {
 			t.Fatal(err)
 		}
 		if err := k8s.Delete(context.Background(), d); err != nil {
@@ -285,7 +283,7 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 		}
 		eventually(t, wait10s, "deployment recreated", func(ctx context.Context) error {
 			n := &appsv1.Deployment{}
-			if err := get(t, ctx, ns, "web", n); err != nil {
+			if err := get(ctx, ns, "web", n); err != nil {
 				return err
 			}
 			if n.UID == d.UID {
@@ -301,7 +299,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestOtherManagersFieldsArePreserved(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Minute)
-	app := createWebApp(t, ns, "web", 2, 80, "nginx:1.25")
+	app := createWebApp(t, ns, "web", 2, 80)
 	waitChildren(t, ns, "web")
 	ctx := context.Background()
 
@@ -316,7 +314,7 @@ func TestOtherManagersFieldsArePreserved(t *testing.T) {
 	}
 	// A spec change makes the operator apply the Deployment again.
 	eventually(t, wait10s, "spec change", func(ctx context.Context) error {
-		if err := get(t, ctx, ns, "web", app); err != nil {
+		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
 		app.Spec.Image = "nginx:1.27"
@@ -324,7 +322,7 @@ func TestOtherManagersFieldsArePreserved(t *testing.T) {
 	})
 	eventually(t, wait10s, "new image applied, other manager's fields kept", func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
-		if err := get(t, ctx, ns, "web", d); err != nil {
+		if err := get(ctx, ns, "web", d); err != nil {
 			return err
 		}
 		c := d.Spec.Template.Spec.Containers[0]
@@ -347,7 +345,7 @@ func TestOtherManagersFieldsArePreserved(t *testing.T) {
 func TestConflictWithAnotherApplyManagerIsVisibleAndResolvedByForce(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Minute)
-	createWebApp(t, ns, "web", 3, 80, "nginx:1.25")
+	createWebApp(t, ns, "web", 3, 80)
 	waitChildren(t, ns, "web")
 	ctx := context.Background()
 
@@ -363,7 +361,7 @@ func TestConflictWithAnotherApplyManagerIsVisibleAndResolvedByForce(t *testing.T
 	}
 	eventually(t, wait10s, "replicas taken back", func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
-		if err := get(t, ctx, ns, "web", d); err != nil {
+		if err := get(ctx, ns, "web", d); err != nil {
 			return err
 		}
 		if *d.Spec.Replicas != 3 {
@@ -421,7 +419,7 @@ func TestInvalidWebAppsAreRefusedAndNothingIsStored(t *testing.T) {
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("create: err = %v, want Invalid containing %q", err, tc.want)
 			}
-			err = get(t, context.Background(), ns, tc.objName, &webappv1.WebApp{})
+			err = get(context.Background(), ns, tc.objName, &webappv1.WebApp{})
 			if !apierrors.IsNotFound(err) {
 				t.Errorf("after a refused create, get: %v, want NotFound", err)
 			}
@@ -437,7 +435,7 @@ func TestInvalidWebAppsAreRefusedAndNothingIsStored(t *testing.T) {
 			t.Fatal(err)
 		}
 		app := &webappv1.WebApp{}
-		if err := get(t, context.Background(), ns, u.GetName(), app); err != nil {
+		if err := get(context.Background(), ns, u.GetName(), app); err != nil {
 			t.Fatal(err)
 		}
 		if app.Spec.Replicas != 1 || app.Spec.Port != 80 {

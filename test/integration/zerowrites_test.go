@@ -27,7 +27,7 @@ func intrudeStatus(t *testing.T, ns, name string, change func(*appsv1.Deployment
 	t.Helper()
 	eventually(t, wait10s, "deployment status written", func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
-		if err := get(t, ctx, ns, name, d); err != nil {
+		if err := get(ctx, ns, name, d); err != nil {
 			return err
 		}
 		change(d)
@@ -39,7 +39,7 @@ func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus) *we
 	t.Helper()
 	app := &webappv1.WebApp{}
 	eventually(t, wait10s, "Ready="+string(status), func(ctx context.Context) error {
-		if err := get(t, ctx, ns, name, app); err != nil {
+		if err := get(ctx, ns, name, app); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
@@ -70,7 +70,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	// The first operator converges three WebApps; one becomes Ready (its Deployment reports all pods available).
 	first := startOperator(t, ns, requeue)
 	for i, n := range names {
-		createWebApp(t, ns, n, int32(i+1), 80, "nginx:1.25")
+		createWebApp(t, ns, n, int32(i+1), 80)
 		waitChildren(t, ns, n)
 	}
 	markAvailable(t, ns, "a")
@@ -107,7 +107,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	first.writes.take()
 	eventually(t, wait10s, "scale a", func(ctx context.Context) error {
 		app := &webappv1.WebApp{}
-		if err := get(t, ctx, ns, "a", app); err != nil {
+		if err := get(ctx, ns, "a", app); err != nil {
 			return err
 		}
 		app.Spec.Replicas = 2

@@ -112,7 +112,7 @@ func up(dir string) error {
 		for {
 			select {
 			case err := <-exited:
-				return fmt.Errorf("the local cluster did not start (%v); see %s and %s", err, log.Name(), filepath.Join(dir, "logs"))
+				return fmt.Errorf("the local cluster did not start (%w); see %s and %s", err, log.Name(), filepath.Join(dir, "logs"))
 			case <-deadline:
 				return fmt.Errorf("the local cluster is not ready after 3 minutes; see %s", log.Name())
 			case <-time.After(200 * time.Millisecond):
@@ -153,12 +153,12 @@ func serve(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return err
 	}
-	defer os.Remove(filepath.Join(dir, "pid"))
+	defer func() { _ = os.Remove(filepath.Join(dir, "pid")) }()
 	c, err := cluster.Start(ctx, cluster.Options{Dir: dir})
 	if err != nil {
 		return err
 	}
-	defer os.Remove(filepath.Join(dir, "ready"))
+	defer func() { _ = os.Remove(filepath.Join(dir, "ready")) }()
 	if err := os.WriteFile(filepath.Join(dir, "ready"), nil, 0o644); err != nil {
 		return errors.Join(err, c.Stop())
 	}
