@@ -8,9 +8,8 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-# The local control plane's binaries (etcd, kube-apiserver, ..., kwok) are built once into a versioned cache
-# outside the checkout; WEBAPP_TOOLS_CACHE moves it.
-TOOLS_BIN = $(shell test/tools/install.sh)
+# The local control plane's binaries (etcd, kube-apiserver, ..., kwok) are built once by test/tools/install.sh
+# into a versioned cache outside the checkout (~/.cache/webapp-operator); WEBAPP_TOOLS_CACHE moves it.
 # How long the whole test run may take (go test -timeout).
 TEST_TIMEOUT ?= 40m
 
@@ -53,7 +52,8 @@ tools: ## Build the local control plane's binaries into the cache (once) and pri
 
 .PHONY: test
 test: ## Run every test: unit, integration (real API server) and end-to-end (local cluster with kwok nodes).
-	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(TOOLS_BIN)}" WEBAPP_TOOLS_BIN="$(TOOLS_BIN)" \
+	bin=$$(test/tools/install.sh) && \
+		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$bin}" WEBAPP_TOOLS_BIN="$$bin" \
 		go test -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 .PHONY: test-unit
