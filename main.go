@@ -84,11 +84,15 @@ func run(o options) error {
 	}
 	r := &controller.WebAppReconciler{
 		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorder(controller.FieldManager),
 		RequeueAfter:            o.requeueAfter,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WebApp controller: %w", err)
+	}
+	if err := controller.RegisterReadyCollector(mgr.GetCache()); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -63,45 +63,58 @@ type child[T any, PT interface {
 	desired AC
 	// extract is client-go's or our generated Extract… function for the kind.
 	extract func(PT, string) (AC, error)
+	// onlyIfExists skips the apply when the object is not in the cache (releasing a child must not create it).
+	onlyIfExists bool
 }
 
-// ensure sends c.desired with Server-Side Apply, forcing ownership, unless the fields our manager owns in the
-// cached object already say the same. It returns the object as it is now (nil when it does not exist and
-// could not be created) and whether a request was sent.
+// outcome is what ensure found and did.
+type outcome[PT client.Object] struct {
+	obj     PT   // the object as it is now; nil when it does not exist
+	existed bool // it was in the cache before
+	sent    bool // an apply request was sent
+}
+
+// ensure sends ch.desired with Server-Side Apply, forcing ownership, unless the fields our manager owns in the
+// cached object already say the same.
 func ensure[T any, PT interface {
 	*T
 	client.Object
-}, AC runtime.ApplyConfiguration](ctx context.Context, c client.Client, key types.NamespacedName, ch child[T, PT, AC]) (PT, bool, error) {
+}, AC runtime.ApplyConfiguration](ctx context.Context, c client.Client, key types.NamespacedName, ch child[T, PT, AC]) (outcome[PT], error) {
 	cached := PT(new(T))
 	err := c.Get(ctx, key, cached)
 	switch {
 	case apierrors.IsNotFound(err):
 		// Nothing cached (never created, deleted, or our labels removed so the cache dropped it): apply.
+		if ch.onlyIfExists {
+			return outcome[PT]{}, nil
+		}
 	case err != nil:
-		return nil, false, &childError{kind: ch.kind, key: key, err: err}
+		return outcome[PT]{}, &childError{kind: ch.kind, key: key, err: err}
 	default:
 		owned, err := ch.extract(cached, FieldManager)
 		if err != nil {
-			return cached, false, fmt.Errorf("reading fields owned by %s on %s %s: %w", FieldManager, ch.kind, key, err)
+			return outcome[PT]{obj: cached, existed: true}, fmt.Errorf("reading fields owned by %s on %s %s: %w", FieldManager, ch.kind, key, err)
 		}
 		same, err := ownedFieldsMatch[T](ch.desired, owned)
 		if err != nil {
-			return cached, false, fmt.Errorf("comparing %s %s: %w", ch.kind, key, err)
+			return outcome[PT]{obj: cached, existed: true}, fmt.Errorf("comparing %s %s: %w", ch.kind, key, err)
 		}
 		if same {
-			return cached, false, nil
+			return outcome[PT]{obj: cached, existed: true}, nil
 		}
 	}
+	res := outcome[PT]{existed: err == nil, sent: true}
+	if res.existed {
+		res.obj = cached
+	}
 	if err := c.Apply(ctx, ch.desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		if cached.GetName() == "" {
-			cached = nil
-		}
-		return cached, true, &childError{kind: ch.kind, key: key, err: err}
+		return res, &childError{kind: ch.kind, key: key, err: err}
 	}
 	// The apply response, decoded into desired by the client, is the object as the server now has it.
 	applied := PT(new(T))
 	if err := roundTrip(ch.desired, applied); err != nil {
-		return nil, true, fmt.Errorf("decoding applied %s %s: %w", ch.kind, key, err)
+		return res, fmt.Errorf("decoding applied %s %s: %w", ch.kind, key, err)
 	}
-	return applied, true, nil
+	res.obj = applied
+	return res, nil
 }

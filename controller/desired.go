@@ -66,6 +66,7 @@ func desiredDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfigurat
 		WithOwnerReferences(ownerReference(app)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(app.Spec.Replicas).
+			WithProgressDeadlineSeconds(progressDeadline(app)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(commonLabels(app)).
@@ -79,6 +80,14 @@ func desiredDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfigurat
 							WithName(portName).
 							WithContainerPort(app.Spec.Port).
 							WithProtocol(corev1.ProtocolTCP))))))
+}
+
+// progressDeadline is spec.progressDeadlineSeconds, or the API default when unset (a WebApp built in Go).
+func progressDeadline(app *webappv1.WebApp) int32 {
+	if app.Spec.ProgressDeadlineSeconds > 0 {
+		return app.Spec.ProgressDeadlineSeconds
+	}
+	return 600
 }
 
 // desiredService is the complete ClusterIP Service we mean to own for app: spec.port to the container's named port.

@@ -16,12 +16,14 @@ import (
 	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
 )
 
-// Reasons of the Ready condition.
+// Reasons of the Ready and Progressing conditions.
 const (
 	ReasonDeploymentReady          = "DeploymentReady"
 	ReasonDeploymentProgressing    = "DeploymentProgressing"
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	ReasonDeploymentMissing        = "DeploymentMissing"
+	ReasonRollingOut               = "RollingOut"
+	ReasonRolloutComplete          = "RolloutComplete"
 	ReasonApplyConflict            = "ApplyConflict"
 	ReasonInvalidChild             = "InvalidChild"
 	ReasonApplyForbidden           = "ApplyForbidden"
@@ -32,11 +34,15 @@ const (
 // is none) and the error of applying the children (nil when they were applied or already as desired). now is
 // only used as the transition time of a condition whose status changes.
 func desiredStatus(app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error, now metav1.Time) *webappv1ac.WebAppApplyConfiguration {
+	r := rolloutOf(app, dep)
 	st := webappv1ac.WebAppStatus().
 		WithObservedGeneration(app.Generation).
 		WithSelector(labels.SelectorFromSet(selectorLabels(app)).String()).
 		WithURL(serviceURL(app)).
-		WithConditions(conditionApply(app, readyCondition(app, dep, applyErr), now))
+		WithConditions(
+			conditionApply(app, readyCondition(app, r, applyErr), now),
+			conditionApply(app, progressingCondition(app, r), now),
+		)
 	// Zero counts are left out rather than sent as 0: the server drops zero-valued optional fields, so a 0 would
 	// never compare equal to what we own and would cost a status write on every reconcile.
 	if dep != nil && dep.Status.Replicas != 0 {
@@ -48,35 +54,68 @@ func desiredStatus(app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error,
 	return webappv1ac.WebApp(app.Name, app.Namespace).WithStatus(st)
 }
 
-// readyCondition says whether the Deployment of app's current spec is fully rolled out, and if not, why.
-// Its messages hold only values that change with the state (never a timestamp), so an unchanged state yields an
-// identical condition and no write.
-func readyCondition(app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error) metav1.Condition {
-	c := metav1.Condition{Type: webappv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation}
+// rollout is where the Deployment of app's current spec stands. Its message holds only values that change with
+// the state (never a timestamp), so an unchanged state yields identical conditions and no write.
+type rollout struct {
+	done, stuck bool
+	reason, msg string
+}
+
+func rolloutOf(app *webappv1.WebApp, dep *appsv1.Deployment) rollout {
 	want := app.Spec.Replicas
 	switch {
-	case applyErr != nil:
-		c.Reason, c.Message = applyErrorReason(applyErr), applyErr.Error()
 	case dep == nil:
-		c.Reason, c.Message = ReasonDeploymentMissing, "Deployment has not been created yet"
+		return rollout{reason: ReasonDeploymentMissing, msg: "Deployment has not been created yet"}
 	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == "ProgressDeadlineExceeded":
-		c.Reason = ReasonProgressDeadlineExceeded
-		c.Message = fmt.Sprintf("Deployment exceeded its progress deadline with %d/%d replicas available", dep.Status.AvailableReplicas, want)
+		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded,
+			msg: fmt.Sprintf("Deployment exceeded its progress deadline with %d/%d replicas available", dep.Status.AvailableReplicas, want)}
 	case dep.Status.ObservedGeneration < dep.Generation:
-		c.Reason, c.Message = ReasonDeploymentProgressing, "Deployment controller has not observed the latest spec yet"
+		return rollout{reason: ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:
-		c.Reason, c.Message = ReasonDeploymentProgressing, fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)
+		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)}
 	case dep.Status.UpdatedReplicas != want || dep.Status.Replicas != want:
-		c.Reason = ReasonDeploymentProgressing
-		c.Message = fmt.Sprintf("Deployment rollout in progress: %d/%d replicas updated, %d in total", dep.Status.UpdatedReplicas, want, dep.Status.Replicas)
+		return rollout{reason: ReasonDeploymentProgressing,
+			msg: fmt.Sprintf("Deployment rollout in progress: %d/%d replicas updated, %d in total", dep.Status.UpdatedReplicas, want, dep.Status.Replicas)}
 	case dep.Status.AvailableReplicas != want || dep.Status.ReadyReplicas != want:
-		c.Reason = ReasonDeploymentProgressing
-		c.Message = fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)
+		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
 	default:
-		c.Status, c.Reason = metav1.ConditionTrue, ReasonDeploymentReady
-		c.Message = fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)
+		return rollout{done: true, reason: ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
+	}
+}
+
+// readyCondition is True only when the Deployment of app's current spec is fully rolled out and the last apply
+// succeeded; otherwise False with the reason.
+func readyCondition(app *webappv1.WebApp, r rollout, applyErr error) metav1.Condition {
+	c := metav1.Condition{Type: webappv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: r.msg}
+	switch {
+	case applyErr != nil:
+		c.Reason, c.Message = applyErrorReason(applyErr), truncate(applyErr.Error())
+	case r.done:
+		c.Status = metav1.ConditionTrue
 	}
 	return c
+}
+
+// progressingCondition is True while the rollout is under way, False once it completed or got stuck.
+func progressingCondition(app *webappv1.WebApp, r rollout) metav1.Condition {
+	c := metav1.Condition{Type: webappv1.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: ReasonRollingOut, Message: r.msg}
+	switch {
+	case r.done:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonRolloutComplete
+	case r.stuck:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonProgressDeadlineExceeded
+	}
+	return c
+}
+
+// maxMessage is the longest condition message the API accepts.
+const maxMessage = 32768
+
+func truncate(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	return msg[:maxMessage-3] + "..."
 }
 
 // applyErrorReason names the kind of failure of an apply, for the Ready condition's reason.

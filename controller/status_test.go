@@ -35,6 +35,7 @@ func TestReadyCondition(t *testing.T) {
 		err: apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), "x", "field is immutable")})}
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("Apply failed with 1 conflict"))
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "web", errors.New("exceeded quota"))
+	T, F := metav1.ConditionTrue, metav1.ConditionFalse
 	cases := []struct {
 		name        string
 		dep         *appsv1.Deployment
@@ -42,29 +43,36 @@ func TestReadyCondition(t *testing.T) {
 		status      metav1.ConditionStatus
 		reason      string
 		msgContains string
+		progressing metav1.ConditionStatus
+		progReason  string
 	}{
-		{"fully available", deployment(2, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionTrue, ReasonDeploymentReady, "Deployment has 3/3 replicas available"},
-		{"no deployment yet", nil, nil, metav1.ConditionFalse, ReasonDeploymentMissing, "not been created"},
-		{"stale observed generation", deployment(3, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "not observed"},
-		{"deployment not scaled to spec yet", deployment(2, 2, 2, 2, 2, 2, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "scaled to 3"},
-		{"rollout with old pods", deployment(2, 2, 3, 4, 2, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3 replicas updated, 4 in total"},
-		{"pods not available", deployment(2, 2, 3, 3, 3, 3, 1), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "1/3 replicas available"},
-		{"pods ready but not yet available", deployment(2, 2, 3, 3, 3, 3, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3"},
+		{"fully available", deployment(2, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionTrue, ReasonDeploymentReady, "Deployment has 3/3 replicas available", F, ReasonRolloutComplete},
+		{"no deployment yet", nil, nil, metav1.ConditionFalse, ReasonDeploymentMissing, "not been created", T, ReasonRollingOut},
+		{"stale observed generation", deployment(3, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "not observed", T, ReasonRollingOut},
+		{"deployment not scaled to spec yet", deployment(2, 2, 2, 2, 2, 2, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "scaled to 3", T, ReasonRollingOut},
+		{"rollout with old pods", deployment(2, 2, 3, 4, 2, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3 replicas updated, 4 in total", T, ReasonRollingOut},
+		{"pods not available", deployment(2, 2, 3, 3, 3, 3, 1), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "1/3 replicas available", T, ReasonRollingOut},
+		{"pods ready but not yet available", deployment(2, 2, 3, 3, 3, 3, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3", T, ReasonRollingOut},
 		{"progress deadline", deployment(2, 2, 3, 3, 3, 0, 0, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}),
-			nil, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, "progress deadline"},
-		{"invalid child", deployment(2, 2, 3, 3, 3, 3, 3), invalid, metav1.ConditionFalse, ReasonInvalidChild, "field is immutable"},
-		{"conflict", nil, conflict, metav1.ConditionFalse, ReasonApplyConflict, "1 conflict"},
-		{"forbidden", nil, forbidden, metav1.ConditionFalse, ReasonApplyForbidden, "exceeded quota"},
-		{"other error", nil, errors.New("connection refused"), metav1.ConditionFalse, ReasonReconcileError, "connection refused"},
+			nil, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, "progress deadline", F, ReasonProgressDeadlineExceeded},
+		{"invalid child", deployment(2, 2, 3, 3, 3, 3, 3), invalid, metav1.ConditionFalse, ReasonInvalidChild, "field is immutable", F, ReasonRolloutComplete},
+		{"conflict", nil, conflict, metav1.ConditionFalse, ReasonApplyConflict, "1 conflict", T, ReasonRollingOut},
+		{"forbidden", nil, forbidden, metav1.ConditionFalse, ReasonApplyForbidden, "exceeded quota", T, ReasonRollingOut},
+		{"other error", nil, errors.New("connection refused"), metav1.ConditionFalse, ReasonReconcileError, "connection refused", T, ReasonRollingOut},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := readyCondition(app, tc.dep, tc.err)
+			r := rolloutOf(app, tc.dep)
+			c := readyCondition(app, r, tc.err)
 			if c.Type != webappv1.ConditionReady || c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 4 {
 				t.Errorf("condition = %+v, want status %s reason %s generation 4", c, tc.status, tc.reason)
 			}
 			if !strings.Contains(c.Message, tc.msgContains) {
 				t.Errorf("message %q does not contain %q", c.Message, tc.msgContains)
+			}
+			p := progressingCondition(app, r)
+			if p.Type != webappv1.ConditionProgressing || p.Status != tc.progressing || p.Reason != tc.progReason || p.ObservedGeneration != 4 {
+				t.Errorf("progressing = %+v, want status %s reason %s generation 4", p, tc.progressing, tc.progReason)
 			}
 		})
 	}
@@ -105,7 +113,7 @@ func TestDesiredStatus(t *testing.T) {
 			if st.Replicas != tc.wantReplicas || st.AvailableReplicas != tc.wantAvailable {
 				t.Errorf("replicas %d available %d, want %d %d", st.Replicas, st.AvailableReplicas, tc.wantReplicas, tc.wantAvailable)
 			}
-			if len(st.Conditions) != 1 || !st.Conditions[0].LastTransitionTime.Equal(&tc.wantTransition) {
+			if len(st.Conditions) != 2 || !st.Conditions[0].LastTransitionTime.Equal(&tc.wantTransition) {
 				t.Errorf("conditions = %+v, want transition %v", st.Conditions, tc.wantTransition)
 			}
 		})

@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,9 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -29,6 +32,8 @@ const DefaultRequeueAfter = 30 * time.Second
 // WebAppReconciler reconciles WebApps.
 type WebAppReconciler struct {
 	Client client.Client
+	// Recorder records events on WebApps (none when nil).
+	Recorder events.EventRecorder
 	// RequeueAfter is the period of the resync of a converged WebApp (DefaultRequeueAfter when zero).
 	RequeueAfter time.Duration
 	// MaxConcurrentReconciles is how many WebApps are reconciled at once (1 when zero).
@@ -37,13 +42,14 @@ type WebAppReconciler struct {
 	Now func() metav1.Time
 }
 
-// +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=example.com,resources=webapps/status,verbs=patch
 // +kubebuilder:rbac:groups=example.com,resources=webapps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile applies the WebApp's Deployment and Service, then its status.
+// Reconcile applies the WebApp's finalizer (Orphan policy only), its Deployment and Service, then its status.
 func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	app := &webappv1.WebApp{}
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
@@ -51,29 +57,112 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
-		// Being deleted: nothing to keep in line any more, and a status write would only race the deletion.
-		return ctrl.Result{}, nil
+		// Being deleted: release the children if the policy says so, then let the WebApp go.
+		return ctrl.Result{}, r.finalize(ctx, app)
 	}
-
-	dep, applyErr := r.applyChildren(ctx, app)
+	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
+	// operator never blocks deleting a WebApp.
+	if err := r.applyFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
+		return ctrl.Result{}, err
+	}
+	dep, applyErr := r.applyChildren(ctx, app, false)
 	statusErr := r.applyStatus(ctx, app, dep, applyErr)
 	return r.result(applyErr, statusErr)
 }
 
 // applyChildren applies the Deployment and the Service (each only if our owned fields drifted from desired) and
-// returns the Deployment as it is now, for the status.
-func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp) (*appsv1.Deployment, error) {
+// returns the Deployment as it is now, for the status. With release, the children are applied without our owner
+// reference (and only if they exist), which hands them over to nobody: they keep running.
+func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp, release bool) (*appsv1.Deployment, error) {
 	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
-	dep, depSent, depErr := ensure(ctx, r.Client, key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-		kind: "Deployment", desired: desiredDeployment(app), extract: appsv1ac.ExtractDeployment,
-	})
-	_, svcSent, svcErr := ensure(ctx, r.Client, key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-		kind: "Service", desired: desiredService(app), extract: corev1ac.ExtractService,
-	})
-	if depSent || svcSent {
-		log.FromContext(ctx).V(1).Info("applied children", "deployment", depSent, "service", svcSent)
+	desiredDep, desiredSvc := desiredDeployment(app), desiredService(app)
+	if release {
+		desiredDep.OwnerReferences, desiredSvc.OwnerReferences = nil, nil
 	}
-	return dep, errors.Join(depErr, svcErr)
+	dep, depErr := ensure(ctx, r.Client, key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
+		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, onlyIfExists: release,
+	})
+	r.record(ctx, app, "Deployment", dep.existed, dep.sent, release, depErr)
+	svc, svcErr := ensure(ctx, r.Client, key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
+		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, onlyIfExists: release,
+	})
+	r.record(ctx, app, "Service", svc.existed, svc.sent, release, svcErr)
+	return dep.obj, errors.Join(depErr, svcErr)
+}
+
+// record counts an apply decision and tells the user about the ones worth a `kubectl describe` line. Identical
+// events are aggregated by the events API into one with a count.
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, existed, sent, release bool, err error) {
+	name := kind + " " + app.Name
+	switch {
+	case err != nil:
+		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
+		r.event(app, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
+	case !sent:
+		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
+	case release:
+		appliesTotal.WithLabelValues(kind, resultSent).Inc()
+		r.event(app, corev1.EventTypeNormal, "Orphaned", "Release", "Released %s: it keeps running without an owner", name)
+	case !existed:
+		appliesTotal.WithLabelValues(kind, resultSent).Inc()
+		r.event(app, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
+	case app.Generation == app.Status.ObservedGeneration:
+		// The spec did not change since we last applied it, so something else changed our fields.
+		appliesTotal.WithLabelValues(kind, resultSent).Inc()
+		driftRepairsTotal.WithLabelValues(kind).Inc()
+		r.event(app, corev1.EventTypeNormal, "DriftRepaired", "Apply", "Put back %s: fields owned by %s had been changed", name, FieldManager)
+	default:
+		appliesTotal.WithLabelValues(kind, resultSent).Inc()
+		r.event(app, corev1.EventTypeNormal, "Updated", "Apply", "Applied generation %d of the spec to %s", app.Generation, name)
+	}
+	if sent {
+		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !existed, "release", release, "error", err)
+	}
+}
+
+func (r *WebAppReconciler) event(app *webappv1.WebApp, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(app, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// applyFinalizer makes our field manager own exactly our finalizer when want is set, and nothing on the WebApp's
+// main resource otherwise (which removes the finalizer, unless another manager also set it).
+func (r *WebAppReconciler) applyFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) error {
+	desired := webappv1ac.WebApp(app.Name, app.Namespace)
+	if want {
+		desired.WithFinalizers(webappv1.Finalizer)
+	}
+	owned, err := webappv1ac.ExtractWebApp(app, FieldManager)
+	if err != nil {
+		return err
+	}
+	if same, err := ownedFieldsMatch[webappv1.WebApp](desired, owned); err != nil || same {
+		if same {
+			appliesTotal.WithLabelValues("WebApp", resultSkipped).Inc()
+		}
+		return err
+	}
+	if err := r.Client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		appliesTotal.WithLabelValues("WebApp", resultFailed).Inc()
+		return client.IgnoreNotFound(fmt.Errorf("applying the finalizer of WebApp %s: %w", app.Name, err))
+	}
+	appliesTotal.WithLabelValues("WebApp", resultSent).Inc()
+	return nil
+}
+
+// finalize runs when the WebApp is being deleted and still carries our finalizer: with the Orphan policy it first
+// releases the children, then it removes the finalizer so the deletion completes.
+func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) error {
+	if !controllerutil.ContainsFinalizer(app, webappv1.Finalizer) {
+		return nil
+	}
+	if app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan {
+		if _, err := r.applyChildren(ctx, app, true); err != nil {
+			return err
+		}
+	}
+	return r.applyFinalizer(ctx, app, false)
 }
 
 // applyStatus applies the status computed from the Deployment, unless it equals the status we already own.
@@ -84,15 +173,23 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 		return err
 	}
 	if same, err := ownedFieldsMatch[webappv1.WebApp](desired, owned); err != nil || same {
+		if same {
+			appliesTotal.WithLabelValues("WebAppStatus", resultSkipped).Inc()
+		}
 		return err
 	}
-	err = r.Client.Status().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership)
-	// A WebApp deleted since we read it has no status left to write.
-	return client.IgnoreNotFound(err)
+	if err := r.Client.Status().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		appliesTotal.WithLabelValues("WebAppStatus", resultFailed).Inc()
+		// A WebApp deleted since we read it has no status left to write.
+		return client.IgnoreNotFound(err)
+	}
+	appliesTotal.WithLabelValues("WebAppStatus", resultSent).Inc()
+	return nil
 }
 
-// result sorts the errors: a child the server can never accept is terminal (no retry until the WebApp changes);
-// anything else is retried with the controller's rate-limited backoff; success waits for the next resync.
+// result sorts the errors: a child the server can never accept is terminal (no retry until the WebApp or the
+// child changes); anything else is retried with the controller's rate-limited backoff; success waits for the
+// next resync.
 func (r *WebAppReconciler) result(applyErr, statusErr error) (ctrl.Result, error) {
 	if err := errors.Join(applyErr, statusErr); err != nil {
 		var ce *childError

@@ -4,9 +4,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ConditionReady is the summary condition: True once the Deployment of the WebApp's current generation is fully
-// rolled out and available. It is the condition `kubectl wait --for=condition=Ready` waits for.
-const ConditionReady = "Ready"
+const (
+	// ConditionReady is the summary condition: True once the Deployment of the WebApp's current generation is
+	// fully rolled out and available. It is the condition `kubectl wait --for=condition=Ready` waits for.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a rollout is under way, and False once it completed or when the
+	// Deployment exceeded its progress deadline.
+	ConditionProgressing = "Progressing"
+
+	// Finalizer is put on a WebApp only while its deletion policy is Orphan: deleting it then needs the operator
+	// to release the Deployment and Service first, which garbage collection cannot do.
+	Finalizer = "example.com/finalizer"
+)
+
+// DeletionPolicy says what happens to the Deployment and Service when their WebApp is deleted.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete deletes the Deployment and Service with the WebApp (owner-reference garbage collection).
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan keeps the Deployment and Service running when the WebApp is deleted; the operator
+	// removes its owner reference from them first.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
 
 // WebAppSpec says what to run: an image, how many replicas of it, and the port it serves on.
 type WebAppSpec struct {
@@ -31,6 +52,20 @@ type WebAppSpec struct {
 	// +kubebuilder:default=80
 	// +optional
 	Port int32 `json:"port,omitempty"`
+
+	// ProgressDeadlineSeconds is how long a rollout may make no progress before the Deployment, and the WebApp's
+	// Progressing and Ready conditions, report ProgressDeadlineExceeded.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +kubebuilder:default=600
+	// +optional
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// DeletionPolicy says what happens to the Deployment and Service when the WebApp is deleted: Delete (the
+	// default) deletes them with it; Orphan leaves them running, without an owner.
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // WebAppStatus is what the operator observed at its last reconcile.

@@ -29,6 +29,8 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.example.webapp-operator.apis.v1.DeletionPolicy
+  scalar: string
 - name: com.github.example.webapp-operator.apis.v1.WebApp
   map:
     fields:
@@ -50,6 +52,10 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v1.WebAppSpec
   map:
     fields:
+    - name: deletionPolicy
+      type:
+        namedType: com.github.example.webapp-operator.apis.v1.DeletionPolicy
+      default: Delete
     - name: image
       type:
         scalar: string
@@ -57,6 +63,10 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 80
+    - name: progressDeadlineSeconds
+      type:
+        scalar: numeric
+      default: 600
     - name: replicas
       type:
         scalar: numeric

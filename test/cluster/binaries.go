@@ -57,11 +57,15 @@ func EnvtestBin() (string, error) {
 	return ToolsBin()
 }
 
-// KwokStages are the kwok stage files install.sh copies beside the binaries: what kwok does to nodes and pods.
-func KwokStages(bin string) []string {
+// NeverReadyImage is an image whose pods kwok schedules but never makes ready (see kwok/pod-ready.yaml), for
+// rollouts that must get stuck.
+const NeverReadyImage = "never-ready.invalid/app:1"
+
+// KwokStages are the kwok stage files (test/cluster/kwok): what kwok does to nodes and pods.
+func KwokStages() []string {
 	var files []string
 	for _, s := range []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete"} {
-		files = append(files, filepath.Join(bin, "..", "kwok-stages", s+".yaml"))
+		files = append(files, filepath.Join(RepoRoot(), "test", "cluster", "kwok", s+".yaml"))
 	}
 	return files
 }

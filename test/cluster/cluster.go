@@ -114,7 +114,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		{"kube-scheduler", []string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "--secure-port=0"}},
 		{"kwok", []string{
 			"--kubeconfig=" + c.Kubeconfig,
-			"--config=" + strings.Join(KwokStages(bin), ","),
+			"--config=" + strings.Join(KwokStages(), ","),
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			"--node-ip=127.0.0.1",

@@ -132,6 +132,7 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 	}
 	port := `.spec.template.spec.containers[name="app"].ports[containerPort=8080,protocol="TCP"]`
 	wantDep := sorted(append(slices.Clone(meta),
+		`.spec.progressDeadlineSeconds`,
 		`.spec.replicas`,
 		`.spec.selector`,
 		`.spec.template.metadata.labels.app.kubernetes.io/instance`,
@@ -148,6 +149,12 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 		`.spec.type`,
 	))
 	wantStatus := []string{
+		`.status.conditions[type="Progressing"].lastTransitionTime`,
+		`.status.conditions[type="Progressing"].message`,
+		`.status.conditions[type="Progressing"].observedGeneration`,
+		`.status.conditions[type="Progressing"].reason`,
+		`.status.conditions[type="Progressing"].status`,
+		`.status.conditions[type="Progressing"].type`,
 		`.status.conditions[type="Ready"].lastTransitionTime`,
 		`.status.conditions[type="Ready"].message`,
 		`.status.conditions[type="Ready"].observedGeneration`,

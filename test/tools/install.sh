@@ -33,14 +33,4 @@ for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   build kube "$c" "k8s.io/kubernetes/cmd/$c" "$kldflags"
 done
 
-# kwok needs stage files (what happens to nodes and pods); its module ships them, copy them beside the binaries.
-stages="$bin/../kwok-stages"
-if [ ! -f "$stages/pod-ready.yaml" ]; then
-  mkdir -p "$stages"
-  moddir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  for s in node/fast/node-initialize node/heartbeat/node-heartbeat pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
-    cp "$moddir/kustomize/stage/$s.yaml" "$stages/"
-  done
-  chmod u+w "$stages"/*.yaml 2>/dev/null || true
-fi
 echo "$bin"

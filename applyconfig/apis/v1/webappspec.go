@@ -8,6 +8,10 @@ Licensed under the Apache License, Version 2.0.
 
 package v1
 
+import (
+	apisv1 "github.com/example/webapp-operator/apis/v1"
+)
+
 // WebAppSpecApplyConfiguration represents a declarative configuration of the WebAppSpec type for use
 // with apply.
 //
@@ -20,6 +24,12 @@ type WebAppSpecApplyConfiguration struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 	// Port is the TCP port the container listens on and the Service exposes, 1 to 65535.
 	Port *int32 `json:"port,omitempty"`
+	// ProgressDeadlineSeconds is how long a rollout may make no progress before the Deployment, and the WebApp's
+	// Progressing and Ready conditions, report ProgressDeadlineExceeded.
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+	// DeletionPolicy says what happens to the Deployment and Service when the WebApp is deleted: Delete (the
+	// default) deletes them with it; Orphan leaves them running, without an owner.
+	DeletionPolicy *apisv1.DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // WebAppSpecApplyConfiguration constructs a declarative configuration of the WebAppSpec type for use with
@@ -49,5 +59,21 @@ func (b *WebAppSpecApplyConfiguration) WithReplicas(value int32) *WebAppSpecAppl
 // If called multiple times, the Port field is set to the value of the last call.
 func (b *WebAppSpecApplyConfiguration) WithPort(value int32) *WebAppSpecApplyConfiguration {
 	b.Port = &value
+	return b
+}
+
+// WithProgressDeadlineSeconds sets the ProgressDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithProgressDeadlineSeconds(value int32) *WebAppSpecApplyConfiguration {
+	b.ProgressDeadlineSeconds = &value
+	return b
+}
+
+// WithDeletionPolicy sets the DeletionPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeletionPolicy field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithDeletionPolicy(value apisv1.DeletionPolicy) *WebAppSpecApplyConfiguration {
+	b.DeletionPolicy = &value
 	return b
 }

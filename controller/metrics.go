@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+// Results of an apply, the values of the result label of webapp_operator_applies_total.
+const (
+	resultSent    = "sent"
+	resultSkipped = "skipped"
+	resultFailed  = "failed"
+)
+
+var (
+	appliesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webapp_operator_applies_total",
+		Help: "Server-Side Applies the operator decided on, by object kind and result: sent, skipped (what our field manager owns already equals the desired state) or failed.",
+	}, []string{"kind", "result"})
+	driftRepairsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webapp_operator_drift_repairs_total",
+		Help: "Applies sent to put back a child that had drifted from an unchanged WebApp spec, by object kind.",
+	}, []string{"kind"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(appliesTotal, driftRepairsTotal)
+}
+
+// readyCollector reports webapp_operator_webapps{ready="True|False|Unknown"} from the cache at scrape time, so the
+// figure is right after a restart and never holds WebApps that are gone.
+type readyCollector struct {
+	reader client.Reader
+	desc   *prometheus.Desc
+}
+
+// RegisterReadyCollector registers the gauge of WebApps by Ready status, listed from reader (the manager's cache).
+func RegisterReadyCollector(reader client.Reader) error {
+	return metrics.Registry.Register(&readyCollector{
+		reader: reader,
+		desc:   prometheus.NewDesc("webapp_operator_webapps", "WebApps by the status of their Ready condition.", []string{"ready"}, nil),
+	})
+}
+
+func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
+	list := &webappv1.WebAppList{}
+	if err := c.reader.List(context.Background(), list); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	counts := map[metav1.ConditionStatus]float64{metav1.ConditionTrue: 0, metav1.ConditionFalse: 0, metav1.ConditionUnknown: 0}
+	for i := range list.Items {
+		status := metav1.ConditionUnknown
+		if ready := meta.FindStatusCondition(list.Items[i].Status.Conditions, webappv1.ConditionReady); ready != nil {
+			status = ready.Status
+		}
+		counts[status]++
+	}
+	for status, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, n, string(status))
+	}
+}
