@@ -82,47 +82,48 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 	dep, depErr := ensure(ctx, r.Client, key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
 		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, onlyIfExists: release,
 	})
-	r.record(ctx, app, "Deployment", dep.existed, dep.sent, release, depErr)
+	r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}, dep.existed, dep.sent, release, depErr)
 	svc, svcErr := ensure(ctx, r.Client, key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, onlyIfExists: release,
 	})
-	r.record(ctx, app, "Service", svc.existed, svc.sent, release, svcErr)
+	r.record(ctx, app, "Service", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}, svc.existed, svc.sent, release, svcErr)
 	return dep.obj, errors.Join(depErr, svcErr)
 }
 
-// record counts an apply decision and tells the user about the ones worth a `kubectl describe` line. Identical
-// events are aggregated by the events API into one with a count.
-func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, existed, sent, release bool, err error) {
+// record counts an apply decision on child and tells the user about the ones worth a `kubectl describe` line.
+// The event regards the WebApp and names the child as related object; repeated identical events are aggregated
+// by the events API into one with a count.
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, child client.Object, existed, sent, release bool, err error) {
 	name := kind + " " + app.Name
 	switch {
 	case err != nil:
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
-		r.event(app, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
+		r.event(app, child, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
 	case !sent:
 		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
 	case release:
 		appliesTotal.WithLabelValues(kind, resultSent).Inc()
-		r.event(app, corev1.EventTypeNormal, "Orphaned", "Release", "Released %s: it keeps running without an owner", name)
+		r.event(app, child, corev1.EventTypeNormal, "Orphaned", "Release", "Released %s: it keeps running without an owner", name)
 	case !existed:
 		appliesTotal.WithLabelValues(kind, resultSent).Inc()
-		r.event(app, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
+		r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
 	case app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change since we last applied it, so something else changed our fields.
 		appliesTotal.WithLabelValues(kind, resultSent).Inc()
 		driftRepairsTotal.WithLabelValues(kind).Inc()
-		r.event(app, corev1.EventTypeNormal, "DriftRepaired", "Apply", "Put back %s: fields owned by %s had been changed", name, FieldManager)
+		r.event(app, child, corev1.EventTypeNormal, "DriftRepaired", "Apply", "Put back %s: fields owned by %s had been changed", name, FieldManager)
 	default:
 		appliesTotal.WithLabelValues(kind, resultSent).Inc()
-		r.event(app, corev1.EventTypeNormal, "Updated", "Apply", "Applied generation %d of the spec to %s", app.Generation, name)
+		r.event(app, child, corev1.EventTypeNormal, "Updated", "Apply", "Applied generation %d of the spec to %s", app.Generation, name)
 	}
 	if sent {
 		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !existed, "release", release, "error", err)
 	}
 }
 
-func (r *WebAppReconciler) event(app *webappv1.WebApp, eventType, reason, action, note string, args ...any) {
+func (r *WebAppReconciler) event(app *webappv1.WebApp, related client.Object, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(app, nil, eventType, reason, action, note, args...)
+		r.Recorder.Eventf(app, related, eventType, reason, action, note, args...)
 	}
 }
 

@@ -1,0 +1,281 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	"github.com/example/webapp-operator/controller"
+)
+
+func setPolicy(t *testing.T, ns, name string, p webappv1.DeletionPolicy) {
+	t.Helper()
+	eventually(t, wait10s, "set deletionPolicy "+string(p), func(ctx context.Context) error {
+		app := &webappv1.WebApp{}
+		if err := get(ctx, ns, name, app); err != nil {
+			return err
+		}
+		app.Spec.DeletionPolicy = p
+		return k8s.Update(ctx, app)
+	})
+}
+
+func waitFinalizer(t *testing.T, ns, name string, want bool) {
+	t.Helper()
+	eventually(t, wait10s, fmt.Sprintf("finalizer present = %v", want), func(ctx context.Context) error {
+		app := &webappv1.WebApp{}
+		if err := get(ctx, ns, name, app); err != nil {
+			return err
+		}
+		if got := slices.Contains(app.Finalizers, webappv1.Finalizer); got != want {
+			return fmt.Errorf("finalizers %v", app.Finalizers)
+		}
+		// The finalizer is ours through Apply, like everything else we write.
+		if owns := slices.Contains(ownedLeaves(t, app, controller.FieldManager, ""), `.metadata.finalizers[="example.com/finalizer"]`); owns != want {
+			return fmt.Errorf("%s owns the finalizer: %v", controller.FieldManager, owns)
+		}
+		return nil
+	})
+}
+
+func TestDeletionPolicyDeleteNeedsNoFinalizer(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	createWebApp(t, ns, "web", 1, 80)
+	waitChildren(t, ns, "web")
+	before := reconcileCount(t)
+	waitReconciles(t, before, 2)
+	app := &webappv1.WebApp{}
+	if err := get(context.Background(), ns, "web", app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Spec.DeletionPolicy != webappv1.DeletionPolicyDelete || len(app.Finalizers) != 0 {
+		t.Errorf("deletionPolicy %q finalizers %v, want Delete and none", app.Spec.DeletionPolicy, app.Finalizers)
+	}
+}
+
+func TestDeletionPolicyOrphanReleasesTheChildren(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Minute)
+	createWebApp(t, ns, "web", 1, 80)
+	waitChildren(t, ns, "web")
+
+	// Switching the policy adds and removes the finalizer.
+	setPolicy(t, ns, "web", webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, "web", true)
+	setPolicy(t, ns, "web", webappv1.DeletionPolicyDelete)
+	waitFinalizer(t, ns, "web", false)
+	setPolicy(t, ns, "web", webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, "web", true)
+
+	app := &webappv1.WebApp{}
+	if err := get(context.Background(), ns, "web", app); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait10s, "WebApp gone, children kept without an owner", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", &webappv1.WebApp{}); err == nil {
+			return fmt.Errorf("WebApp still there")
+		}
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+			if err := get(ctx, ns, "web", o); err != nil {
+				return err
+			}
+			if refs := o.GetOwnerReferences(); len(refs) != 0 {
+				return fmt.Errorf("%T still has owner references %+v", o, refs)
+			}
+		}
+		return nil
+	})
+}
+
+func TestEventsTellWhatHappened(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Minute)
+	createWebApp(t, ns, "web", 1, 80)
+	waitChildren(t, ns, "web")
+	waitReady(t, ns, "web", metav1.ConditionFalse)
+	intrude(t, ns, "web", &appsv1.Deployment{}, func(d *appsv1.Deployment) { d.Spec.Replicas = ptrTo(int32(4)) })
+	eventually(t, wait10s, "events recorded", func(ctx context.Context) error {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var got []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "WebApp" && e.Regarding.Name == "web" {
+				got = append(got, e.Reason+": "+e.Note)
+			}
+		}
+		for _, want := range []string{"Created: Created Deployment web", "Created: Created Service web", "DriftRepaired: Put back Deployment web"} {
+			if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want) }) {
+				return fmt.Errorf("no event %q in %q", want, got)
+			}
+		}
+		return nil
+	})
+}
+
+// The scale subresource is how an HorizontalPodAutoscaler (or `kubectl scale webapp`) sets replicas: as another
+// field manager writing the WebApp's /scale. The operator carries it to the Deployment.
+func TestScaleSubresourceWrittenByAnotherManager(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Minute)
+	createWebApp(t, ns, "web", 2, 80)
+	waitChildren(t, ns, "web")
+	ctx := context.Background()
+	app := &webappv1.WebApp{}
+	eventually(t, wait10s, "scale read", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", app); err != nil {
+			return err
+		}
+		scale := &autoscalingv1.Scale{}
+		if err := k8s.SubResource("scale").Get(ctx, app, scale); err != nil {
+			return err
+		}
+		if scale.Spec.Replicas != 2 || scale.Status.Selector != "app.kubernetes.io/instance=web,app.kubernetes.io/name=webapp" {
+			return fmt.Errorf("scale = %+v", scale)
+		}
+		return nil
+	})
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 6}}
+	if err := k8s.SubResource("scale").Update(ctx, app, client.WithSubResourceBody(scale), client.FieldOwner("autoscaler")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait10s, "deployment follows the scale", func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := get(ctx, ns, "web", d); err != nil {
+			return err
+		}
+		if *d.Spec.Replicas != 6 {
+			return fmt.Errorf("deployment replicas %d", *d.Spec.Replicas)
+		}
+		return nil
+	})
+	if err := get(ctx, ns, "web", app); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range app.ManagedFields {
+		found = found || (e.Manager == "autoscaler" && e.Subresource == "scale" && strings.Contains(e.FieldsV1.GetRawString(), "f:replicas"))
+	}
+	if app.Spec.Replicas != 6 || !found {
+		t.Errorf("spec.replicas %d; managedFields %+v: want 6 set by autoscaler through /scale", app.Spec.Replicas, app.ManagedFields)
+	}
+}
+
+func TestProgressDeadlineShowsInConditions(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Minute)
+	createWebApp(t, ns, "web", 2, 80)
+	waitChildren(t, ns, "web")
+	// What the Deployment controller reports when a rollout made no progress within progressDeadlineSeconds.
+	intrudeStatus(t, ns, "web", func(d *appsv1.Deployment) {
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, Conditions: []appsv1.DeploymentCondition{{
+			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
+			Message: `ReplicaSet "web-1" has timed out progressing.`,
+		}}}
+	})
+	app := waitReady(t, ns, "web", metav1.ConditionFalse)
+	eventually(t, wait10s, "conditions report the deadline", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", app); err != nil {
+			return err
+		}
+		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+		prog := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing)
+		if ready.Reason != "ProgressDeadlineExceeded" || prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != "ProgressDeadlineExceeded" {
+			return fmt.Errorf("ready %+v progressing %+v", ready, prog)
+		}
+		return nil
+	})
+}
+
+// An admission policy refusing our Service: Ready says so with the server's message, and the retries back off
+// instead of hammering the API server.
+func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-port-81-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.ports.all(p, p.port != 81)", Message: "port 81 is reserved by the platform team"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
+	}
+	// The policy takes a moment to be enforced: probe with a Service of our own until it is refused.
+	eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
+		probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 81}}}}
+		if err := k8s.Create(ctx, probe, client.DryRunAll); err == nil {
+			return fmt.Errorf("port 81 still accepted")
+		}
+		return nil
+	})
+
+	startOperator(t, ns, time.Minute)
+	createWebApp(t, ns, "web", 1, 81)
+	eventually(t, wait10s, "Ready=False with the policy's message", func(ctx context.Context) error {
+		app := &webappv1.WebApp{}
+		if err := get(ctx, ns, "web", app); err != nil {
+			return err
+		}
+		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, "port 81 is reserved by the platform team") ||
+			!strings.Contains(ready.Message, "applying Service "+ns+"/web") {
+			return fmt.Errorf("ready = %+v", ready)
+		}
+		return nil
+	})
+	// The Deployment is applied all the same: one child's failure does not hold back the other.
+	if err := get(ctx, ns, "web", &appsv1.Deployment{}); err != nil {
+		t.Errorf("deployment: %v", err)
+	}
+	// Over five seconds the failed WebApp is retried a handful of times with backoff (or not at all, when the
+	// refusal is terminal), never in a hot loop.
+	before := reconcileCount(t)
+	deadline := time.Now().Add(5 * time.Second)
+	eventually(t, 10*time.Second, "five seconds pass", func(context.Context) error {
+		if time.Now().Before(deadline) {
+			return fmt.Errorf("waiting")
+		}
+		return nil
+	})
+	if n := reconcileCount(t) - before; n > 15 {
+		t.Errorf("%v reconciles in 5s for a WebApp whose Service is refused: a retry storm", n)
+	}
+}
