@@ -68,7 +68,7 @@ func rolloutOf(app *webappv1.WebApp, dep *appsv1.Deployment) rollout {
 		return rollout{reason: ReasonDeploymentMissing, msg: "Deployment has not been created yet"}
 	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == "ProgressDeadlineExceeded":
 		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded,
-			msg: fmt.Sprintf("Deployment exceeded its progress deadline with %d/%d replicas available", dep.Status.AvailableReplicas, want)}
+			msg: fmt.Sprintf("Deployment exceeded its progress deadline: %d/%d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)}
 	case dep.Status.ObservedGeneration < dep.Generation:
 		return rollout{reason: ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:

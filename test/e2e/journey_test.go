@@ -93,6 +93,29 @@ func TestUserJourney(t *testing.T) {
 		kubectl(t, "wait", "--for=condition=Ready", "--timeout=60s", "webapp/nginx-app")
 	})
 
+	step(t, "kubectl describe shows events and /metrics counts what happened", func(t *testing.T) {
+		describe := kubectl(t, "describe", "webapp", "nginx-app")
+		for _, want := range []string{"Created", "Created Deployment nginx-app", "DriftRepaired", "Put back Deployment nginx-app", "Updated"} {
+			if !strings.Contains(describe, want) {
+				t.Errorf("kubectl describe webapp nginx-app lacks %q:\n%s", want, describe)
+			}
+		}
+		eventually(t, 30*time.Second, "metrics", func() error {
+			switch {
+			// A deleted Deployment counts as created; the scaled one and the new image are repairs.
+			case mgr.metric(t, "webapp_operator_drift_repairs_total", `kind="Deployment"`) < 2:
+				return fmt.Errorf("drift repairs of Deployments: %v, want at least 2 (replicas, image)", mgr.metric(t, "webapp_operator_drift_repairs_total", `kind="Deployment"`))
+			case mgr.metric(t, "webapp_operator_webapps", `ready="True"`) != 2:
+				return fmt.Errorf("ready WebApps: %v, want 2", mgr.metric(t, "webapp_operator_webapps", `ready="True"`))
+			case mgr.metric(t, "webapp_operator_applies_total", `kind="Deployment"`, `result="skipped"`) < 1:
+				return fmt.Errorf("no skipped Deployment applies")
+			case mgr.metric(t, "webapp_operator_applies_total", `kind="WebAppStatus"`, `result="sent"`) < 1:
+				return fmt.Errorf("no status applies")
+			}
+			return nil
+		})
+	})
+
 	step(t, "managed fields show webapp-operator applying each object", func(t *testing.T) {
 		for _, tc := range []struct{ obj, subresource string }{
 			{"deployment/nginx-app", ""}, {"service/nginx-app", ""}, {"webapp/nginx-app", "status"},

@@ -95,11 +95,13 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 	}
 }
 
-// jsonpathEquals polls until `kubectl get <obj> -o jsonpath=<path>` prints want.
+// jsonpathEquals polls until `kubectl get <obj> -o jsonpath=<path>` prints want; obj may hold several
+// space-separated arguments ("-n=ns deployment/x").
 func jsonpathEquals(t *testing.T, obj, path, want string) {
 	t.Helper()
 	eventually(t, time.Minute, obj+" "+path+" = "+want, func() error {
-		got, err := kubectlErr("get", obj, "-o", "jsonpath="+path)
+		args := append([]string{"get"}, strings.Fields(obj)...)
+		got, err := kubectlErr(append(args, "-o", "jsonpath="+path)...)
 		if err != nil {
 			return err
 		}

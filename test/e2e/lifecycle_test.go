@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/example/webapp-operator/test/cluster"
+)
+
+// setup installs the CRD (idempotent) and creates the test's namespace.
+func setup(t *testing.T, ns string) {
+	t.Helper()
+	kubectl(t, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd"))
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com")
+	kubectl(t, "create", "namespace", ns)
+}
+
+// applyWebApp applies a WebApp as kubectl would from a file.
+func applyWebApp(t *testing.T, ns, name, spec string) {
+	t.Helper()
+	doc := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":%q,"namespace":%q},"spec":%s}`, name, ns, spec)
+	if _, err := kubectlStdin(doc, "apply", "--server-side", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRolloutConditions(t *testing.T) {
+	const ns = "rollout"
+	setup(t, ns)
+	mgr := startManager(t, "rollout-manager-1", "--requeue-after=2s")
+	outer := t // managers started in a subtest must outlive it
+	applyWebApp(t, ns, "web", `{"image":"nginx:1.25","replicas":2,"progressDeadlineSeconds":5}`)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
+
+	t.Run("kubectl wait does not accept a Ready of an older generation", func(t *testing.T) {
+		mgr.stop(t)
+		kubectl(t, "patch", "-n", ns, "webapp", "web", "--type=merge", "-p", `{"spec":{"image":"nginx:1.27"}}`)
+		// Nobody has looked at generation 2 yet: the Ready=True of generation 1 must not satisfy the wait.
+		if out, err := kubectlErr("wait", "-n", ns, "--for=condition=Ready", "--timeout=3s", "webapp/web"); err == nil {
+			t.Fatalf("kubectl wait succeeded on a stale Ready: %s", out)
+		}
+		startManager(outer, "rollout-manager-2", "--requeue-after=2s")
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
+		jsonpathEquals(t, "-n="+ns+" webapp/web", `{.status.observedGeneration} {.status.conditions[?(@.type=="Ready")].observedGeneration}`, "2 2")
+		jsonpathEquals(t, "-n="+ns+" deployment/web", "{.spec.template.spec.containers[0].image}", "nginx:1.27")
+	})
+
+	t.Run("a rollout that cannot progress reports ProgressDeadlineExceeded", func(t *testing.T) {
+		kubectl(t, "patch", "-n", ns, "webapp", "web", "--type=merge", "-p", fmt.Sprintf(`{"spec":{"image":%q}}`, cluster.NeverReadyImage))
+		jsonpathEquals(t, "-n="+ns+" webapp/web", `{.status.conditions[?(@.type=="Progressing")].status}`, "True")
+		kubectl(t, "wait", "-n", ns, `--for=jsonpath={.status.conditions[?(@.type=="Progressing")].reason}=ProgressDeadlineExceeded`, "--timeout=90s", "webapp/web")
+		jsonpathEquals(t, "-n="+ns+" webapp/web",
+			`{.status.conditions[?(@.type=="Ready")].status}/{.status.conditions[?(@.type=="Ready")].reason}/{.status.conditions[?(@.type=="Progressing")].status}`,
+			"False/ProgressDeadlineExceeded/False")
+	})
+
+	t.Run("a good image recovers", func(t *testing.T) {
+		kubectl(t, "patch", "-n", ns, "webapp", "web", "--type=merge", "-p", `{"spec":{"image":"nginx:1.25"}}`)
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=90s", "webapp/web")
+		jsonpathEquals(t, "-n="+ns+" webapp/web", `{.status.conditions[?(@.type=="Progressing")].reason}`, "RolloutComplete")
+	})
+}
+
+// childrenOrphaned waits until the WebApp is gone and its Deployment and Service still run, without an owner.
+func childrenOrphaned(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, time.Minute, "WebApp "+name+" gone", func() error {
+		if _, err := kubectlErr("get", "-n", ns, "webapp", name); err == nil || !strings.Contains(err.Error(), "NotFound") {
+			return fmt.Errorf("still there (%w)", err)
+		}
+		return nil
+	})
+	for _, obj := range []string{"deployment/" + name, "service/" + name} {
+		jsonpathEquals(t, "-n="+ns+" "+obj, "{.metadata.name} owners:{.metadata.ownerReferences}", name+" owners:")
+	}
+	jsonpathEquals(t, "-n="+ns+" deployment/"+name, "{.status.availableReplicas}", "1")
+}
+
+func TestDeletionPolicies(t *testing.T) {
+	const ns = "deletion"
+	setup(t, ns)
+	mgr := startManager(t, "deletion-manager-1", "--requeue-after=2s")
+
+	t.Run("Orphan keeps the children running", func(t *testing.T) {
+		applyWebApp(t, ns, "keep", `{"image":"nginx:1.25","deletionPolicy":"Orphan"}`)
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/keep")
+		jsonpathEquals(t, "-n="+ns+" webapp/keep", "{.metadata.finalizers}", `["example.com/finalizer"]`)
+		kubectl(t, "delete", "-n", ns, "webapp", "keep")
+		childrenOrphaned(t, ns, "keep")
+	})
+
+	t.Run("switching back to Delete removes the finalizer, and garbage collection the children", func(t *testing.T) {
+		applyWebApp(t, ns, "switch", `{"image":"nginx:1.25","deletionPolicy":"Orphan"}`)
+		jsonpathEquals(t, "-n="+ns+" webapp/switch", "{.metadata.finalizers}", `["example.com/finalizer"]`)
+		applyWebApp(t, ns, "switch", `{"image":"nginx:1.25","deletionPolicy":"Delete"}`)
+		jsonpathEquals(t, "-n="+ns+" webapp/switch", "{.metadata.finalizers}", "")
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/switch")
+		kubectl(t, "delete", "-n", ns, "webapp", "switch")
+		for _, obj := range []string{"deployment/switch", "service/switch"} {
+			eventually(t, time.Minute, obj+" garbage-collected", func() error {
+				if _, err := kubectlErr("get", "-n", ns, obj); err == nil || !strings.Contains(err.Error(), "NotFound") {
+					return fmt.Errorf("still there (%w)", err)
+				}
+				return nil
+			})
+		}
+	})
+
+	t.Run("deleted while the operator is down, released when it starts", func(t *testing.T) {
+		applyWebApp(t, ns, "down", `{"image":"nginx:1.25","deletionPolicy":"Orphan"}`)
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/down")
+		jsonpathEquals(t, "-n="+ns+" webapp/down", "{.metadata.finalizers}", `["example.com/finalizer"]`)
+		mgr.stop(t)
+		kubectl(t, "delete", "-n", ns, "webapp", "down", "--wait=false")
+		// The finalizer holds the WebApp (Terminating) until an operator releases the children.
+		if ts := kubectl(t, "get", "-n", ns, "webapp/down", "-o", "jsonpath={.metadata.deletionTimestamp}"); ts == "" {
+			t.Fatal("WebApp has no deletionTimestamp after delete")
+		}
+		startManager(t, "deletion-manager-2", "--requeue-after=2s")
+		childrenOrphaned(t, ns, "down")
+	})
+}
+
+func TestLeaderElection(t *testing.T) {
+	const ns = "leader"
+	setup(t, ns)
+	const lease = 6 * time.Second
+	args := []string{"--requeue-after=2s", "--leader-elect", "--leader-election-namespace=kube-system",
+		"--leader-elect-lease-duration=" + lease.String(), "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+	isLeader := func(m *manager) bool {
+		return m.metric(t, "leader_election_master_status", `name="webapp-operator.example.com"`) == 1
+	}
+	first := startManager(t, "leader-a", args...)
+	eventually(t, 30*time.Second, "a leads", func() error {
+		if !isLeader(first) {
+			return fmt.Errorf("not leader yet")
+		}
+		return nil
+	})
+	second := startManager(t, "leader-b", args...)
+	applyWebApp(t, ns, "web", `{"image":"nginx:1.25","replicas":2}`)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
+	if isLeader(second) || second.metric(t, "controller_runtime_reconcile_total", `controller="webapp"`) != 0 ||
+		second.metric(t, "webapp_operator_applies_total", `result="sent"`) != 0 {
+		t.Fatalf("the non-leader reconciled or wrote")
+	}
+
+	// SIGKILL: the leader cannot release the lease; the other takes over once it expires.
+	killed := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*lease, "b takes over", func() error {
+		if !isLeader(second) {
+			return fmt.Errorf("not leader yet")
+		}
+		return nil
+	})
+	took := time.Since(killed)
+	t.Logf("takeover %v after SIGKILL (lease duration %v)", took.Round(100*time.Millisecond), lease)
+	// The lease must expire (lease duration after the last renewal), then the next retry (1s) takes it.
+	if took > lease+5*time.Second {
+		t.Errorf("takeover took %v, more than the lease duration %v plus 5s", took, lease)
+	}
+	kubectl(t, "scale", "-n", ns, "webapp", "web", "--replicas=4")
+	jsonpathEquals(t, "-n="+ns+" webapp/web", "{.status.availableReplicas}", "4")
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
+}
