@@ -146,7 +146,7 @@ func TestUserJourney(t *testing.T) {
 			{"my.app", `{"image":"nginx"}`, "metadata.name must be a DNS-1035 label"},
 		} {
 			doc := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":%q},"spec":%s}`, tc.name, tc.spec)
-			_, err := kubectlStdin(doc, "apply", "--server-side", "-f", "-")
+			err := kubectlStdin(doc, "apply", "--server-side", "-f", "-")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 			}

@@ -23,7 +23,7 @@ func setup(t *testing.T, ns string) {
 func applyWebApp(t *testing.T, ns, name, spec string) {
 	t.Helper()
 	doc := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":%q,"namespace":%q},"spec":%s}`, name, ns, spec)
-	if _, err := kubectlStdin(doc, "apply", "--server-side", "-f", "-"); err != nil {
+	if err := kubectlStdin(doc, "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -228,15 +228,15 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// kubectlStdin runs kubectl with stdin.
-func kubectlStdin(stdin string, args ...string) (string, error) {
+// kubectlStdin runs kubectl with stdin; the error carries stderr.
+func kubectlStdin(stdin string, args ...string) error {
 	cmd := exec.Command(filepath.Join(lc.Bin, "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig)
 	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return stdout.String(), nil
+	return nil
 }
