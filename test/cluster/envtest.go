@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -37,12 +38,34 @@ func NewEnvtest(logDir string, installCRD bool) (*envtest.Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
-	api := &envtest.APIServer{Out: apiLog, Err: apiLog}
+	etcdPath, err := dieWithParent(logDir, filepath.Join(bin, "etcd"))
+	if err != nil {
+		return nil, err
+	}
+	apiPath, err := dieWithParent(logDir, filepath.Join(bin, "kube-apiserver"))
+	if err != nil {
+		return nil, err
+	}
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcdPath, Out: etcdLog, Err: etcdLog}
+	api := &envtest.APIServer{Path: apiPath, Out: apiLog, Err: apiLog}
 	env.ControlPlane.APIServer = api
 	// On loopback the default endpoint reconciler cannot publish the apiserver's address.
 	api.Configure().Set("endpoint-reconciler-type", "none")
 	return env, nil
+}
+
+// dieWithParent writes a wrapper that execs binary with a parent-death signal, so etcd and kube-apiserver are
+// killed with the process that started them even when it dies without cleaning up (a test timeout's panic,
+// Ctrl-C). envtest starts them in process groups of their own and offers no hook for this. Without setpriv
+// (util-linux) the binary is used as it is.
+func dieWithParent(dir, binary string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return binary, nil
+	}
+	wrapper := filepath.Join(dir, filepath.Base(binary)+".sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, binary)
+	return wrapper, os.WriteFile(wrapper, []byte(script), 0o755)
 }
 
 func logFile(dir, name string) (*os.File, error) {
