@@ -100,6 +100,6 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter)
+	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter.String())
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
