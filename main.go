@@ -84,11 +84,13 @@ func run(o options) error {
 	}
 	r := &controller.WebAppReconciler{
 		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder(controller.FieldManager),
 		RequeueAfter:            o.requeueAfter,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the WebApp controller: %w", err)
 	}
 	if err := controller.RegisterReadyCollector(mgr.GetCache()); err != nil {
@@ -101,5 +103,5 @@ func run(o options) error {
 		return err
 	}
 	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter.String())
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

@@ -22,6 +22,10 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=example.com, Version=v1
+	case v1.SchemeGroupVersion.WithKind("RollingUpdate"):
+		return &apisv1.RollingUpdateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ServiceSpec"):
+		return &apisv1.ServiceSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("WebApp"):
 		return &apisv1.WebAppApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("WebAppSpec"):

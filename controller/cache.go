@@ -3,6 +3,8 @@ package controller
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -13,19 +15,36 @@ import (
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 )
 
-// CacheOptions keep only what the operator manages in memory: Deployments and Services that carry our
-// managed-by label (a cluster with thousands of unrelated ones costs nothing), and only one namespace's objects
-// when namespace is set.
+// CacheOptions keep only what the operator needs in memory: Deployments, Services and PodDisruptionBudgets that
+// carry our managed-by label (a cluster with thousands of unrelated ones costs nothing); of ConfigMaps and
+// Secrets only name, namespace, UID and resourceVersion (their data is read when a WebApp refers to them); and
+// only one namespace's objects when namespace is set.
 func CacheOptions(namespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}: {Label: ours},
-		&corev1.Service{}:    {Label: ours},
+		&appsv1.Deployment{}:            {Label: ours},
+		&corev1.Service{}:               {Label: ours},
+		&policyv1.PodDisruptionBudget{}: {Label: ours},
+		metadataOnly("ConfigMap"):       {Transform: slimMetadata},
+		metadataOnly("Secret"):          {Transform: slimMetadata},
 	}}
 	if namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
 	return o
+}
+
+func metadataOnly(kind string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
+}
+
+// slimMetadata keeps of a ConfigMap's or Secret's metadata what the watch needs to find the WebApps referring to
+// it and see it change; labels, annotations (a last-applied configuration can be large) and managedFields go.
+func slimMetadata(o any) (any, error) {
+	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+	}
+	return o, nil
 }
 
 // NewScheme is the scheme of the operator's clients: client-go's types and the WebApp API.

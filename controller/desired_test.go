@@ -19,6 +19,15 @@ func newApp(name string, replicas, port int32, image string) *webappv1.WebApp {
 	}
 }
 
+func mustDeployment(t *testing.T, app *webappv1.WebApp) any {
+	t.Helper()
+	d, err := desiredDeployment(app, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // typed decodes an apply configuration into its typed object, the shape the API server stores.
 func typed[T any](t *testing.T, ac any) *T {
 	t.Helper()
@@ -43,7 +52,7 @@ func TestDesiredDeployment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := typed[appsv1.Deployment](t, desiredDeployment(tc.app))
+			d := typed[appsv1.Deployment](t, mustDeployment(t, tc.app))
 			if d.Name != tc.app.Name || d.Namespace != "ns" || d.Kind != "Deployment" || d.APIVersion != "apps/v1" {
 				t.Errorf("identity = %s %s/%s %s", d.APIVersion, d.Namespace, d.Name, d.Kind)
 			}
@@ -118,7 +127,7 @@ func mapsEqual(a, b map[string]string) bool {
 func TestBuildersAreDeterministic(t *testing.T) {
 	app := newApp("x", 3, 80, "nginx")
 	for i := 0; i < 20; i++ {
-		same, err := ownedFieldsMatch[appsv1.Deployment](desiredDeployment(app), desiredDeployment(app))
+		same, err := ownedFieldsMatch[appsv1.Deployment](mustDeployment(t, app), mustDeployment(t, app))
 		if err != nil || !same {
 			t.Fatalf("desiredDeployment differs between calls: %v", err)
 		}

@@ -17,6 +17,7 @@ const (
 	resultSent    = "sent"
 	resultSkipped = "skipped"
 	resultFailed  = "failed"
+	resultDeleted = "deleted"
 )
 
 var (

@@ -110,8 +110,8 @@ func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
 	if res.RequeueAfter != DefaultRequeueAfter {
 		t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, DefaultRequeueAfter)
 	}
-	if got := env.writes.Load(); got != 2 {
-		t.Errorf("first reconcile sent %d writes to children, want 2 (Deployment, Service)", got)
+	if got := env.writes.Load(); got != 3 {
+		t.Errorf("first reconcile sent %d writes to children, want 3 (Deployment, Service, PodDisruptionBudget)", got)
 	}
 	dep := &appsv1.Deployment{}
 	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, dep); err != nil {

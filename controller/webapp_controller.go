@@ -10,15 +10,19 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -32,6 +36,8 @@ const DefaultRequeueAfter = 30 * time.Second
 // WebAppReconciler reconciles WebApps.
 type WebAppReconciler struct {
 	Client client.Client
+	// APIReader reads the ConfigMaps and Secrets a WebApp refers to, uncached (Client when nil).
+	APIReader client.Reader
 	// Recorder records events on WebApps (none when nil).
 	Recorder events.EventRecorder
 	// RequeueAfter is the period of the resync of a converged WebApp (DefaultRequeueAfter when zero).
@@ -47,6 +53,8 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups=example.com,resources=webapps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile applies the WebApp's finalizer (Orphan policy only), its Deployment and Service, then its status.
@@ -70,24 +78,67 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	return r.result(applyErr, statusErr)
 }
 
-// applyChildren applies the Deployment and the Service (each only if our owned fields drifted from desired) and
-// returns the Deployment as it is now, for the status. With release, the children are applied without our owner
-// reference (and only if they exist), which hands them over to nobody: they keep running.
+// applyChildren applies the Deployment, the Service and the PodDisruptionBudget (each only if our owned fields
+// drifted from desired; the PDB is deleted when one replica leaves nothing to protect) and returns the
+// Deployment as it is now, for the status. With release, the children are applied without our owner reference
+// (and only if they exist), which hands them over to nobody: they keep running.
 func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp, release bool) (*appsv1.Deployment, error) {
 	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
-	desiredDep, desiredSvc := desiredDeployment(app), desiredService(app)
+	meta := metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}
+	hash, err := r.configHash(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	desiredDep, err := desiredDeployment(app, hash)
+	if err != nil {
+		return nil, reconcile.TerminalError(err)
+	}
+	desiredSvc, desiredPdb := desiredService(app), desiredPDB(app)
 	if release {
 		desiredDep.OwnerReferences, desiredSvc.OwnerReferences = nil, nil
+		if desiredPdb != nil {
+			desiredPdb.OwnerReferences = nil
+		}
 	}
 	dep, depErr := ensure(ctx, r.Client, key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
 		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, onlyIfExists: release,
 	})
-	r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}, dep.existed, dep.sent, release, depErr)
+	r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: meta}, dep.existed, dep.sent, release, depErr)
 	svc, svcErr := ensure(ctx, r.Client, key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, onlyIfExists: release,
 	})
-	r.record(ctx, app, "Service", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}, svc.existed, svc.sent, release, svcErr)
-	return dep.obj, errors.Join(depErr, svcErr)
+	r.record(ctx, app, "Service", &corev1.Service{ObjectMeta: meta}, svc.existed, svc.sent, release, svcErr)
+	var pdbErr error
+	if desiredPdb == nil {
+		pdbErr = r.deletePDB(ctx, app, release)
+	} else {
+		pdb, err := ensure(ctx, r.Client, key, child[policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
+			kind: "PodDisruptionBudget", desired: desiredPdb, extract: policyv1ac.ExtractPodDisruptionBudget, onlyIfExists: release,
+		})
+		r.record(ctx, app, "PodDisruptionBudget", &policyv1.PodDisruptionBudget{ObjectMeta: meta}, pdb.existed, pdb.sent, release, err)
+		pdbErr = err
+	}
+	return dep.obj, errors.Join(depErr, svcErr, pdbErr)
+}
+
+// deletePDB deletes the WebApp's PodDisruptionBudget, if there is one and the WebApp controls it. Deleting is the
+// one write that is not an apply: an object cannot be removed by applying less of it.
+func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp, release bool) error {
+	pdb := &policyv1.PodDisruptionBudget{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, pdb)
+	if err != nil || release || !metav1.IsControlledBy(pdb, app) {
+		return client.IgnoreNotFound(err)
+	}
+	// The UID precondition makes sure we delete the PDB we saw, never one created since.
+	err = r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
+	if client.IgnoreNotFound(err) != nil {
+		appliesTotal.WithLabelValues("PodDisruptionBudget", resultFailed).Inc()
+		r.event(app, pdb, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting PodDisruptionBudget %s failed: %v", app.Name, err)
+		return &childError{kind: "PodDisruptionBudget", key: client.ObjectKeyFromObject(pdb), err: err}
+	}
+	appliesTotal.WithLabelValues("PodDisruptionBudget", resultDeleted).Inc()
+	r.event(app, pdb, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted PodDisruptionBudget %s: a single replica has nothing to protect", app.Name)
+	return nil
 }
 
 // record counts an apply decision on child and tells the user about the ones worth a `kubectl describe` line.
@@ -209,6 +260,13 @@ func (r *WebAppReconciler) now() metav1.Time {
 	return metav1.Now()
 }
 
+func (r *WebAppReconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
 func (r *WebAppReconciler) requeueAfter() time.Duration {
 	if r.RequeueAfter > 0 {
 		return r.RequeueAfter
@@ -216,13 +274,20 @@ func (r *WebAppReconciler) requeueAfter() time.Duration {
 	return DefaultRequeueAfter
 }
 
-// SetupWithManager watches WebApps and the Deployments and Services they control, so a change to any of them
-// (an edit, a deletion, a rollout's progress) reconciles the owning WebApp within moments.
-func (r *WebAppReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager watches WebApps and the Deployments, Services and PodDisruptionBudgets they control, so a
+// change to any of them (an edit, a deletion, a rollout's progress) reconciles the owning WebApp within moments;
+// and the metadata only of ConfigMaps and Secrets, so a change to one a WebApp refers to rolls its pods.
+func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv1.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&webappv1.WebApp{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("secret")), builder.OnlyMetadata).
 		Named("webapp").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Complete(r)

@@ -1,7 +1,9 @@
 package v1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 const (
@@ -29,7 +31,9 @@ const (
 	DeletionPolicyOrphan DeletionPolicy = "Orphan"
 )
 
-// WebAppSpec says what to run: an image, how many replicas of it, and the port it serves on.
+// WebAppSpec says what to run: an image, how many replicas of it, and the port it serves on; and, optionally,
+// how (environment, resources, probes, pull secrets, pod labels, rollout, security) and how to expose it.
+// +kubebuilder:validation:XValidation:rule="!(has(self.healthCheckPath) && has(self.readinessProbe))",message="set healthCheckPath or readinessProbe, not both"
 type WebAppSpec struct {
 	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
 	// +kubebuilder:validation:MinLength=1
@@ -66,6 +70,134 @@ type WebAppSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// Command overrides the image's entrypoint.
+	// +listType=atomic
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args overrides the image's arguments.
+	// +listType=atomic
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env sets environment variables of the container: a value, or a key of a ConfigMap or Secret (valueFrom).
+	// When a referenced ConfigMap or Secret changes, the pods are rolled.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// EnvFrom sets environment variables from every key of ConfigMaps or Secrets. When one changes, the pods
+	// are rolled.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// Resources are the container's compute resource requests and limits.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// HealthCheckPath makes the readiness probe an HTTP GET of this path on the port (default: a TCP check of the
+	// port). Not together with readinessProbe.
+	// +kubebuilder:validation:Pattern=`^/\S*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	HealthCheckPath string `json:"healthCheckPath,omitempty"`
+
+	// ReadinessProbe replaces the default readiness probe entirely.
+	// +optional
+	ReadinessProbe *corev1.Probe `json:"readinessProbe,omitempty"`
+
+	// LivenessProbe, when set, restarts the container when it fails.
+	// +optional
+	LivenessProbe *corev1.Probe `json:"livenessProbe,omitempty"`
+
+	// ImagePullSecrets name Secrets in the WebApp's namespace with credentials for the image registry.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// ImagePullPolicy is Always, IfNotPresent or Never (default: the cluster's, IfNotPresent unless the tag is
+	// latest).
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// Service configures the Service.
+	// +optional
+	Service ServiceSpec `json:"service,omitempty"`
+
+	// PodLabels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and
+	// managed-by) cannot be set here.
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the operator sets them and selects pods by them"
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// PodAnnotations are added to the pods.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// Strategy tunes the rolling update.
+	// +optional
+	Strategy RollingUpdate `json:"strategy,omitempty"`
+
+	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps for rollback (default 10).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// PodSecurity is the Pod Security Standard the pods are made to meet. Restricted (the default) runs as
+	// non-root with no privilege escalation, all capabilities dropped and the RuntimeDefault seccomp profile.
+	// Baseline is the opt-out for images that must run as root (nginx:1.25, say): RuntimeDefault seccomp and no
+	// privilege escalation, with the image's user and the default capabilities.
+	// +kubebuilder:validation:Enum=Restricted;Baseline
+	// +kubebuilder:default=Restricted
+	// +optional
+	PodSecurity PodSecurity `json:"podSecurity,omitempty"`
+}
+
+// PodSecurity names a Pod Security Standard level.
+type PodSecurity string
+
+const (
+	// PodSecurityRestricted meets the restricted Pod Security Standard.
+	PodSecurityRestricted PodSecurity = "Restricted"
+	// PodSecurityBaseline meets the baseline Pod Security Standard, for images that must run as root.
+	PodSecurityBaseline PodSecurity = "Baseline"
+)
+
+// ServiceSpec configures the WebApp's Service.
+type ServiceSpec struct {
+	// Type is ClusterIP (the default), NodePort or LoadBalancer.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// Annotations are added to the Service (a cloud load balancer's settings, say).
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// RollingUpdate tunes the Deployment's rolling update.
+type RollingUpdate struct {
+	// MaxSurge is how many pods, or what percentage, may run above replicas during a rollout (default 25%).
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+
+	// MaxUnavailable is how many pods, or what percentage, may be unavailable during a rollout (default 25%).
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // WebAppStatus is what the operator observed at its last reconcile.

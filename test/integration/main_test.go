@@ -176,8 +176,8 @@ func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operato
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controller.WebAppReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(controller.FieldManager), RequeueAfter: requeueAfter}
-	if err := r.SetupWithManager(mgr); err != nil {
+	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager), RequeueAfter: requeueAfter}
+	if err := r.SetupWithManager(context.Background(), mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -141,6 +141,12 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 		`.spec.template.spec.containers[name="app"].image`,
 		`.spec.template.spec.containers[name="app"].name`,
 		port+`.containerPort`, port+`.name`, port+`.protocol`,
+		// The default readiness probe and the restricted Pod Security Standard.
+		`.spec.template.spec.containers[name="app"].readinessProbe.tcpSocket.port`,
+		`.spec.template.spec.containers[name="app"].securityContext.allowPrivilegeEscalation`,
+		`.spec.template.spec.containers[name="app"].securityContext.capabilities.drop`,
+		`.spec.template.spec.securityContext.runAsNonRoot`,
+		`.spec.template.spec.securityContext.seccompProfile.type`,
 	))
 	svcPort := `.spec.ports[port=8080,protocol="TCP"]`
 	wantSvc := sorted(append(slices.Clone(meta),

@@ -119,11 +119,14 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	waitReady(t, ns, "a", metav1.ConditionTrue)
 	waitReconciles(t, reconcileCount(t), float64(2*len(names)))
 	writes := append(first.writes.take(), second.writes.take()...)
-	depWrites, statusWrites, other := 0, 0, 0
+	depWrites, pdbWrites, statusWrites, other := 0, 0, 0, 0
 	for _, w := range writes {
 		switch {
 		case w == "POST /apis/events.k8s.io/v1/namespaces/"+ns+"/events" || strings.HasPrefix(w, "PATCH /apis/events.k8s.io/v1/namespaces/"+ns+"/events/"):
 			// The "Updated" event of the change.
+		case w == "PATCH /apis/policy/v1/namespaces/"+ns+"/poddisruptionbudgets/a":
+			// Two replicas now: a PodDisruptionBudget is created.
+			pdbWrites++
 		case w == "PATCH /apis/apps/v1/namespaces/"+ns+"/deployments/a":
 			depWrites++
 		case w == "PATCH /apis/example.com/v1/namespaces/"+ns+"/webapps/a/status":
@@ -133,7 +136,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 		}
 	}
 	// Two operators run: each may apply the same change once; status goes False then True (and counts change).
-	if depWrites < 1 || depWrites > 2 || other != 0 || statusWrites < 2 || statusWrites > 6 {
-		t.Errorf("scaling sent %d deployment, %d status and %d other writes: %q", depWrites, statusWrites, other, writes)
+	if depWrites < 1 || depWrites > 2 || pdbWrites < 1 || pdbWrites > 2 || other != 0 || statusWrites < 2 || statusWrites > 6 {
+		t.Errorf("scaling sent %d deployment, %d PDB, %d status and %d other writes: %q", depWrites, pdbWrites, statusWrites, other, writes)
 	}
 }

@@ -10,12 +10,14 @@ package v1
 
 import (
 	apisv1 "github.com/example/webapp-operator/apis/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // WebAppSpecApplyConfiguration represents a declarative configuration of the WebAppSpec type for use
 // with apply.
 //
-// WebAppSpec says what to run: an image, how many replicas of it, and the port it serves on.
+// WebAppSpec says what to run: an image, how many replicas of it, and the port it serves on; and, optionally,
+// how (environment, resources, probes, pull secrets, pod labels, rollout, security) and how to expose it.
 type WebAppSpecApplyConfiguration struct {
 	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
 	Image *string `json:"image,omitempty"`
@@ -30,6 +32,46 @@ type WebAppSpecApplyConfiguration struct {
 	// DeletionPolicy says what happens to the Deployment and Service when the WebApp is deleted: Delete (the
 	// default) deletes them with it; Orphan leaves them running, without an owner.
 	DeletionPolicy *apisv1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// Command overrides the image's entrypoint.
+	Command []string `json:"command,omitempty"`
+	// Args overrides the image's arguments.
+	Args []string `json:"args,omitempty"`
+	// Env sets environment variables of the container: a value, or a key of a ConfigMap or Secret (valueFrom).
+	// When a referenced ConfigMap or Secret changes, the pods are rolled.
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// EnvFrom sets environment variables from every key of ConfigMaps or Secrets. When one changes, the pods
+	// are rolled.
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+	// Resources are the container's compute resource requests and limits.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// HealthCheckPath makes the readiness probe an HTTP GET of this path on the port (default: a TCP check of the
+	// port). Not together with readinessProbe.
+	HealthCheckPath *string `json:"healthCheckPath,omitempty"`
+	// ReadinessProbe replaces the default readiness probe entirely.
+	ReadinessProbe *corev1.Probe `json:"readinessProbe,omitempty"`
+	// LivenessProbe, when set, restarts the container when it fails.
+	LivenessProbe *corev1.Probe `json:"livenessProbe,omitempty"`
+	// ImagePullSecrets name Secrets in the WebApp's namespace with credentials for the image registry.
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// ImagePullPolicy is Always, IfNotPresent or Never (default: the cluster's, IfNotPresent unless the tag is
+	// latest).
+	ImagePullPolicy *corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// Service configures the Service.
+	Service *ServiceSpecApplyConfiguration `json:"service,omitempty"`
+	// PodLabels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and
+	// managed-by) cannot be set here.
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+	// PodAnnotations are added to the pods.
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	// Strategy tunes the rolling update.
+	Strategy *RollingUpdateApplyConfiguration `json:"strategy,omitempty"`
+	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps for rollback (default 10).
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+	// PodSecurity is the Pod Security Standard the pods are made to meet. Restricted (the default) runs as
+	// non-root with no privilege escalation, all capabilities dropped and the RuntimeDefault seccomp profile.
+	// Baseline is the opt-out for images that must run as root (nginx:1.25, say): RuntimeDefault seccomp and no
+	// privilege escalation, with the image's user and the default capabilities.
+	PodSecurity *apisv1.PodSecurity `json:"podSecurity,omitempty"`
 }
 
 // WebAppSpecApplyConfiguration constructs a declarative configuration of the WebAppSpec type for use with
@@ -75,5 +117,155 @@ func (b *WebAppSpecApplyConfiguration) WithProgressDeadlineSeconds(value int32) 
 // If called multiple times, the DeletionPolicy field is set to the value of the last call.
 func (b *WebAppSpecApplyConfiguration) WithDeletionPolicy(value apisv1.DeletionPolicy) *WebAppSpecApplyConfiguration {
 	b.DeletionPolicy = &value
+	return b
+}
+
+// WithCommand adds the given value to the Command field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Command field.
+func (b *WebAppSpecApplyConfiguration) WithCommand(values ...string) *WebAppSpecApplyConfiguration {
+	for i := range values {
+		b.Command = append(b.Command, values[i])
+	}
+	return b
+}
+
+// WithArgs adds the given value to the Args field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Args field.
+func (b *WebAppSpecApplyConfiguration) WithArgs(values ...string) *WebAppSpecApplyConfiguration {
+	for i := range values {
+		b.Args = append(b.Args, values[i])
+	}
+	return b
+}
+
+// WithEnv adds the given value to the Env field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Env field.
+func (b *WebAppSpecApplyConfiguration) WithEnv(values ...corev1.EnvVar) *WebAppSpecApplyConfiguration {
+	for i := range values {
+		b.Env = append(b.Env, values[i])
+	}
+	return b
+}
+
+// WithEnvFrom adds the given value to the EnvFrom field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the EnvFrom field.
+func (b *WebAppSpecApplyConfiguration) WithEnvFrom(values ...corev1.EnvFromSource) *WebAppSpecApplyConfiguration {
+	for i := range values {
+		b.EnvFrom = append(b.EnvFrom, values[i])
+	}
+	return b
+}
+
+// WithResources sets the Resources field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Resources field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithResources(value corev1.ResourceRequirements) *WebAppSpecApplyConfiguration {
+	b.Resources = &value
+	return b
+}
+
+// WithHealthCheckPath sets the HealthCheckPath field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the HealthCheckPath field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithHealthCheckPath(value string) *WebAppSpecApplyConfiguration {
+	b.HealthCheckPath = &value
+	return b
+}
+
+// WithReadinessProbe sets the ReadinessProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ReadinessProbe field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithReadinessProbe(value corev1.Probe) *WebAppSpecApplyConfiguration {
+	b.ReadinessProbe = &value
+	return b
+}
+
+// WithLivenessProbe sets the LivenessProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LivenessProbe field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithLivenessProbe(value corev1.Probe) *WebAppSpecApplyConfiguration {
+	b.LivenessProbe = &value
+	return b
+}
+
+// WithImagePullSecrets adds the given value to the ImagePullSecrets field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ImagePullSecrets field.
+func (b *WebAppSpecApplyConfiguration) WithImagePullSecrets(values ...corev1.LocalObjectReference) *WebAppSpecApplyConfiguration {
+	for i := range values {
+		b.ImagePullSecrets = append(b.ImagePullSecrets, values[i])
+	}
+	return b
+}
+
+// WithImagePullPolicy sets the ImagePullPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ImagePullPolicy field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithImagePullPolicy(value corev1.PullPolicy) *WebAppSpecApplyConfiguration {
+	b.ImagePullPolicy = &value
+	return b
+}
+
+// WithService sets the Service field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Service field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithService(value *ServiceSpecApplyConfiguration) *WebAppSpecApplyConfiguration {
+	b.Service = value
+	return b
+}
+
+// WithPodLabels puts the entries into the PodLabels field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the PodLabels field,
+// overwriting an existing map entries in PodLabels field with the same key.
+func (b *WebAppSpecApplyConfiguration) WithPodLabels(entries map[string]string) *WebAppSpecApplyConfiguration {
+	if b.PodLabels == nil && len(entries) > 0 {
+		b.PodLabels = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.PodLabels[k] = v
+	}
+	return b
+}
+
+// WithPodAnnotations puts the entries into the PodAnnotations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the PodAnnotations field,
+// overwriting an existing map entries in PodAnnotations field with the same key.
+func (b *WebAppSpecApplyConfiguration) WithPodAnnotations(entries map[string]string) *WebAppSpecApplyConfiguration {
+	if b.PodAnnotations == nil && len(entries) > 0 {
+		b.PodAnnotations = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.PodAnnotations[k] = v
+	}
+	return b
+}
+
+// WithStrategy sets the Strategy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Strategy field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithStrategy(value *RollingUpdateApplyConfiguration) *WebAppSpecApplyConfiguration {
+	b.Strategy = value
+	return b
+}
+
+// WithRevisionHistoryLimit sets the RevisionHistoryLimit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *WebAppSpecApplyConfiguration {
+	b.RevisionHistoryLimit = &value
+	return b
+}
+
+// WithPodSecurity sets the PodSecurity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodSecurity field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithPodSecurity(value apisv1.PodSecurity) *WebAppSpecApplyConfiguration {
+	b.PodSecurity = &value
 	return b
 }
