@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+// Each spec addition reaches the pod template, the Service or the PDB; an unset one adds nothing.
+func TestDesiredDeploymentSpecAdditions(t *testing.T) {
+	cmRef := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "k"}}
+	cases := []struct {
+		name  string
+		set   func(*webappv1.WebAppSpec)
+		hash  string
+		check func(t *testing.T, d *appsv1.Deployment, c corev1.Container)
+	}{
+		{"defaults: TCP readiness probe, restricted security, no strategy", func(*webappv1.WebAppSpec) {}, "", func(t *testing.T, d *appsv1.Deployment, c corev1.Container) {
+			if c.ReadinessProbe == nil || c.ReadinessProbe.TCPSocket == nil || c.ReadinessProbe.TCPSocket.Port != intstr.FromString("http") {
+				t.Errorf("readiness probe = %+v", c.ReadinessProbe)
+			}
+			psc, sc := d.Spec.Template.Spec.SecurityContext, c.SecurityContext
+			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod security context = %+v", psc)
+			}
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+				t.Errorf("container security context = %+v", sc)
+			}
+			if c.LivenessProbe != nil || c.Env != nil || c.EnvFrom != nil || c.Command != nil || c.Args != nil || c.ImagePullPolicy != "" ||
+				d.Spec.Strategy.RollingUpdate != nil || d.Spec.RevisionHistoryLimit != nil || d.Spec.Template.Annotations != nil || len(c.Resources.Requests) != 0 {
+				t.Errorf("unset fields set: %+v / %+v", c, d.Spec)
+			}
+		}},
+		{"baseline opt-out", func(s *webappv1.WebAppSpec) { s.PodSecurity = webappv1.PodSecurityBaseline }, "", func(t *testing.T, d *appsv1.Deployment, c corev1.Container) {
+			if psc := d.Spec.Template.Spec.SecurityContext; psc.RunAsNonRoot != nil || psc.SeccompProfile == nil {
+				t.Errorf("pod security context = %+v", psc)
+			}
+			if sc := c.SecurityContext; sc.Capabilities != nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("container security context = %+v", sc)
+			}
+		}},
+		{"health check path", func(s *webappv1.WebAppSpec) { s.HealthCheckPath = "/healthz" }, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
+			if g := c.ReadinessProbe.HTTPGet; g == nil || g.Path != "/healthz" || g.Port != intstr.FromString("http") || c.ReadinessProbe.TCPSocket != nil {
+				t.Errorf("readiness probe = %+v", c.ReadinessProbe)
+			}
+		}},
+		{"full probes", func(s *webappv1.WebAppSpec) {
+			s.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 3}
+			s.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(9000)}}, FailureThreshold: 5}
+		}, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
+			if p := c.ReadinessProbe; p.Exec == nil || p.Exec.Command[0] != "true" || p.PeriodSeconds != 3 || p.TCPSocket != nil {
+				t.Errorf("readiness probe = %+v", p)
+			}
+			if p := c.LivenessProbe; p == nil || p.HTTPGet.Path != "/live" || p.FailureThreshold != 5 {
+				t.Errorf("liveness probe = %+v", p)
+			}
+		}},
+		{"env, envFrom, command, args, pull policy", func(s *webappv1.WebAppSpec) {
+			s.Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: cmRef}}
+			s.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}}}
+			s.Command, s.Args, s.ImagePullPolicy = []string{"/bin/app"}, []string{"--port", "80"}, corev1.PullAlways
+		}, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
+			if len(c.Env) != 2 || c.Env[0].Value != "1" || c.Env[1].ValueFrom.ConfigMapKeyRef.Name != "cfg" || len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != "sec" {
+				t.Errorf("env %+v envFrom %+v", c.Env, c.EnvFrom)
+			}
+			if len(c.Command) != 1 || len(c.Args) != 2 || c.ImagePullPolicy != corev1.PullAlways {
+				t.Errorf("command %v args %v pull %q", c.Command, c.Args, c.ImagePullPolicy)
+			}
+		}},
+		{"resources keep their value", func(s *webappv1.WebAppSpec) {
+			s.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
+		}, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
+			if cpu := c.Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("1")) != 0 {
+				t.Errorf("cpu request = %v", cpu.String())
+			}
+			if mem := c.Resources.Limits[corev1.ResourceMemory]; mem.Cmp(resource.MustParse("128Mi")) != 0 {
+				t.Errorf("memory limit = %v", mem.String())
+			}
+		}},
+		{"pod labels and annotations under ours, pull secrets, config hash", func(s *webappv1.WebAppSpec) {
+			s.PodLabels = map[string]string{"team": "payments"}
+			s.PodAnnotations = map[string]string{"prometheus.io/scrape": "true"}
+			s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+		}, "abc123", func(t *testing.T, d *appsv1.Deployment, _ corev1.Container) {
+			tpl := d.Spec.Template
+			if tpl.Labels["team"] != "payments" || tpl.Labels[LabelInstance] != "x" || len(tpl.Labels) != 4 {
+				t.Errorf("template labels = %v", tpl.Labels)
+			}
+			if tpl.Annotations["prometheus.io/scrape"] != "true" || tpl.Annotations[ConfigHashAnnotation] != "abc123" {
+				t.Errorf("template annotations = %v", tpl.Annotations)
+			}
+			if len(tpl.Spec.ImagePullSecrets) != 1 || tpl.Spec.ImagePullSecrets[0].Name != "registry" {
+				t.Errorf("pull secrets = %v", tpl.Spec.ImagePullSecrets)
+			}
+			if d.Spec.Selector.MatchLabels["team"] != "" {
+				t.Errorf("pod labels leaked into the selector: %v", d.Spec.Selector.MatchLabels)
+			}
+		}},
+		{"rollout strategy and history", func(s *webappv1.WebAppSpec) {
+			s.Strategy = webappv1.RollingUpdate{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("50%"))}
+			s.RevisionHistoryLimit = ptr.To(int32(2))
+		}, "", func(t *testing.T, d *appsv1.Deployment, _ corev1.Container) {
+			ru := d.Spec.Strategy.RollingUpdate
+			if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable.String() != "50%" {
+				t.Errorf("strategy = %+v", d.Spec.Strategy)
+			}
+			if d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 2 {
+				t.Errorf("revisionHistoryLimit = %v", d.Spec.RevisionHistoryLimit)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("x", 2, 80, "nginx")
+			tc.set(&app.Spec)
+			ac, err := desiredDeployment(app, tc.hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := typed[appsv1.Deployment](t, ac)
+			if len(d.Spec.Template.Spec.Containers) != 1 {
+				t.Fatalf("containers = %+v", d.Spec.Template.Spec.Containers)
+			}
+			tc.check(t, d, d.Spec.Template.Spec.Containers[0])
+		})
+	}
+}
+
+func TestDesiredServiceTypeAndAnnotations(t *testing.T) {
+	cases := []struct {
+		svc      webappv1.ServiceSpec
+		wantType corev1.ServiceType
+	}{
+		{webappv1.ServiceSpec{}, corev1.ServiceTypeClusterIP},
+		{webappv1.ServiceSpec{Type: corev1.ServiceTypeNodePort}, corev1.ServiceTypeNodePort},
+		{webappv1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Annotations: map[string]string{"lb.example/internal": "true"}}, corev1.ServiceTypeLoadBalancer},
+	}
+	for _, tc := range cases {
+		app := newApp("x", 1, 80, "nginx")
+		app.Spec.Service = tc.svc
+		s := typed[corev1.Service](t, desiredService(app))
+		if s.Spec.Type != tc.wantType || !mapsEqual(s.Annotations, tc.svc.Annotations) {
+			t.Errorf("%+v: type %q annotations %v", tc.svc, s.Spec.Type, s.Annotations)
+		}
+	}
+}
+
+func TestDesiredPDB(t *testing.T) {
+	for _, replicas := range []int32{1, 2, 10} {
+		app := newApp("x", replicas, 80, "nginx")
+		ac := desiredPDB(app)
+		if replicas < 2 {
+			if ac != nil {
+				t.Errorf("replicas %d: a PDB %+v, want none", replicas, ac)
+			}
+			continue
+		}
+		p := typed[policyv1.PodDisruptionBudget](t, ac)
+		if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || !mapsEqual(p.Spec.Selector.MatchLabels, selectorLabels(app)) {
+			t.Errorf("replicas %d: spec = %+v", replicas, p.Spec)
+		}
+		checkOwner(t, p.OwnerReferences, app)
+	}
+}
+
+func TestConfigRefs(t *testing.T) {
+	app := newApp("x", 1, 80, "nginx")
+	app.Spec.Env = []corev1.EnvVar{
+		{Name: "A", Value: "plain"},
+		{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "b"}}},
+		{Name: "C", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "c"}}},
+		{Name: "D", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+	}
+	app.Spec.EnvFrom = []corev1.EnvFromSource{
+		{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}},
+		{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "all"}}},
+	}
+	got := configRefs(app)
+	want := []string{"configmap/cfg", "secret/all", "secret/sec"}
+	if len(got) != len(want) {
+		t.Fatalf("configRefs = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("configRefs = %v, want %v", got, want)
+		}
+	}
+	if refs := configRefs(newApp("y", 1, 80, "nginx")); len(refs) != 0 {
+		t.Errorf("no env: configRefs = %v", refs)
+	}
+}
