@@ -170,3 +170,54 @@ func TestLeaderElection(t *testing.T) {
 	jsonpathEquals(t, "-n="+ns+" webapp/web", "{.status.availableReplicas}", "4")
 	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
 }
+
+func TestConfigMapChangeRollsThePods(t *testing.T) {
+	const ns = "config"
+	setup(t, ns)
+	startManager(t, "config-manager", "--requeue-after=30s")
+	kubectl(t, "create", "configmap", "-n", ns, "cfg", "--from-literal=greeting=hello")
+	kubectl(t, "create", "configmap", "-n", ns, "unrelated", "--from-literal=x=1")
+	applyWebApp(t, ns, "web", `{"image":"nginx:1.25","replicas":2,"env":[{"name":"GREETING","valueFrom":{"configMapKeyRef":{"name":"cfg","key":"greeting"}}}]}`)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
+	replicaSets := func() string {
+		return kubectl(t, "get", "replicasets", "-n", ns, "-l", "app.kubernetes.io/instance=web", "-o", "jsonpath={.items[*].metadata.name}")
+	}
+	before := replicaSets()
+	if n := len(strings.Fields(before)); n != 1 {
+		t.Fatalf("replica sets before: %q", before)
+	}
+
+	// An unrelated ConfigMap changes, then the referenced one: one new ReplicaSet, from the second.
+	kubectl(t, "patch", "configmap", "-n", ns, "unrelated", "--type=merge", "-p", `{"data":{"x":"2"}}`)
+	kubectl(t, "patch", "configmap", "-n", ns, "cfg", "--type=merge", "-p", `{"data":{"greeting":"bonjour"}}`)
+	eventually(t, time.Minute, "a new ReplicaSet", func() error {
+		if n := len(strings.Fields(replicaSets())); n != 2 {
+			return fmt.Errorf("%d replica sets", n)
+		}
+		return nil
+	})
+	jsonpathEquals(t, "-n="+ns+" webapp/web", `{.status.conditions[?(@.type=="Progressing")].reason}`, "RolloutComplete")
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
+	if n := len(strings.Fields(replicaSets())); n != 2 {
+		t.Errorf("replica sets after: %q, want exactly one new", replicaSets())
+	}
+}
+
+func TestExplainDescribesEveryField(t *testing.T) {
+	setup(t, "explain")
+	out := kubectl(t, "explain", "webapp.spec")
+	for _, field := range []string{"image", "replicas", "port", "progressDeadlineSeconds", "deletionPolicy", "command", "args", "env", "envFrom",
+		"resources", "healthCheckPath", "readinessProbe", "livenessProbe", "imagePullSecrets", "imagePullPolicy", "service", "podLabels",
+		"podAnnotations", "strategy", "revisionHistoryLimit", "podSecurity"} {
+		i := strings.Index(out, "\n  "+field+"\t")
+		if i < 0 {
+			t.Errorf("kubectl explain webapp.spec has no field %s:\n%s", field, out)
+			continue
+		}
+		// The line after the field's name is its description.
+		rest := strings.SplitN(out[i+1:], "\n", 3)
+		if len(rest) < 2 || strings.TrimSpace(rest[1]) == "" || strings.Contains(rest[1], "<no description>") {
+			t.Errorf("%s has no description in kubectl explain", field)
+		}
+	}
+}
