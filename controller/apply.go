@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,9 +26,9 @@ func (e *childError) Error() string {
 
 func (e *childError) Unwrap() error { return e.err }
 
-// terminal reports whether retrying the same apply can never succeed: the server refuses the object itself
-// (invalid, malformed). Only a change of the WebApp, which triggers a new reconcile anyway, can fix it.
-func (e *childError) terminal() bool {
+// refused reports whether the server refused the object itself (invalid, malformed, or denied by an admission
+// policy, which also answers Invalid): retrying the same apply soon cannot succeed.
+func (e *childError) refused() bool {
 	return apierrors.IsInvalid(e.err) || apierrors.IsBadRequest(e.err)
 }
 
@@ -63,50 +64,96 @@ type child[T any, PT interface {
 	desired AC
 	// extract is client-go's or our generated Extract… function for the kind.
 	extract func(PT, string) (AC, error)
-	// onlyIfExists skips the apply when the object is not in the cache (releasing a child must not create it).
+	// owner is the UID of the WebApp: an existing object controlled by anything else is never taken over.
+	owner types.UID
+	// onlyIfExists skips the apply when the object does not exist (releasing a child must not create it).
 	onlyIfExists bool
 }
 
 // outcome is what ensure found and did.
 type outcome[PT client.Object] struct {
 	obj     PT   // the object as it is now; nil when it does not exist
-	existed bool // it was in the cache before
+	existed bool // it existed before
 	sent    bool // an apply request was sent
 }
 
+// notOursError says an object of the child's name exists that this WebApp does not control, so it is left alone.
+type notOursError struct {
+	kind string
+	key  types.NamespacedName
+	why  string
+}
+
+func (e *notOursError) Error() string {
+	return fmt.Sprintf("%s %s already exists and %s; the WebApp will not take it over (delete or rename it)", e.kind, e.key, e.why)
+}
+
+// ours reports why obj may not be taken over by the WebApp owner, or "" when it may: it is controlled by that
+// WebApp, or by nothing while it carries our managed-by label (a child an Orphan deletion released).
+func ours(obj client.Object, owner types.UID) string {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		if ref.UID == owner {
+			return ""
+		}
+		return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
+	}
+	if obj.GetLabels()[LabelManagedBy] != ManagedBy {
+		return "is not managed by " + ManagedBy
+	}
+	return ""
+}
+
 // ensure sends ch.desired with Server-Side Apply, forcing ownership, unless the fields our manager owns in the
-// cached object already say the same.
+// cached object already say the same. The cache holds only objects with our managed-by label, so when it has
+// none the API server is asked (reader): an object of the same name that is not ours is left alone.
 func ensure[T any, PT interface {
 	*T
 	client.Object
-}, AC runtime.ApplyConfiguration](ctx context.Context, c client.Client, key types.NamespacedName, ch child[T, PT, AC]) (outcome[PT], error) {
-	cached := PT(new(T))
-	err := c.Get(ctx, key, cached)
+}, AC runtime.ApplyConfiguration](ctx context.Context, c client.Client, reader client.Reader, key types.NamespacedName, ch child[T, PT, AC]) (outcome[PT], error) {
+	current := PT(new(T))
+	err := c.Get(ctx, key, current)
+	if apierrors.IsNotFound(err) {
+		// Never created, deleted, not yet in the cache, or without our label: only the API server knows.
+		current = PT(new(T))
+		err = reader.Get(ctx, key, current)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
-		// Nothing cached (never created, deleted, or our labels removed so the cache dropped it): apply.
 		if ch.onlyIfExists {
 			return outcome[PT]{}, nil
 		}
+		return apply(ctx, c, key, ch, outcome[PT]{})
 	case err != nil:
 		return outcome[PT]{}, &childError{kind: ch.kind, key: key, err: err}
-	default:
-		owned, err := ch.extract(cached, FieldManager)
-		if err != nil {
-			return outcome[PT]{obj: cached, existed: true}, fmt.Errorf("reading fields owned by %s on %s %s: %w", FieldManager, ch.kind, key, err)
-		}
-		same, err := ownedFieldsMatch[T](ch.desired, owned)
-		if err != nil {
-			return outcome[PT]{obj: cached, existed: true}, fmt.Errorf("comparing %s %s: %w", ch.kind, key, err)
-		}
-		if same {
-			return outcome[PT]{obj: cached, existed: true}, nil
-		}
 	}
-	res := outcome[PT]{existed: err == nil, sent: true}
-	if res.existed {
-		res.obj = cached
+	res := outcome[PT]{obj: current, existed: true}
+	if why := ours(current, ch.owner); why != "" {
+		if ch.onlyIfExists {
+			// Releasing: what is not ours is not ours to release.
+			return res, nil
+		}
+		return res, &notOursError{kind: ch.kind, key: key, why: why}
 	}
+	owned, err := ch.extract(current, FieldManager)
+	if err != nil {
+		return res, fmt.Errorf("reading fields owned by %s on %s %s: %w", FieldManager, ch.kind, key, err)
+	}
+	same, err := ownedFieldsMatch[T](ch.desired, owned)
+	if err != nil {
+		return res, fmt.Errorf("comparing %s %s: %w", ch.kind, key, err)
+	}
+	if same {
+		return res, nil
+	}
+	return apply(ctx, c, key, ch, res)
+}
+
+// apply sends the apply request and returns the object as the server now has it.
+func apply[T any, PT interface {
+	*T
+	client.Object
+}, AC runtime.ApplyConfiguration](ctx context.Context, c client.Client, key types.NamespacedName, ch child[T, PT, AC], res outcome[PT]) (outcome[PT], error) {
+	res.sent = true
 	if err := c.Apply(ctx, ch.desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return res, &childError{kind: ch.kind, key: key, err: err}
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,7 +55,10 @@ func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 	list := &webappv1.WebAppList{}
-	if err := c.reader.List(context.Background(), list); err != nil {
+	// A cache that cannot sync must not hang the scrape.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.reader.List(ctx, list); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}

@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoac "k8s.io/client-go/applyconfigurations"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/applyconfig"
@@ -242,47 +242,82 @@ func TestReconcileOfMissingWebAppIsANoop(t *testing.T) {
 func TestApplyErrorsAreSortedAndReported(t *testing.T) {
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web",
 		field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), "x", "field is immutable")})
+	unavailable := apierrors.NewServiceUnavailable("etcd leader changed")
 	cases := []struct {
-		name     string
-		err      error
-		terminal bool
-		reason   string
+		name          string
+		depErr        error
+		svcErr        error
+		retried       bool // returned as an error: rate-limited retry
+		reason        string
+		msgContaining string
 	}{
-		{"invalid child is terminal", invalid, true, ReasonInvalidChild},
-		{"server unavailable is retried", apierrors.NewServiceUnavailable("etcd leader changed"), false, ReasonReconcileError},
-		{"forbidden is retried", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("quota")), false, ReasonApplyForbidden},
+		{"invalid child waits for the resync", invalid, nil, false, ReasonInvalidChild, "field is immutable"},
+		{"server unavailable is retried", unavailable, nil, true, ReasonReconcileError, "etcd leader changed"},
+		{"forbidden is retried", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("quota")), nil, true, ReasonApplyForbidden, "quota"},
+		// One transient failure among refusals: the whole WebApp is retried soon.
+		{"invalid and unavailable together are retried", invalid, unavailable, true, ReasonInvalidChild, "field is immutable"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newFakeEnv(t, newApp("web", 3, 80, "nginx:1.25"))
 			failing := interceptor.NewClient(env.Client.(client.WithWatch), interceptor.Funcs{
 				Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-					if _, ok := o.(*appsv1ac.DeploymentApplyConfiguration); ok {
-						return tc.err
+					switch o.(type) {
+					case *appsv1ac.DeploymentApplyConfiguration:
+						return tc.depErr
+					case *corev1ac.ServiceApplyConfiguration:
+						if tc.svcErr != nil {
+							return tc.svcErr
+						}
 					}
 					return c.Apply(ctx, o, opts...)
 				},
 			})
 			r := &WebAppReconciler{Client: failing}
-			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}})
-			if err == nil {
-				t.Fatal("reconcile returned no error")
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}})
+			if (err != nil) != tc.retried {
+				t.Errorf("err = %v, want retried %v", err, tc.retried)
 			}
-			if got := errors.Is(err, reconcile.TerminalError(nil)); got != tc.terminal {
-				t.Errorf("terminal = %v, want %v (%v)", got, tc.terminal, err)
+			if !tc.retried && res.RequeueAfter != DefaultRequeueAfter {
+				t.Errorf("a refused child waits %v, want the resync period", res.RequeueAfter)
 			}
 			app := &webappv1.WebApp{}
 			if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, app); err != nil {
 				t.Fatal(err)
 			}
 			ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
-			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != tc.reason || !strings.Contains(ready.Message, tc.err.Error()) {
+			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != tc.reason || !strings.Contains(ready.Message, tc.msgContaining) {
 				t.Errorf("Ready = %+v, want False/%s with the server's message", ready, tc.reason)
 			}
-			// The Service is still applied: one child's failure does not block the other.
-			if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, &corev1.Service{}); err != nil {
-				t.Errorf("service: %v", err)
-			}
 		})
+	}
+}
+
+// An object of the child's name that is not ours is never taken over: Ready says so and nothing is written to it.
+func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{"team": "other"}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+	env := newFakeEnv(t, newApp("web", 1, 80, "nginx:1.25"), foreign)
+	r := &WebAppReconciler{Client: env}
+	res := env.reconcile(t, r, "web")
+	if res.RequeueAfter != DefaultRequeueAfter {
+		t.Errorf("RequeueAfter = %v", res.RequeueAfter)
+	}
+	svc := &corev1.Service{}
+	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Selector["app"] != "theirs" || len(svc.OwnerReferences) != 0 || svc.Labels[LabelManagedBy] != "" {
+		t.Errorf("foreign Service was changed: %+v", svc)
+	}
+	app := &webappv1.WebApp{}
+	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, app); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+	if ready == nil || ready.Reason != ReasonChildNotOwned || !strings.Contains(ready.Message, "Service ns/web already exists and is not managed by webapp-operator") {
+		t.Errorf("Ready = %+v", ready)
 	}
 }

@@ -25,6 +25,7 @@ const (
 	ReasonRollingOut               = "RollingOut"
 	ReasonRolloutComplete          = "RolloutComplete"
 	ReasonApplyConflict            = "ApplyConflict"
+	ReasonChildNotOwned            = "ChildNotOwned"
 	ReasonInvalidChild             = "InvalidChild"
 	ReasonApplyForbidden           = "ApplyForbidden"
 	ReasonReconcileError           = "ReconcileError"
@@ -120,11 +121,14 @@ func truncate(msg string) string {
 
 // applyErrorReason names the kind of failure of an apply, for the Ready condition's reason.
 func applyErrorReason(err error) string {
-	var terminal *childError
-	if errors.As(err, &terminal) {
-		err = terminal.err
+	var ce *childError
+	if errors.As(err, &ce) {
+		err = ce.err
 	}
+	var notOurs *notOursError
 	switch {
+	case errors.As(err, &notOurs):
+		return ReasonChildNotOwned
 	case apierrors.IsConflict(err):
 		return ReasonApplyConflict
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):

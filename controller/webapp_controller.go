@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,9 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
@@ -75,7 +77,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	dep, applyErr := r.applyChildren(ctx, app, false)
 	statusErr := r.applyStatus(ctx, app, dep, applyErr)
-	return r.result(applyErr, statusErr)
+	return r.result(ctx, applyErr, statusErr)
 }
 
 // applyChildren applies the Deployment, the Service and the PodDisruptionBudget (each only if our owned fields
@@ -91,7 +93,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 	}
 	desiredDep, err := desiredDeployment(app, hash)
 	if err != nil {
-		return nil, reconcile.TerminalError(err)
+		return nil, err
 	}
 	desiredSvc, desiredPdb := desiredService(app), desiredPDB(app)
 	if release {
@@ -100,20 +102,20 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 			desiredPdb.OwnerReferences = nil
 		}
 	}
-	dep, depErr := ensure(ctx, r.Client, key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, onlyIfExists: release,
+	dep, depErr := ensure(ctx, r.Client, r.reader(), key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
+		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, owner: app.UID, onlyIfExists: release,
 	})
 	r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: meta}, dep.existed, dep.sent, release, depErr)
-	svc, svcErr := ensure(ctx, r.Client, key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, onlyIfExists: release,
+	svc, svcErr := ensure(ctx, r.Client, r.reader(), key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
+		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, owner: app.UID, onlyIfExists: release,
 	})
 	r.record(ctx, app, "Service", &corev1.Service{ObjectMeta: meta}, svc.existed, svc.sent, release, svcErr)
 	var pdbErr error
 	if desiredPdb == nil {
 		pdbErr = r.deletePDB(ctx, app, release)
 	} else {
-		pdb, err := ensure(ctx, r.Client, key, child[policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
-			kind: "PodDisruptionBudget", desired: desiredPdb, extract: policyv1ac.ExtractPodDisruptionBudget, onlyIfExists: release,
+		pdb, err := ensure(ctx, r.Client, r.reader(), key, child[policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
+			kind: "PodDisruptionBudget", desired: desiredPdb, extract: policyv1ac.ExtractPodDisruptionBudget, owner: app.UID, onlyIfExists: release,
 		})
 		r.record(ctx, app, "PodDisruptionBudget", &policyv1.PodDisruptionBudget{ObjectMeta: meta}, pdb.existed, pdb.sent, release, err)
 		pdbErr = err
@@ -239,18 +241,35 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 	return nil
 }
 
-// result sorts the errors: a child the server can never accept is terminal (no retry until the WebApp or the
-// child changes); anything else is retried with the controller's rate-limited backoff; success waits for the
-// next resync.
-func (r *WebAppReconciler) result(applyErr, statusErr error) (ctrl.Result, error) {
-	if err := errors.Join(applyErr, statusErr); err != nil {
-		var ce *childError
-		if statusErr == nil && errors.As(applyErr, &ce) && ce.terminal() {
-			return ctrl.Result{}, reconcile.TerminalError(err)
-		}
-		return ctrl.Result{}, err
+// result sorts the errors. Transient ones (the server unavailable, a conflict, a quota) are returned and retried
+// with the controller's rate-limited backoff. A child the server refuses (invalid, or denied by an admission
+// policy) or that is not ours cannot succeed by retrying soon: the error shows in Ready and the WebApp waits for
+// the next resync (or a change to it or its children). Success waits for the next resync too.
+func (r *WebAppReconciler) result(ctx context.Context, applyErr, statusErr error) (ctrl.Result, error) {
+	err := errors.Join(applyErr, statusErr)
+	if err == nil {
+		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
+	if statusErr == nil && onlyWaiting(applyErr) {
+		log.FromContext(ctx).Error(err, "children refused; retrying at the next resync", "requeueAfter", r.requeueAfter().String())
+		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// onlyWaiting reports whether every error joined in err is a refusal that only a change can fix.
+func onlyWaiting(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !onlyWaiting(e) {
+				return false
+			}
+		}
+		return true
+	}
+	var ce *childError
+	var notOurs *notOursError
+	return errors.As(err, &notOurs) || (errors.As(err, &ce) && ce.refused())
 }
 
 func (r *WebAppReconciler) now() metav1.Time {
@@ -274,6 +293,12 @@ func (r *WebAppReconciler) requeueAfter() time.Duration {
 	return DefaultRequeueAfter
 }
 
+// metadataChanged passes a WebApp update that set its deletion timestamp or changed its finalizers.
+var metadataChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() ||
+		!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+}}
+
 // SetupWithManager watches WebApps and the Deployments, Services and PodDisruptionBudgets they control, so a
 // change to any of them (an edit, a deletion, a rollout's progress) reconciles the owning WebApp within moments;
 // and the metadata only of ConfigMaps and Secrets, so a change to one a WebApp refers to rolls its pods.
@@ -282,7 +307,10 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&webappv1.WebApp{}).
+		// Our own status writes do not bring the WebApp back: they change neither its generation nor its metadata.
+		For(&webappv1.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, metadataChanged))).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).

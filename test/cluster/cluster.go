@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -198,12 +199,17 @@ func (c *Cluster) registerFakeNode(ctx context.Context) error {
 	}
 	// The API server taints a new node not-ready; the node-lifecycle controller, which would lift the taint, is
 	// not run (it would also judge the fake node by kubelet heartbeats), so lift it here.
-	n, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
-	if err != nil {
+	// kwok updates the node's status meanwhile: retry on conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Taints = nil
+		_, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
-	}
-	n.Spec.Taints = nil
-	if _, err := cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("removing the fake node's taints: %w", err)
 	}
 	return nil

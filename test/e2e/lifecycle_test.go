@@ -32,7 +32,6 @@ func TestRolloutConditions(t *testing.T) {
 	const ns = "rollout"
 	setup(t, ns)
 	mgr := startManager(t, "rollout-manager-1", "--requeue-after=2s")
-	outer := t // managers started in a subtest must outlive it
 	applyWebApp(t, ns, "web", `{"image":"nginx:1.25","replicas":2,"progressDeadlineSeconds":5}`)
 	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
 
@@ -43,7 +42,9 @@ func TestRolloutConditions(t *testing.T) {
 		if out, err := kubectlErr("wait", "-n", ns, "--for=condition=Ready", "--timeout=3s", "webapp/web"); err == nil {
 			t.Fatalf("kubectl wait succeeded on a stale Ready: %s", out)
 		}
-		startManager(outer, "rollout-manager-2", "--requeue-after=2s")
+	})
+	startManager(t, "rollout-manager-2", "--requeue-after=2s")
+	t.Run("the new generation's Ready satisfies it once rolled out", func(t *testing.T) {
 		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
 		jsonpathEquals(t, "-n="+ns+" webapp/web", `{.status.observedGeneration} {.status.conditions[?(@.type=="Ready")].observedGeneration}`, "2 2")
 		jsonpathEquals(t, "-n="+ns+" deployment/web", "{.spec.template.spec.containers[0].image}", "nginx:1.27")
@@ -162,9 +163,10 @@ func TestLeaderElection(t *testing.T) {
 	})
 	took := time.Since(killed)
 	t.Logf("takeover %v after SIGKILL (lease duration %v)", took.Round(100*time.Millisecond), lease)
-	// The lease must expire (lease duration after the last renewal), then the next retry (1s) takes it.
-	if took > lease+5*time.Second {
-		t.Errorf("takeover took %v, more than the lease duration %v plus 5s", took, lease)
+	// The lease must expire (lease duration after the last renewal the follower saw), then one of its retries
+	// (1 s with up to 1.2x jitter) takes it: about lease + 2.2 s at worst, plus slack for a busy machine.
+	if took > lease+8*time.Second {
+		t.Errorf("takeover took %v, more than the lease duration %v plus 8s", took, lease)
 	}
 	kubectl(t, "scale", "-n", ns, "webapp", "web", "--replicas=4")
 	jsonpathEquals(t, "-n="+ns+" webapp/web", "{.status.availableReplicas}", "4")

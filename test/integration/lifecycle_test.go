@@ -279,3 +279,40 @@ func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
 		t.Errorf("%v reconciles in 5s for a WebApp whose Service is refused: a retry storm", n)
 	}
 }
+
+// A Service of the WebApp's name that someone else created is never taken over: not its selector, not its owner.
+func TestAServiceThatIsNotOursIsLeftAlone(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	theirs := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "payments"}, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+	if err := k8s.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, ns, time.Minute)
+	createWebApp(t, ns, "web", 1, 80)
+	eventually(t, wait10s, "Ready=False ChildNotOwned", func(ctx context.Context) error {
+		app := &webappv1.WebApp{}
+		if err := get(ctx, ns, "web", app); err != nil {
+			return err
+		}
+		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+		if ready == nil || ready.Reason != "ChildNotOwned" || !strings.Contains(ready.Message, "Service "+ns+"/web already exists") {
+			return fmt.Errorf("ready = %+v", ready)
+		}
+		return nil
+	})
+	svc := &corev1.Service{}
+	if err := get(ctx, ns, "web", svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Selector["app"] != "payments" || len(svc.OwnerReferences) != 0 || svc.ResourceVersion != theirs.ResourceVersion {
+		t.Errorf("their Service was changed: %+v", svc)
+	}
+	// The Deployment, which is free, is created all the same.
+	if err := get(ctx, ns, "web", &appsv1.Deployment{}); err != nil {
+		t.Errorf("deployment: %v", err)
+	}
+}

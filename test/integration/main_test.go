@@ -55,10 +55,11 @@ func run(m *testing.M) int {
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(mustLog(filepath.Join(logDir, "operator.log"))), zap.UseDevMode(true)))
 	env, err := cluster.NewEnvtest(logDir, true)
-	if err == nil {
-		cfg, err = env.Start()
-	}
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "configuring the test API server: %v\n", err)
+		return 1
+	}
+	if cfg, err = env.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test API server: %v (logs in %s)\n", err, logDir)
 		_ = env.Stop()
 		return 1
@@ -156,6 +157,7 @@ func (w *writeCounter) take() []string {
 // operator is a running manager with the WebApp controller, watching one namespace.
 type operator struct {
 	writes *writeCounter
+	stop   func() // stops the manager and waits for it; idempotent
 }
 
 // startOperator runs the operator's manager, as main.go builds it, for namespace ns until the test ends. Its
@@ -183,12 +185,16 @@ func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operato
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	var once sync.Once
+	op.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(op.stop)
 	return op
 }
 

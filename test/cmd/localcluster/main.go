@@ -107,14 +107,16 @@ func up(dir string) error {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		fmt.Fprintln(os.Stderr, "starting the local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)...")
-		deadline := time.After(3 * time.Minute)
+		deadline := time.After(5 * time.Minute)
 	wait:
 		for {
 			select {
 			case err := <-exited:
 				return fmt.Errorf("the local cluster did not start (%w); see %s and %s", err, log.Name(), filepath.Join(dir, "logs"))
 			case <-deadline:
-				return fmt.Errorf("the local cluster is not ready after 3 minutes; see %s", log.Name())
+				// Do not leave a half-started cluster behind: serve stops what it started on SIGTERM.
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				return fmt.Errorf("the local cluster is not ready after 5 minutes; see %s", log.Name())
 			case <-time.After(200 * time.Millisecond):
 				if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
 					break wait
