@@ -191,7 +191,7 @@ func TestPodDisruptionBudgetFollowsReplicas(t *testing.T) {
 			case want && (pdb.Spec.MaxUnavailable.IntValue() != 1 || metav1.GetControllerOf(pdb) == nil):
 				return fmt.Errorf("pdb %+v", pdb)
 			case !want && !apierrors.IsNotFound(err):
-				return fmt.Errorf("still there (%v)", err)
+				return fmt.Errorf("still there (%w)", err)
 			}
 			return nil
 		})
