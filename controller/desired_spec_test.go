@@ -196,3 +196,20 @@ func TestConfigRefs(t *testing.T) {
 		t.Errorf("no env: configRefs = %v", refs)
 	}
 }
+
+// fullSpecApp sets every optional field that reaches the Deployment.
+func fullSpecApp() *webappv1.WebApp {
+	app := newApp("full", 3, 8080, "registry.example/shop:2")
+	s := &app.Spec
+	s.Command, s.Args = []string{"/shop"}, []string{"--json"}
+	s.Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
+	s.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}
+	s.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}}
+	s.HealthCheckPath = "/healthz"
+	s.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromString("http")}}}
+	s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+	s.PodLabels, s.PodAnnotations = map[string]string{"team": "payments"}, map[string]string{"a": "b"}
+	s.Strategy = webappv1.RollingUpdate{MaxSurge: ptr.To(intstr.FromInt32(1))}
+	s.RevisionHistoryLimit = ptr.To(int32(3))
+	return app
+}

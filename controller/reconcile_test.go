@@ -40,7 +40,7 @@ type fakeEnv struct {
 	webAppWrites atomic.Int32 // applies of the WebApp and its status
 }
 
-func newFakeEnv(t *testing.T, objs ...client.Object) *fakeEnv {
+func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
 	t.Helper()
 	scheme := NewScheme()
 	env := &fakeEnv{}
@@ -92,6 +92,10 @@ func newFakeEnv(t *testing.T, objs ...client.Object) *fakeEnv {
 		}).
 		Build()
 	return env
+}
+
+func reqFor(app *webappv1.WebApp) ctrl.Request {
+	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: app.Namespace, Name: app.Name}}
 }
 
 func (e *fakeEnv) reconcile(t *testing.T, r *WebAppReconciler, name string) ctrl.Result {

@@ -187,21 +187,36 @@ func (r *WebAppReconciler) applyFinalizer(ctx context.Context, app *webappv1.Web
 	if want {
 		desired.WithFinalizers(webappv1.Finalizer)
 	}
-	owned, err := webappv1ac.ExtractWebApp(app, FieldManager)
+	err := r.applyToWebApp(app, "WebApp", desired, webappv1ac.ExtractWebApp, func() error {
+		return r.Client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership)
+	})
+	if err != nil {
+		return fmt.Errorf("applying the finalizer of WebApp %s: %w", app.Name, err)
+	}
+	return nil
+}
+
+// applyToWebApp sends desired, an apply of the WebApp itself or of its status, with send, unless it equals what
+// our manager owns there (extract); counted as kind. A WebApp deleted meanwhile needs nothing any more.
+func (r *WebAppReconciler) applyToWebApp(app *webappv1.WebApp, kind string, desired *webappv1ac.WebAppApplyConfiguration,
+	extract func(*webappv1.WebApp, string) (*webappv1ac.WebAppApplyConfiguration, error), send func() error) error {
+	owned, err := extract(app, FieldManager)
 	if err != nil {
 		return err
 	}
-	if same, err := ownedFieldsMatch[webappv1.WebApp](desired, owned); err != nil || same {
-		if same {
-			appliesTotal.WithLabelValues("WebApp", resultSkipped).Inc()
-		}
+	same, err := ownedFieldsMatch[webappv1.WebApp](desired, owned)
+	switch {
+	case err != nil:
 		return err
+	case same:
+		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
+		return nil
 	}
-	if err := r.Client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		appliesTotal.WithLabelValues("WebApp", resultFailed).Inc()
-		return client.IgnoreNotFound(fmt.Errorf("applying the finalizer of WebApp %s: %w", app.Name, err))
+	if err := send(); err != nil {
+		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
+		return client.IgnoreNotFound(err)
 	}
-	appliesTotal.WithLabelValues("WebApp", resultSent).Inc()
+	appliesTotal.WithLabelValues(kind, resultSent).Inc()
 	return nil
 }
 
@@ -222,23 +237,9 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 // applyStatus applies the status computed from the Deployment, unless it equals the status we already own.
 func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error) error {
 	desired := desiredStatus(app, dep, applyErr, r.now())
-	owned, err := webappv1ac.ExtractWebAppStatus(app, FieldManager)
-	if err != nil {
-		return err
-	}
-	if same, err := ownedFieldsMatch[webappv1.WebApp](desired, owned); err != nil || same {
-		if same {
-			appliesTotal.WithLabelValues("WebAppStatus", resultSkipped).Inc()
-		}
-		return err
-	}
-	if err := r.Client.Status().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		appliesTotal.WithLabelValues("WebAppStatus", resultFailed).Inc()
-		// A WebApp deleted since we read it has no status left to write.
-		return client.IgnoreNotFound(err)
-	}
-	appliesTotal.WithLabelValues("WebAppStatus", resultSent).Inc()
-	return nil
+	return r.applyToWebApp(app, "WebAppStatus", desired, webappv1ac.ExtractWebAppStatus, func() error {
+		return r.Client.Status().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership)
+	})
 }
 
 // result sorts the errors. Transient ones (the server unavailable, a conflict, a quota) are returned and retried
