@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/webapp-operator/controller"
@@ -19,6 +20,7 @@ import (
 // options are the manager's command-line flags (--kubeconfig and the zap flags are registered by their packages).
 type options struct {
 	metricsAddr, probeAddr  string
+	metricsSecure           bool
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaseDuration           time.Duration
@@ -32,6 +34,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS to clients the API server authenticates and authorizes (TokenReview, SubjectAccessReview) for GET /metrics. The in-cluster manifests turn it on.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader with a Lease, so only one of several replicas writes.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's own namespace; required out of cluster).")
@@ -68,7 +71,7 @@ func run(o options) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(o.namespace),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "webapp-operator.example.com",
@@ -104,4 +107,15 @@ func run(o options) error {
 	}
 	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter.String())
 	return mgr.Start(ctx)
+}
+
+// metricsOptions serves /metrics in plain HTTP (for a local run), or over HTTPS with a self-signed certificate
+// to callers whose bearer token the API server accepts and who may GET /metrics.
+func metricsOptions(o options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
 }
