@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -54,42 +55,78 @@ func indexConfigRefs(o client.Object) []string {
 	return configRefs(o.(*webappv1.WebApp))
 }
 
-// configHash hashes the data of the ConfigMaps and Secrets app refers to, read from the API server (they are not
-// cached: only their metadata is watched). A missing one hashes as missing, so its creation rolls the pods too.
-// "" when app refers to none.
+// configHash hashes the data of the ConfigMaps and Secrets app refers to. Their data is not cached (only their
+// metadata is watched): it is read from the API server when the resourceVersions the metadata cache shows differ
+// from the ones last hashed for this WebApp, so a resync costs no read. A missing one hashes as missing, so its
+// creation rolls the pods too. "" when app refers to none.
 func (r *WebAppReconciler) configHash(ctx context.Context, app *webappv1.WebApp) (string, error) {
 	refs := configRefs(app)
 	if len(refs) == 0 {
 		return "", nil
 	}
-	h := sha256.New()
+	versions, err := r.configVersions(ctx, app.Namespace, refs)
+	if err != nil {
+		return "", err
+	}
+	memoKey := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
+	r.configMu.Lock()
+	memo, ok := r.configMemo[memoKey]
+	r.configMu.Unlock()
+	if ok && memo.versions == versions {
+		return memo.hash, nil
+	}
+	hash, err := r.readConfigHash(ctx, app.Namespace, refs)
+	if err != nil {
+		return "", err
+	}
+	r.configMu.Lock()
+	if r.configMemo == nil {
+		r.configMemo = map[types.NamespacedName]configMemo{}
+	}
+	r.configMemo[memoKey] = configMemo{versions: versions, hash: hash}
+	r.configMu.Unlock()
+	return hash, nil
+}
+
+// configMemo is the config hash last computed for a WebApp and the resourceVersions it was computed from.
+type configMemo struct {
+	versions, hash string
+}
+
+// configVersions lists "ref@resourceVersion" of every reference, from the metadata cache.
+func (r *WebAppReconciler) configVersions(ctx context.Context, namespace string, refs []string) (string, error) {
+	var b strings.Builder
 	for _, ref := range refs {
-		var data map[string][]byte
 		kind, name, _ := strings.Cut(ref, "/")
-		key := types.NamespacedName{Namespace: app.Namespace, Name: name}
-		var err error
-		if kind == "configmap" {
-			cm := &corev1.ConfigMap{}
-			if err = r.reader().Get(ctx, key, cm); err == nil {
-				data = map[string][]byte{}
-				for k, v := range cm.Data {
-					data[k] = []byte(v)
-				}
-				for k, v := range cm.BinaryData {
-					data["binary:"+k] = v
-				}
-			}
-		} else {
-			s := &corev1.Secret{}
-			if err = r.reader().Get(ctx, key, s); err == nil {
-				data = s.Data
+		rv := "missing"
+		if name != "" {
+			m := metadataOnly(map[string]string{"configmap": "ConfigMap", "secret": "Secret"}[kind])
+			err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, m)
+			switch {
+			case err == nil:
+				rv = m.ResourceVersion
+			case !apierrors.IsNotFound(err):
+				return "", fmt.Errorf("looking up %s for the config hash: %w", ref, err)
 			}
 		}
-		if err != nil && !apierrors.IsNotFound(err) {
+		fmt.Fprintf(&b, "%s@%s;", ref, rv)
+	}
+	return b.String(), nil
+}
+
+// readConfigHash reads the referenced ConfigMaps and Secrets and hashes their data. A Secret's data enters the
+// hash only through an HMAC keyed with the Secret's UID, so the annotation, readable by anyone who can read the
+// Deployment, cannot be used to confirm guesses of the Secret's values.
+func (r *WebAppReconciler) readConfigHash(ctx context.Context, namespace string, refs []string) (string, error) {
+	h := sha256.New()
+	for _, ref := range refs {
+		kind, name, _ := strings.Cut(ref, "/")
+		found, data, err := r.readConfig(ctx, kind, types.NamespacedName{Namespace: namespace, Name: name})
+		if err != nil {
 			return "", fmt.Errorf("reading %s for the config hash: %w", ref, err)
 		}
 		// Length-prefixed, in key order: no two different contents hash the same way by concatenation.
-		_, _ = fmt.Fprintf(h, "%d:%s;%t;", len(ref), ref, data != nil)
+		_, _ = fmt.Fprintf(h, "%d:%s;%t;", len(ref), ref, found)
 		keys := make([]string, 0, len(data))
 		for k := range data {
 			keys = append(keys, k)
@@ -101,6 +138,45 @@ func (r *WebAppReconciler) configHash(ctx context.Context, app *webappv1.WebApp)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+// readConfig returns whether the ConfigMap or Secret exists and its data (a Secret's values as HMACs). A
+// reference without a name (the API allows it) is missing.
+func (r *WebAppReconciler) readConfig(ctx context.Context, kind string, key types.NamespacedName) (bool, map[string][]byte, error) {
+	if key.Name == "" {
+		return false, nil, nil
+	}
+	data := map[string][]byte{}
+	if kind == "configmap" {
+		cm := &corev1.ConfigMap{}
+		if err := r.reader().Get(ctx, key, cm); err != nil {
+			return false, nil, client.IgnoreNotFound(err)
+		}
+		for k, v := range cm.Data {
+			data[k] = []byte(v)
+		}
+		for k, v := range cm.BinaryData {
+			data["binary:"+k] = v
+		}
+		return true, data, nil
+	}
+	s := &corev1.Secret{}
+	if err := r.reader().Get(ctx, key, s); err != nil {
+		return false, nil, client.IgnoreNotFound(err)
+	}
+	for k, v := range s.Data {
+		mac := hmac.New(sha256.New, []byte(s.UID))
+		_, _ = mac.Write(v)
+		data[k] = mac.Sum(nil)
+	}
+	return true, data, nil
+}
+
+// forgetConfig drops the memo of a WebApp that is gone.
+func (r *WebAppReconciler) forgetConfig(key types.NamespacedName) {
+	r.configMu.Lock()
+	delete(r.configMemo, key)
+	r.configMu.Unlock()
 }
 
 // webAppsReferring maps a ConfigMap or Secret to the WebApps of its namespace whose environment refers to it.

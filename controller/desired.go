@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -204,7 +205,7 @@ func containerSecurityContext(app *webappv1.WebApp) *corev1ac.SecurityContextApp
 }
 
 // desiredPDB is the PodDisruptionBudget that keeps all but one pod up during voluntary disruptions (node drains),
-// or nil when there is a single replica: a PDB would then block every drain.
+// or nil when there is a single replica: there is then nothing for it to protect.
 func desiredPDB(app *webappv1.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
 	if app.Spec.Replicas < 2 {
 		return nil
@@ -214,6 +215,8 @@ func desiredPDB(app *webappv1.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfig
 		WithOwnerReferences(ownerReference(app)).
 		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
 			WithMaxUnavailable(intstr.FromInt32(1)).
+			// Pods that are not ready (a bad image, a stuck rollout) must never block a node drain.
+			WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))))
 }
 

@@ -163,7 +163,8 @@ func TestDesiredPDB(t *testing.T) {
 			continue
 		}
 		p := typed[policyv1.PodDisruptionBudget](t, ac)
-		if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || !mapsEqual(p.Spec.Selector.MatchLabels, selectorLabels(app)) {
+		if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || !mapsEqual(p.Spec.Selector.MatchLabels, selectorLabels(app)) ||
+			p.Spec.UnhealthyPodEvictionPolicy == nil || *p.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
 			t.Errorf("replicas %d: spec = %+v", replicas, p.Spec)
 		}
 		checkOwner(t, p.OwnerReferences, app)

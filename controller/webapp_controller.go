@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -48,6 +50,9 @@ type WebAppReconciler struct {
 	MaxConcurrentReconciles int
 	// Now is the clock for condition transition times (metav1.Now when nil).
 	Now func() metav1.Time
+
+	configMu   sync.Mutex
+	configMemo map[types.NamespacedName]configMemo // per WebApp: the config hash and what it was computed from
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -64,6 +69,9 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	app := &webappv1.WebApp{}
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		// Deleted: garbage collection removes the children through their owner references.
+		if apierrors.IsNotFound(err) {
+			r.forgetConfig(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
@@ -87,7 +95,8 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp, release bool) (*appsv1.Deployment, error) {
 	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
 	meta := metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}
-	hash, err := r.configHash(ctx, app)
+	// Releasing keeps the pod template as it is (no config read, no rollout during a deletion).
+	hash, err := r.releaseOrConfigHash(ctx, app, release)
 	if err != nil {
 		return nil, err
 	}
@@ -102,10 +111,21 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 			desiredPdb.OwnerReferences = nil
 		}
 	}
+	var oldHash string
+	if cached := (&appsv1.Deployment{}); r.Client.Get(ctx, key, cached) == nil {
+		oldHash = cached.Spec.Template.Annotations[ConfigHashAnnotation]
+	}
 	dep, depErr := ensure(ctx, r.Client, r.reader(), key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
 		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, owner: app.UID, onlyIfExists: release,
 	})
-	r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: meta}, dep.existed, dep.sent, release, depErr)
+	if dep.sent && dep.existed && depErr == nil && oldHash != hash && app.Generation == app.Status.ObservedGeneration {
+		// Not drift: the referenced configuration changed, and the new hash rolls the pods.
+		appliesTotal.WithLabelValues("Deployment", resultSent).Inc()
+		r.event(app, &appsv1.Deployment{ObjectMeta: meta}, corev1.EventTypeNormal, "ConfigChanged", "Apply",
+			"Rolling Deployment %s: a ConfigMap or Secret it uses changed", app.Name)
+	} else {
+		r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: meta}, dep.existed, dep.sent, release, depErr)
+	}
 	svc, svcErr := ensure(ctx, r.Client, r.reader(), key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, owner: app.UID, onlyIfExists: release,
 	})
@@ -123,17 +143,32 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 	return dep.obj, errors.Join(depErr, svcErr, pdbErr)
 }
 
+// releaseOrConfigHash is the config hash of the Deployment as it stands when releasing, the current one otherwise.
+func (r *WebAppReconciler) releaseOrConfigHash(ctx context.Context, app *webappv1.WebApp, release bool) (string, error) {
+	if !release {
+		return r.configHash(ctx, app)
+	}
+	dep := &appsv1.Deployment{}
+	if err := r.reader().Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, dep); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return dep.Spec.Template.Annotations[ConfigHashAnnotation], nil
+}
+
 // deletePDB deletes the WebApp's PodDisruptionBudget, if there is one and the WebApp controls it. Deleting is the
 // one write that is not an apply: an object cannot be removed by applying less of it.
 func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp, release bool) error {
 	pdb := &policyv1.PodDisruptionBudget{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, pdb)
-	if err != nil || release || !metav1.IsControlledBy(pdb, app) {
+	if err != nil || release || ours(pdb, app.UID) != "" {
 		return client.IgnoreNotFound(err)
 	}
 	// The UID precondition makes sure we delete the PDB we saw, never one created since.
 	err = r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
-	if client.IgnoreNotFound(err) != nil {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
 		appliesTotal.WithLabelValues("PodDisruptionBudget", resultFailed).Inc()
 		r.event(app, pdb, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting PodDisruptionBudget %s failed: %v", app.Name, err)
 		return &childError{kind: "PodDisruptionBudget", key: client.ObjectKeyFromObject(pdb), err: err}

@@ -97,6 +97,7 @@ type WebAppSpec struct {
 	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
 
 	// Resources are the container's compute resource requests and limits.
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="resources.claims is not supported: the WebApp's pods have no resource claims"
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 

@@ -152,6 +152,7 @@ func TestInvalidSpecAdditionsAreRefused(t *testing.T) {
 		{"revision history", map[string]any{"revisionHistoryLimit": int64(-1)}, "spec.revisionHistoryLimit in body should be greater than or equal to 0"},
 		{"deletion policy", map[string]any{"deletionPolicy": "Keep"}, `spec.deletionPolicy: Unsupported value: "Keep"`},
 		{"progress deadline", map[string]any{"progressDeadlineSeconds": int64(0)}, "spec.progressDeadlineSeconds in body should be greater than or equal to 1"},
+		{"resource claims", map[string]any{"resources": map[string]any{"claims": []any{map[string]any{"name": "gpu"}}}}, "resources.claims is not supported"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
