@@ -134,18 +134,47 @@ func ensure[T any, PT interface {
 		}
 		return res, &notOursError{kind: ch.kind, key: key, why: why}
 	}
-	owned, err := ch.extract(current, FieldManager)
-	if err != nil {
-		return res, fmt.Errorf("reading fields owned by %s on %s %s: %w", FieldManager, ch.kind, key, err)
+	same, err := ownsAlready(ch, current)
+	if err == nil && !same {
+		// The cache can lag behind our own last apply: decide again on the object as the server has it, so a
+		// stale cache costs a read, never a write (nor a false drift report).
+		fresh := PT(new(T))
+		switch err := reader.Get(ctx, key, fresh); {
+		case apierrors.IsNotFound(err):
+			res = outcome[PT]{}
+			return apply(ctx, c, key, ch, res)
+		case err != nil:
+			return res, &childError{kind: ch.kind, key: key, err: err}
+		}
+		res.obj = fresh
+		if why := ours(fresh, ch.owner); why != "" {
+			return res, &notOursError{kind: ch.kind, key: key, why: why}
+		}
+		same, err = ownsAlready(ch, fresh)
 	}
-	same, err := ownedFieldsMatch[T](ch.desired, owned)
-	if err != nil {
-		return res, fmt.Errorf("comparing %s %s: %w", ch.kind, key, err)
-	}
-	if same {
+	switch {
+	case err != nil:
+		return res, err
+	case same:
 		return res, nil
 	}
 	return apply(ctx, c, key, ch, res)
+}
+
+// ownsAlready reports whether the fields our manager owns on obj say what ch.desired says.
+func ownsAlready[T any, PT interface {
+	*T
+	client.Object
+}, AC runtime.ApplyConfiguration](ch child[T, PT, AC], obj PT) (bool, error) {
+	owned, err := ch.extract(obj, FieldManager)
+	if err != nil {
+		return false, fmt.Errorf("reading fields owned by %s on %s %s: %w", FieldManager, ch.kind, client.ObjectKeyFromObject(obj), err)
+	}
+	same, err := ownedFieldsMatch[T](ch.desired, owned)
+	if err != nil {
+		return false, fmt.Errorf("comparing %s %s: %w", ch.kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return same, nil
 }
 
 // apply sends the apply request and returns the object as the server now has it.

@@ -218,11 +218,14 @@ func (r *WebAppReconciler) event(app *webappv1.WebApp, related client.Object, ev
 // applyFinalizer makes our field manager own exactly our finalizer when want is set, and nothing on the WebApp's
 // main resource otherwise (which removes the finalizer, unless another manager also set it).
 func (r *WebAppReconciler) applyFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) error {
-	desired := webappv1ac.WebApp(app.Name, app.Namespace)
-	if want {
-		desired.WithFinalizers(webappv1.Finalizer)
+	build := func(app *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
+		desired := webappv1ac.WebApp(app.Name, app.Namespace)
+		if want {
+			desired.WithFinalizers(webappv1.Finalizer)
+		}
+		return desired
 	}
-	err := r.applyToWebApp(app, "WebApp", desired, webappv1ac.ExtractWebApp, func() error {
+	err := r.applyToWebApp(ctx, app, "WebApp", build, webappv1ac.ExtractWebApp, func(desired *webappv1ac.WebAppApplyConfiguration) error {
 		return r.Client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership)
 	})
 	if err != nil {
@@ -231,15 +234,23 @@ func (r *WebAppReconciler) applyFinalizer(ctx context.Context, app *webappv1.Web
 	return nil
 }
 
-// applyToWebApp sends desired, an apply of the WebApp itself or of its status, with send, unless it equals what
-// our manager owns there (extract); counted as kind. A WebApp deleted meanwhile needs nothing any more.
-func (r *WebAppReconciler) applyToWebApp(app *webappv1.WebApp, kind string, desired *webappv1ac.WebAppApplyConfiguration,
-	extract func(*webappv1.WebApp, string) (*webappv1ac.WebAppApplyConfiguration, error), send func() error) error {
-	owned, err := extract(app, FieldManager)
-	if err != nil {
-		return err
+// applyToWebApp sends build(app), an apply of the WebApp itself or of its status, with send, unless it equals
+// what our manager owns there (extract); counted as kind. The cached WebApp can lag behind our own last write
+// (a child's event may come first), so before sending, the decision is made again on the WebApp as the API
+// server has it: a stale cache costs a read, never a write. A WebApp deleted meanwhile needs nothing any more.
+func (r *WebAppReconciler) applyToWebApp(ctx context.Context, app *webappv1.WebApp, kind string,
+	build func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration,
+	extract func(*webappv1.WebApp, string) (*webappv1ac.WebAppApplyConfiguration, error),
+	send func(*webappv1ac.WebAppApplyConfiguration) error) error {
+	same, err := ownsStatusOrFinalizer(app, build, extract)
+	if err == nil && !same {
+		fresh := &webappv1.WebApp{}
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(app), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		app = fresh
+		same, err = ownsStatusOrFinalizer(app, build, extract)
 	}
-	same, err := ownedFieldsMatch[webappv1.WebApp](desired, owned)
 	switch {
 	case err != nil:
 		return err
@@ -247,12 +258,22 @@ func (r *WebAppReconciler) applyToWebApp(app *webappv1.WebApp, kind string, desi
 		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
 		return nil
 	}
-	if err := send(); err != nil {
+	if err := send(build(app)); err != nil {
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 		return client.IgnoreNotFound(err)
 	}
 	appliesTotal.WithLabelValues(kind, resultSent).Inc()
 	return nil
+}
+
+// ownsStatusOrFinalizer reports whether what our manager owns on app equals build(app).
+func ownsStatusOrFinalizer(app *webappv1.WebApp, build func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration,
+	extract func(*webappv1.WebApp, string) (*webappv1ac.WebAppApplyConfiguration, error)) (bool, error) {
+	owned, err := extract(app, FieldManager)
+	if err != nil {
+		return false, err
+	}
+	return ownedFieldsMatch[webappv1.WebApp](build(app), owned)
 }
 
 // finalize runs when the WebApp is being deleted and still carries our finalizer: with the Orphan policy it first
@@ -271,8 +292,11 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 
 // applyStatus applies the status computed from the Deployment, unless it equals the status we already own.
 func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error) error {
-	desired := desiredStatus(app, dep, applyErr, r.now())
-	return r.applyToWebApp(app, "WebAppStatus", desired, webappv1ac.ExtractWebAppStatus, func() error {
+	now := r.now()
+	build := func(app *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
+		return desiredStatus(app, dep, applyErr, now)
+	}
+	return r.applyToWebApp(ctx, app, "WebAppStatus", build, webappv1ac.ExtractWebAppStatus, func(desired *webappv1ac.WebAppApplyConfiguration) error {
 		return r.Client.Status().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership)
 	})
 }

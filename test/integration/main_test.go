@@ -123,20 +123,26 @@ func mustLog(path string) *os.File {
 	return f
 }
 
-// writeCounter counts the write requests (anything but GET, LIST and WATCH) a client sends, by method and path.
+// writeCounter counts the write requests (anything but GET, LIST and WATCH) a client sends, by method and path,
+// and, apart, its GETs of single ConfigMaps and Secrets (the uncached reads of the config hash).
 type writeCounter struct {
-	mu   sync.Mutex
-	seen []string
+	mu          sync.Mutex
+	seen        []string
+	configReads []string
 }
 
 // wrap is a rest.Config WrapTransport: every client built from the config counts into w.
 func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method != http.MethodGet && req.Method != http.MethodHead {
-			w.mu.Lock()
+		isConfig := strings.Contains(req.URL.Path, "/configmaps/") || strings.Contains(req.URL.Path, "/secrets/")
+		w.mu.Lock()
+		switch {
+		case req.Method != http.MethodGet && req.Method != http.MethodHead:
 			w.seen = append(w.seen, req.Method+" "+req.URL.Path)
-			w.mu.Unlock()
+		case isConfig && req.URL.Query().Get("watch") == "":
+			w.configReads = append(w.configReads, req.URL.Path)
 		}
+		w.mu.Unlock()
 		return next.RoundTrip(req)
 	})
 }
@@ -144,6 +150,15 @@ func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// takeConfigReads returns the ConfigMap and Secret GETs seen so far and forgets them.
+func (w *writeCounter) takeConfigReads() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.configReads
+	w.configReads = nil
+	return s
+}
 
 // take returns the writes seen so far and forgets them.
 func (w *writeCounter) take() []string {

@@ -99,9 +99,14 @@ func TestEverySpecFieldReachesTheChildrenAndQuantitiesCostNoWrites(t *testing.T)
 	// Converged (the server normalised 1000m to 1 and 0.5Gi to 512Mi, and allocated a node port): no writes.
 	waitReady(t, ns, "full", metav1.ConditionFalse)
 	op.writes.take()
+	op.writes.takeConfigReads()
 	waitReconciles(t, reconcileCount(t), 3)
 	if w := op.writes.take(); len(w) != 0 {
 		t.Errorf("converged WebApp with normalised quantities cost %d writes: %q", len(w), w)
+	}
+	// The config hash is memoised by resourceVersion: resyncs read no ConfigMap or Secret.
+	if r := op.writes.takeConfigReads(); len(r) != 0 {
+		t.Errorf("converged resyncs read ConfigMaps or Secrets %d times: %q", len(r), r)
 	}
 
 	// Another manager's env var on our container survives our next apply, merged by name.
