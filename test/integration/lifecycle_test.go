@@ -52,7 +52,7 @@ func waitFinalizer(t *testing.T, ns, name string, want bool) {
 }
 
 func TestDeletionPolicyDeleteNeedsNoFinalizer(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 1, time.Second)
+	ns, _ := runningWebApp(t, 1, time.Second)
 	before := reconcileCount(t)
 	waitReconciles(t, before, 2)
 	app := &webappv1.WebApp{}
@@ -65,7 +65,7 @@ func TestDeletionPolicyDeleteNeedsNoFinalizer(t *testing.T) {
 }
 
 func TestDeletionPolicyOrphanReleasesTheChildren(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 1, time.Minute)
+	ns, _ := runningWebApp(t, 1, time.Minute)
 
 	// Switching the policy adds and removes the finalizer.
 	setPolicy(t, ns, "web", webappv1.DeletionPolicyOrphan)
@@ -99,7 +99,7 @@ func TestDeletionPolicyOrphanReleasesTheChildren(t *testing.T) {
 }
 
 func TestEventsTellWhatHappened(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 1, time.Minute)
+	ns, _ := runningWebApp(t, 1, time.Minute)
 	waitReady(t, ns, "web", metav1.ConditionFalse)
 	intrude(t, ns, "web", &appsv1.Deployment{}, func(d *appsv1.Deployment) { d.Spec.Replicas = ptrTo(int32(4)) })
 	eventually(t, wait10s, "events recorded", func(ctx context.Context) error {
@@ -125,7 +125,7 @@ func TestEventsTellWhatHappened(t *testing.T) {
 // The scale subresource is how an HorizontalPodAutoscaler (or `kubectl scale webapp`) sets replicas: as another
 // field manager writing the WebApp's /scale. The operator carries it to the Deployment.
 func TestScaleSubresourceWrittenByAnotherManager(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 2, time.Minute)
+	ns, _ := runningWebApp(t, 2, time.Minute)
 	ctx := context.Background()
 	app := &webappv1.WebApp{}
 	eventually(t, wait10s, "scale read", func(ctx context.Context) error {
@@ -168,7 +168,7 @@ func TestScaleSubresourceWrittenByAnotherManager(t *testing.T) {
 }
 
 func TestProgressDeadlineShowsInConditions(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 2, time.Minute)
+	ns, _ := runningWebApp(t, 2, time.Minute)
 	// What the Deployment controller reports when a rollout made no progress within progressDeadlineSeconds.
 	intrudeStatus(t, ns, "web", func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, Conditions: []appsv1.DeploymentCondition{{

@@ -182,7 +182,7 @@ func TestInvalidSpecAdditionsAreRefused(t *testing.T) {
 }
 
 func TestPodDisruptionBudgetFollowsReplicas(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 2, time.Minute)
+	ns, _ := runningWebApp(t, 2, time.Minute)
 	pdbExists := func(want bool) {
 		t.Helper()
 		eventually(t, wait10s, fmt.Sprintf("PDB exists = %v", want), func(ctx context.Context) error {

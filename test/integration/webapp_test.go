@@ -45,13 +45,13 @@ func get[T client.Object](ctx context.Context, ns, name string, obj T) error {
 
 // runningWebApp creates a namespace, starts an operator for it (resync period requeue) and a WebApp "web" on
 // port 80, and waits for its Deployment and Service.
-func runningWebApp(t *testing.T, replicas int32, requeue time.Duration) (string, *operator, *webappv1.WebApp) {
+func runningWebApp(t *testing.T, replicas int32, requeue time.Duration) (string, *webappv1.WebApp) {
 	t.Helper()
 	ns := newNamespace(t)
-	op := startOperator(t, ns, requeue)
+	startOperator(t, ns, requeue)
 	app := createWebApp(t, ns, "web", replicas, 80)
 	waitChildren(t, ns, "web")
-	return ns, op, app
+	return ns, app
 }
 
 // waitChildren waits until the Deployment and Service of the WebApp exist and returns them.
@@ -216,7 +216,7 @@ func intrude[T client.Object](t *testing.T, ns, name string, obj T, change func(
 }
 
 func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 3, time.Minute)
+	ns, _ := runningWebApp(t, 3, time.Minute)
 
 	depOK := func(d *appsv1.Deployment) error {
 		c := d.Spec.Template.Spec.Containers[0]
@@ -318,7 +318,7 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 func TestOtherManagersFieldsArePreserved(t *testing.T) {
-	ns, _, app := runningWebApp(t, 2, time.Minute)
+	ns, app := runningWebApp(t, 2, time.Minute)
 	ctx := context.Background()
 
 	// A sidecar injector, say, applies an annotation, a label and an env var on our container.
@@ -361,7 +361,7 @@ func TestOtherManagersFieldsArePreserved(t *testing.T) {
 }
 
 func TestConflictWithAnotherApplyManagerIsVisibleAndResolvedByForce(t *testing.T) {
-	ns, _, _ := runningWebApp(t, 3, time.Minute)
+	ns, _ := runningWebApp(t, 3, time.Minute)
 	ctx := context.Background()
 
 	scale := appsv1ac.Deployment("web", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(7))
