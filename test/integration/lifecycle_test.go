@@ -250,8 +250,8 @@ func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
 	if err := get(ctx, ns, "web", &appsv1.Deployment{}); err != nil {
 		t.Errorf("deployment: %v", err)
 	}
-	// Over five seconds the failed WebApp is retried a handful of times with backoff (or not at all, when the
-	// refusal is terminal), never in a hot loop.
+	// A refusal waits for the resync (a minute here): over the next five seconds the WebApp is reconciled at most
+	// a couple of times (late events of its children), never in a loop. The window is what is measured.
 	before := reconcileCount(t)
 	deadline := time.Now().Add(5 * time.Second)
 	eventually(t, 10*time.Second, "five seconds pass", func(context.Context) error {
@@ -260,8 +260,8 @@ func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
 		}
 		return nil
 	})
-	if n := reconcileCount(t) - before; n > 15 {
-		t.Errorf("%v reconciles in 5s for a WebApp whose Service is refused: a retry storm", n)
+	if n := reconcileCount(t) - before; n > 3 {
+		t.Errorf("%v reconciles in 5s for a WebApp whose Service is refused: a retry loop", n)
 	}
 }
 
