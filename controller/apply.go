@@ -73,6 +73,7 @@ type child[T any, PT interface {
 // outcome is what ensure found and did.
 type outcome[PT client.Object] struct {
 	obj     PT   // the object as it is now; nil when it does not exist
+	before  PT   // the object as it was before any apply; nil when it did not exist
 	existed bool // it existed before
 	sent    bool // an apply request was sent
 }
@@ -126,7 +127,7 @@ func ensure[T any, PT interface {
 	case err != nil:
 		return outcome[PT]{}, &childError{kind: ch.kind, key: key, err: err}
 	}
-	res := outcome[PT]{obj: current, existed: true}
+	res := outcome[PT]{obj: current, before: current, existed: true}
 	if why := ours(current, ch.owner); why != "" {
 		if ch.onlyIfExists {
 			// Releasing: what is not ours is not ours to release.
@@ -146,7 +147,7 @@ func ensure[T any, PT interface {
 		case err != nil:
 			return res, &childError{kind: ch.kind, key: key, err: err}
 		}
-		res.obj = fresh
+		res.obj, res.before = fresh, fresh
 		if why := ours(fresh, ch.owner); why != "" {
 			return res, &notOursError{kind: ch.kind, key: key, why: why}
 		}

@@ -111,25 +111,16 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 			desiredPdb.OwnerReferences = nil
 		}
 	}
-	var oldHash string
-	if cached := (&appsv1.Deployment{}); r.Client.Get(ctx, key, cached) == nil {
-		oldHash = cached.Spec.Template.Annotations[ConfigHashAnnotation]
-	}
 	dep, depErr := ensure(ctx, r.Client, r.reader(), key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
 		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, owner: app.UID, onlyIfExists: release,
 	})
-	if dep.sent && dep.existed && depErr == nil && oldHash != hash && app.Generation == app.Status.ObservedGeneration {
-		// Not drift: the referenced configuration changed, and the new hash rolls the pods.
-		appliesTotal.WithLabelValues("Deployment", resultSent).Inc()
-		r.event(app, &appsv1.Deployment{ObjectMeta: meta}, corev1.EventTypeNormal, "ConfigChanged", "Apply",
-			"Rolling Deployment %s: a ConfigMap or Secret it uses changed", app.Name)
-	} else {
-		r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: meta}, dep.existed, dep.sent, release, depErr)
-	}
+	// A new config hash on an existing Deployment is a config rollout, not drift.
+	configChanged := dep.before != nil && dep.before.Spec.Template.Annotations[ConfigHashAnnotation] != hash
+	r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: meta}, dep.existed, dep.sent, release, configChanged, depErr)
 	svc, svcErr := ensure(ctx, r.Client, r.reader(), key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, owner: app.UID, onlyIfExists: release,
 	})
-	r.record(ctx, app, "Service", &corev1.Service{ObjectMeta: meta}, svc.existed, svc.sent, release, svcErr)
+	r.record(ctx, app, "Service", &corev1.Service{ObjectMeta: meta}, svc.existed, svc.sent, release, false, svcErr)
 	var pdbErr error
 	if desiredPdb == nil {
 		pdbErr = r.deletePDB(ctx, app, release)
@@ -137,7 +128,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 		pdb, err := ensure(ctx, r.Client, r.reader(), key, child[policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
 			kind: "PodDisruptionBudget", desired: desiredPdb, extract: policyv1ac.ExtractPodDisruptionBudget, owner: app.UID, onlyIfExists: release,
 		})
-		r.record(ctx, app, "PodDisruptionBudget", &policyv1.PodDisruptionBudget{ObjectMeta: meta}, pdb.existed, pdb.sent, release, err)
+		r.record(ctx, app, "PodDisruptionBudget", &policyv1.PodDisruptionBudget{ObjectMeta: meta}, pdb.existed, pdb.sent, release, false, err)
 		pdbErr = err
 	}
 	return dep.obj, errors.Join(depErr, svcErr, pdbErr)
@@ -181,7 +172,7 @@ func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp, 
 // record counts an apply decision on child and tells the user about the ones worth a `kubectl describe` line.
 // The event regards the WebApp and names the child as related object; repeated identical events are aggregated
 // by the events API into one with a count.
-func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, child client.Object, existed, sent, release bool, err error) {
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, child client.Object, existed, sent, release, configChanged bool, err error) {
 	name := kind + " " + app.Name
 	switch {
 	case err != nil:
@@ -195,6 +186,10 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kin
 	case !existed:
 		appliesTotal.WithLabelValues(kind, resultSent).Inc()
 		r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
+	case configChanged && app.Generation == app.Status.ObservedGeneration:
+		// The spec did not change but the configuration it refers to did: the new hash rolls the pods.
+		appliesTotal.WithLabelValues(kind, resultSent).Inc()
+		r.event(app, child, corev1.EventTypeNormal, "ConfigChanged", "Apply", "Rolling %s: a ConfigMap or Secret it uses changed", name)
 	case app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change since we last applied it, so something else changed our fields.
 		appliesTotal.WithLabelValues(kind, resultSent).Inc()
