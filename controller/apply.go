@@ -2,39 +2,212 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// childError is the failure to apply one child object; it names the object and keeps the API server's error.
+// object is every kind the operator writes: a pointer to an API struct.
+type object[T any] interface {
+	*T
+	client.Object
+}
+
+// childError is the failure to write one object: the API server's error, or the reason an object of that name
+// is not ours to take over.
 type childError struct {
-	kind string
-	key  types.NamespacedName
-	err  error
+	kind    string
+	key     types.NamespacedName
+	err     error
+	notOurs string
 }
 
 func (e *childError) Error() string {
+	if e.notOurs != "" {
+		return fmt.Sprintf("%s %s already exists and %s; the WebApp will not take it over (delete or rename it)", e.kind, e.key, e.notOurs)
+	}
 	return fmt.Sprintf("applying %s %s: %v", e.kind, e.key, e.err)
 }
 
 func (e *childError) Unwrap() error { return e.err }
 
-// refused reports whether the server refused the object itself (invalid, malformed, or denied by an admission
-// policy, which also answers Invalid): retrying the same apply soon cannot succeed.
-func (e *childError) refused() bool {
-	return apierrors.IsInvalid(e.err) || apierrors.IsBadRequest(e.err)
+// waiting reports whether only a change can fix the failure (the object in the way, or a spec the server refuses
+// as invalid or an admission policy denies): retrying the same write soon cannot succeed.
+func (e *childError) waiting() bool {
+	return e.notOurs != "" || apierrors.IsInvalid(e.err) || apierrors.IsBadRequest(e.err)
+}
+
+// writeOpts are the parts of a write that do not depend on the object's kind.
+type writeOpts struct {
+	owner        types.UID // a child's WebApp: an object controlled by anything else is never taken over ("" for the WebApp itself)
+	onlyIfExists bool      // never create the object (the WebApp itself)
+	status       bool      // write the status subresource
+}
+
+// outcome is what ensure found and did.
+type outcome[PT client.Object] struct {
+	obj    PT // the object as it is now; nil when it does not exist or could not be read
+	before PT // the object before any write; nil when it did not exist
+	// existed: the object existed before; sent: an apply was sent.
+	existed, sent bool
+	// changed: the server changed the object (created it, or its resourceVersion moved).
+	changed bool
+}
+
+// written is what a write did, for the events and metrics.
+type written struct {
+	existed, sent, changed bool
+	configChanged          bool // the Deployment's config hash changed
+}
+
+func (o outcome[PT]) written() written {
+	return written{existed: o.existed, sent: o.sent, changed: o.changed}
+}
+
+// ensure is the one write decision of the operator, for children, the finalizer and the status alike. It sends
+// desired(current) with Server-Side Apply under FieldManager, forcing ownership, unless what our manager owns in
+// the cached object already says the same (or we sent exactly that and the object has not changed since). A
+// "different" from the cache is confirmed on the object as the API server has it, so a stale cache costs a read,
+// never a write. The cache holds only children with our managed-by label, so a miss is asked of the server too:
+// an object of the same name that is not ours is left alone.
+func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
+	cur := PT(new(T))
+	err := r.Client.Get(ctx, key, cur)
+	if apierrors.IsNotFound(err) {
+		// Never created, deleted, not yet in the cache, or without our label: only the API server knows.
+		err = r.reader().Get(ctx, key, cur)
+	}
+	switch {
+	case apierrors.IsNotFound(err) && o.onlyIfExists:
+		return outcome[PT]{}, nil
+	case apierrors.IsNotFound(err):
+		return send(ctx, r, kind, key, desired(nil), o, outcome[PT]{})
+	case err != nil:
+		return outcome[PT]{}, &childError{kind: kind, key: key, err: err}
+	}
+	res := outcome[PT]{obj: cur, before: cur, existed: true}
+	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
+	if err == nil && !same {
+		fresh := PT(new(T))
+		switch err := r.reader().Get(ctx, key, fresh); {
+		case apierrors.IsNotFound(err) && o.onlyIfExists:
+			return outcome[PT]{}, nil
+		case apierrors.IsNotFound(err):
+			return send(ctx, r, kind, key, desired(nil), o, outcome[PT]{})
+		case err != nil:
+			return res, &childError{kind: kind, key: key, err: err}
+		}
+		res.obj, res.before = fresh, fresh
+		want, same, err = decide(ctx, r, kind, key, fresh, desired, extract, o)
+	}
+	switch {
+	case err != nil:
+		return res, err
+	case same:
+		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
+		return res, nil
+	}
+	return send(ctx, r, kind, key, want, o, res)
+}
+
+// decide returns desired(cur) and whether it equals what our manager owns on cur. An object that is not ours is
+// an error. Fields we cannot read (another writer left duplicate entries in a list we own, say) count as
+// different: an apply repairs them.
+func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+	cur PT, desired func(PT) AC, extract func(PT, string) (AC, error), o writeOpts) (AC, bool, error) {
+	var want AC
+	if o.owner != "" {
+		if why := notOursReason(cur, o.owner); why != "" {
+			return want, false, &childError{kind: kind, key: key, notOurs: why}
+		}
+	}
+	want = desired(cur)
+	sum, err := hashOf(want)
+	if err != nil {
+		return want, false, err
+	}
+	if r.sent.matches(kind, key, cur, sum) {
+		return want, true, nil
+	}
+	owned, err := extract(cur, FieldManager)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("cannot read the fields we own; applying to repair them", "kind", kind, "error", err.Error())
+		return want, false, nil
+	}
+	same, err := ownedFieldsMatch[T](want, owned)
+	if err != nil {
+		return want, false, fmt.Errorf("comparing %s %s: %w", kind, key, err)
+	}
+	if same {
+		// Until the object changes, this decision holds: the next resync needs no extraction.
+		r.sent.remember(kind, key, cur, sum)
+	}
+	return want, same, nil
+}
+
+// send applies want and returns res completed with the object as the server now has it.
+func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+	want AC, o writeOpts, res outcome[PT]) (outcome[PT], error) {
+	res.sent = true
+	var err error
+	if o.status {
+		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
+	} else {
+		err = r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
+	}
+	if err != nil {
+		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
+		return res, &childError{kind: kind, key: key, err: err}
+	}
+	appliesTotal.WithLabelValues(kind, resultSent).Inc()
+	// The client decodes the apply response into want: it is the object as the server now has it.
+	applied := PT(new(T))
+	if err := roundTrip(want, applied); err != nil {
+		return res, fmt.Errorf("decoding applied %s %s: %w", kind, key, err)
+	}
+	res.obj = applied
+	res.changed = !res.existed || res.before.GetResourceVersion() != applied.GetResourceVersion()
+	if !res.changed {
+		// The server kept the object as it was: our comparison saw a difference the server does not.
+		noopAppliesTotal.WithLabelValues(kind).Inc()
+		log.FromContext(ctx).Info("apply changed nothing on the server; not sending it again until the object changes", "kind", kind)
+	}
+	if sum, err := hashOf(want); err == nil {
+		r.sent.remember(kind, key, applied, sum)
+	}
+	return res, nil
+}
+
+// notOursReason says why obj may not be taken over by the WebApp owner, or "" when it may: it is controlled by that
+// WebApp, or by nothing while it carries our managed-by label (a child an Orphan deletion released).
+func notOursReason(obj client.Object, owner types.UID) string {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		if ref.UID == owner {
+			return ""
+		}
+		return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
+	}
+	if obj.GetLabels()[LabelManagedBy] != ManagedBy {
+		return "is not managed by " + ManagedBy
+	}
+	return ""
 }
 
 // ownedFieldsMatch reports whether desired says the same as owned, the apply configuration extracted from the
-// fields our manager owns in the cached object. Both go through the typed object T, so both see the same shape:
-// zero values of optional fields drop out on both sides and quantities are compared by value ("1000m" == "1").
+// fields our manager owns. Both go through the typed object T, so both see the same shape: zero values of optional
+// fields drop out on both sides and quantities are compared by value ("1000m" == "1").
 func ownedFieldsMatch[T any](desired, owned any) (bool, error) {
 	var want, have T
 	if err := roundTrip(desired, &want); err != nil {
@@ -55,143 +228,117 @@ func roundTrip(in, out any) error {
 	return json.Unmarshal(data, out)
 }
 
-// child is one object the operator applies: its desired apply configuration and the object in the cache.
-type child[T any, PT interface {
-	*T
-	client.Object
-}, AC runtime.ApplyConfiguration] struct {
-	kind    string
-	desired AC
-	// extract is client-go's or our generated Extract… function for the kind.
-	extract func(PT, string) (AC, error)
-	// owner is the UID of the WebApp: an existing object controlled by anything else is never taken over.
-	owner types.UID
-	// onlyIfExists skips the apply when the object does not exist (releasing a child must not create it).
-	onlyIfExists bool
+func hashOf(v any) ([sha256.Size]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(data), nil
 }
 
-// outcome is what ensure found and did.
-type outcome[PT client.Object] struct {
-	obj     PT   // the object as it is now; nil when it does not exist
-	before  PT   // the object as it was before any apply; nil when it did not exist
-	existed bool // it existed before
-	sent    bool // an apply request was sent
+// sentMemo remembers, per object we write, the desired state last sent or found owned already, with the object's
+// UID and resourceVersion at that moment. While the object stays at that resourceVersion nothing has changed it,
+// so the same desired state needs neither a comparison nor a write: a difference the server does not see (a
+// default we do not know of) costs at most one no-op apply after a restart, never one per resync.
+type sentMemo struct {
+	mu sync.Mutex
+	m  map[sentKey]sentEntry
 }
 
-// notOursError says an object of the child's name exists that this WebApp does not control, so it is left alone.
-type notOursError struct {
+type sentKey struct {
 	kind string
 	key  types.NamespacedName
-	why  string
 }
 
-func (e *notOursError) Error() string {
-	return fmt.Sprintf("%s %s already exists and %s; the WebApp will not take it over (delete or rename it)", e.kind, e.key, e.why)
+type sentEntry struct {
+	uid  types.UID
+	rv   string
+	hash [sha256.Size]byte
 }
 
-// ours reports why obj may not be taken over by the WebApp owner, or "" when it may: it is controlled by that
-// WebApp, or by nothing while it carries our managed-by label (a child an Orphan deletion released).
-func ours(obj client.Object, owner types.UID) string {
-	if ref := metav1.GetControllerOf(obj); ref != nil {
-		if ref.UID == owner {
-			return ""
-		}
-		return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
-	}
-	if obj.GetLabels()[LabelManagedBy] != ManagedBy {
-		return "is not managed by " + ManagedBy
-	}
-	return ""
+func (m *sentMemo) matches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[sentKey{kind, key}]
+	return ok && e.uid == obj.GetUID() && e.rv == obj.GetResourceVersion() && e.hash == sum
 }
 
-// ensure sends ch.desired with Server-Side Apply, forcing ownership, unless the fields our manager owns in the
-// cached object already say the same. The cache holds only objects with our managed-by label, so when it has
-// none the API server is asked (reader): an object of the same name that is not ours is left alone.
-func ensure[T any, PT interface {
-	*T
-	client.Object
-}, AC runtime.ApplyConfiguration](ctx context.Context, c client.Client, reader client.Reader, key types.NamespacedName, ch child[T, PT, AC]) (outcome[PT], error) {
-	current := PT(new(T))
-	err := c.Get(ctx, key, current)
-	if apierrors.IsNotFound(err) {
-		// Never created, deleted, not yet in the cache, or without our label: only the API server knows.
-		current = PT(new(T))
-		err = reader.Get(ctx, key, current)
+func (m *sentMemo) remember(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) {
+	if obj.GetResourceVersion() == "" {
+		return
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		if ch.onlyIfExists {
-			return outcome[PT]{}, nil
-		}
-		return apply(ctx, c, key, ch, outcome[PT]{})
-	case err != nil:
-		return outcome[PT]{}, &childError{kind: ch.kind, key: key, err: err}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[sentKey]sentEntry{}
 	}
-	res := outcome[PT]{obj: current, before: current, existed: true}
-	if why := ours(current, ch.owner); why != "" {
-		if ch.onlyIfExists {
-			// Releasing: what is not ours is not ours to release.
-			return res, nil
-		}
-		return res, &notOursError{kind: ch.kind, key: key, why: why}
-	}
-	same, err := ownsAlready(ch, current)
-	if err == nil && !same {
-		// The cache can lag behind our own last apply: decide again on the object as the server has it, so a
-		// stale cache costs a read, never a write (nor a false drift report).
-		fresh := PT(new(T))
-		switch err := reader.Get(ctx, key, fresh); {
-		case apierrors.IsNotFound(err):
-			res = outcome[PT]{}
-			return apply(ctx, c, key, ch, res)
-		case err != nil:
-			return res, &childError{kind: ch.kind, key: key, err: err}
-		}
-		res.obj, res.before = fresh, fresh
-		if why := ours(fresh, ch.owner); why != "" {
-			return res, &notOursError{kind: ch.kind, key: key, why: why}
-		}
-		same, err = ownsAlready(ch, fresh)
-	}
-	switch {
-	case err != nil:
-		return res, err
-	case same:
-		return res, nil
-	}
-	return apply(ctx, c, key, ch, res)
+	m.m[sentKey{kind, key}] = sentEntry{uid: obj.GetUID(), rv: obj.GetResourceVersion(), hash: sum}
 }
 
-// ownsAlready reports whether the fields our manager owns on obj say what ch.desired says.
-func ownsAlready[T any, PT interface {
-	*T
-	client.Object
-}, AC runtime.ApplyConfiguration](ch child[T, PT, AC], obj PT) (bool, error) {
-	owned, err := ch.extract(obj, FieldManager)
+// forget drops what is remembered of the objects named key (a WebApp that is gone, and its children).
+func (m *sentMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.m {
+		if k.key == key {
+			delete(m.m, k)
+		}
+	}
+}
+
+// release hands a child over to nobody: it re-applies exactly what our manager owns on the object as the server
+// has it, less our owner reference, guarded by its resourceVersion. Only ownership changes, never the pod template
+// or anything else, so a spec the server would refuse cannot block a deletion. When what we own cannot be read,
+// the owner reference alone is removed with a guarded JSON patch. Reports whether anything was sent.
+func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+	owner types.UID, extract func(PT, string) (AC, error)) (bool, error) {
+	cur := PT(new(T))
+	if err := r.reader().Get(ctx, key, cur); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	refs := cur.GetOwnerReferences()
+	i := slices.IndexFunc(refs, func(ref metav1.OwnerReference) bool { return ref.UID == owner })
+	if i < 0 {
+		// Already released, or never ours to release.
+		return false, nil
+	}
+	owned, err := extract(cur, FieldManager)
 	if err != nil {
-		return false, fmt.Errorf("reading fields owned by %s on %s %s: %w", FieldManager, ch.kind, client.ObjectKeyFromObject(obj), err)
+		return true, removeGuarded(ctx, r.Client, cur, "/metadata/ownerReferences", refs, i)
 	}
-	same, err := ownedFieldsMatch[T](ch.desired, owned)
-	if err != nil {
-		return false, fmt.Errorf("comparing %s %s: %w", ch.kind, client.ObjectKeyFromObject(obj), err)
+	u := &unstructured.Unstructured{}
+	if err := roundTrip(owned, &u.Object); err != nil {
+		return false, fmt.Errorf("releasing %s %s: %w", kind, key, err)
 	}
-	return same, nil
+	var kept []any
+	ownRefs, _, _ := unstructured.NestedSlice(u.Object, "metadata", "ownerReferences")
+	for _, ref := range ownRefs {
+		if m, ok := ref.(map[string]any); !ok || m["uid"] != string(owner) {
+			kept = append(kept, ref)
+		}
+	}
+	if err := unstructured.SetNestedSlice(u.Object, kept, "metadata", "ownerReferences"); err != nil {
+		return false, err
+	}
+	// The resourceVersion makes the apply fail rather than write back fields someone changed since our read.
+	u.SetResourceVersion(cur.GetResourceVersion())
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	r.sent.forget(key)
+	return true, nil
 }
 
-// apply sends the apply request and returns the object as the server now has it.
-func apply[T any, PT interface {
-	*T
-	client.Object
-}, AC runtime.ApplyConfiguration](ctx context.Context, c client.Client, key types.NamespacedName, ch child[T, PT, AC], res outcome[PT]) (outcome[PT], error) {
-	res.sent = true
-	if err := c.Apply(ctx, ch.desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return res, &childError{kind: ch.kind, key: key, err: err}
+// removeGuarded removes list[i] at path (a JSON pointer) of obj with a JSON patch that first tests the whole list,
+// so it removes exactly the entry we saw, or fails with a conflict when the list changed meanwhile. Server-Side
+// Apply cannot do this when another field manager also owns the entry: an apply only gives up our ownership.
+func removeGuarded[E any](ctx context.Context, c client.Client, obj client.Object, path string, list []E, i int) error {
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": path, "value": list},
+		{"op": "remove", "path": fmt.Sprintf("%s/%d", path, i)},
+	})
+	if err != nil {
+		return err
 	}
-	// The apply response, decoded into desired by the client, is the object as the server now has it.
-	applied := PT(new(T))
-	if err := roundTrip(ch.desired, applied); err != nil {
-		return res, fmt.Errorf("decoding applied %s %s: %w", ch.kind, key, err)
-	}
-	res.obj = applied
-	return res, nil
+	return client.IgnoreNotFound(c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)))
 }

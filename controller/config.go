@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
@@ -184,6 +185,8 @@ func (r *WebAppReconciler) webAppsReferring(kind string) func(context.Context, c
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := &webappv1.WebAppList{}
 		if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{configRefIndex: kind + "/" + o.GetName()}); err != nil {
+			// The resync still rolls the WebApps that refer to it, later.
+			log.FromContext(ctx).Error(err, "listing the WebApps that refer to a changed "+kind, "name", o.GetName(), "namespace", o.GetNamespace())
 			return nil
 		}
 		reqs := make([]reconcile.Request, 0, len(list.Items))

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -152,12 +153,14 @@ func desiredContainer(app *webappv1.WebApp) (*corev1ac.ContainerApplyConfigurati
 	}
 	var errs []error
 	for i := range app.Spec.Env {
-		errs = append(errs, convert(&app.Spec.Env[i], func(ac *corev1ac.EnvVarApplyConfiguration) { c.WithEnv(ac) }))
+		env := serverFormEnv(app.Spec.Env[i])
+		errs = append(errs, convert(&env, func(ac *corev1ac.EnvVarApplyConfiguration) { c.WithEnv(ac) }))
 	}
 	for i := range app.Spec.EnvFrom {
 		errs = append(errs, convert(&app.Spec.EnvFrom[i], func(ac *corev1ac.EnvFromSourceApplyConfiguration) { c.WithEnvFrom(ac) }))
 	}
 	if r := app.Spec.Resources; len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
+		r = serverFormResources(r)
 		errs = append(errs, convert(&r, func(ac *corev1ac.ResourceRequirementsApplyConfiguration) { c.WithResources(ac) }))
 	}
 	if app.Spec.LivenessProbe != nil {
@@ -173,6 +176,46 @@ func desiredContainer(app *webappv1.WebApp) (*corev1ac.ContainerApplyConfigurati
 		c.WithReadinessProbe(corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(portName))))
 	}
 	return c, errors.Join(errs...)
+}
+
+// The API server defaults and normalises some values it then records as ours. Where that happens to a field we own
+// whole (inside a struct the schema makes atomic), or to a value we own (a quantity), we send the server's form
+// ourselves; otherwise what we own never equals what we send and every resync costs a write. The whole class for
+// what a WebApp can set, from the schema's atomic structs and the API's defaulting functions:
+//   - env[].valueFrom.fieldRef (ObjectFieldSelector, atomic): apiVersion defaults to v1;
+//   - env[].valueFrom.fileKeyRef (FileKeySelector, atomic): optional defaults to false;
+//   - resources.requests and limits: every quantity is rounded up to milli precision.
+//
+// The other atomic structs a WebApp reaches (ConfigMapKeySelector, SecretKeySelector, ResourceFieldSelector,
+// LocalObjectReference, LabelSelector, OwnerReference) have no defaults; defaults of granular structs (probe
+// timings, HTTP scheme and path, the Service's policies) are owned by no manager, so they never differ.
+
+// serverFormEnv is e as the API server stores it in a pod template.
+func serverFormEnv(e corev1.EnvVar) corev1.EnvVar {
+	if e.ValueFrom == nil {
+		return e
+	}
+	from := e.ValueFrom.DeepCopy()
+	if from.FieldRef != nil && from.FieldRef.APIVersion == "" {
+		from.FieldRef.APIVersion = "v1"
+	}
+	if from.FileKeyRef != nil && from.FileKeyRef.Optional == nil {
+		from.FileKeyRef.Optional = ptr.To(false)
+	}
+	e.ValueFrom = from
+	return e
+}
+
+// serverFormResources is r with every quantity rounded up to milli precision, as the API server stores it.
+func serverFormResources(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := r.DeepCopy()
+	for _, list := range []corev1.ResourceList{out.Requests, out.Limits} {
+		for name, q := range list {
+			q.RoundUp(-3)
+			list[name] = q
+		}
+	}
+	return *out
 }
 
 // convert decodes the typed API value into a new apply configuration (both have the same JSON form) and hands

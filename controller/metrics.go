@@ -19,6 +19,7 @@ const (
 	resultSkipped = "skipped"
 	resultFailed  = "failed"
 	resultDeleted = "deleted"
+	resultPatched = "patched"
 )
 
 var (
@@ -30,10 +31,14 @@ var (
 		Name: "webapp_operator_drift_repairs_total",
 		Help: "Applies sent to put back a child that had drifted from an unchanged WebApp spec, by object kind.",
 	}, []string{"kind"})
+	noopAppliesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webapp_operator_noop_applies_total",
+		Help: "Applies sent that the server found changed nothing (the resourceVersion stayed), by object kind: what we compare and what the server keeps differ. Each is sent at most once per change of the object.",
+	}, []string{"kind"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliesTotal, driftRepairsTotal)
+	metrics.Registry.MustRegister(appliesTotal, driftRepairsTotal, noopAppliesTotal)
 }
 
 // readyCollector reports webapp_operator_webapps{ready="True|False|Unknown"} from the cache at scrape time, so the

@@ -31,47 +31,90 @@ const (
 	ReasonReconcileError           = "ReconcileError"
 )
 
-// desiredStatus is the complete status we mean to own for app, given the Deployment as last seen (nil when there
-// is none) and the error of applying the children (nil when they were applied or already as desired). now is
-// only used as the transition time of a condition whose status changes.
-func desiredStatus(app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error, now metav1.Time) *webappv1ac.WebAppApplyConfiguration {
-	r := rolloutOf(app, dep)
+// observation is the Deployment as the status may report it.
+type observation struct {
+	dep   *appsv1.Deployment // ours, as it is now; nil when it does not exist
+	known bool               // false when it could not be read or is not ours: then nothing is claimed from it
+}
+
+// observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
+// ours is never reported on; one that could not be read is unknown, not missing.
+func observe(out outcome[*appsv1.Deployment], err error) observation {
+	var ce *childError
+	switch {
+	case errors.As(err, &ce) && ce.notOurs != "":
+		return observation{}
+	case out.obj != nil:
+		return observation{dep: out.obj, known: true}
+	default:
+		// Missing is known only when we tried to create it; a failed read tells nothing.
+		return observation{known: err == nil || out.sent}
+	}
+}
+
+// desiredStatus is the complete status we mean to own for app (the snapshot whose spec the children were built
+// from, so observedGeneration never claims a spec they did not get), given the WebApp as it is now (cur: its
+// conditions' transition times are kept while their status holds, its counts while the Deployment is unknown), the
+// Deployment as observed and the error of writing the children. now is only the transition time of a condition
+// whose status changes.
+func desiredStatus(app, cur *webappv1.WebApp, obs observation, applyErr error, now metav1.Time) *webappv1ac.WebAppApplyConfiguration {
+	if cur == nil {
+		cur = app
+	}
+	r := rolloutOf(app, obs, applyErr)
 	st := webappv1ac.WebAppStatus().
 		WithObservedGeneration(app.Generation).
 		WithSelector(labels.SelectorFromSet(selectorLabels(app)).String()).
 		WithURL(serviceURL(app)).
 		WithConditions(
-			conditionApply(app, readyCondition(app, r, applyErr), now),
-			conditionApply(app, progressingCondition(app, r), now),
+			conditionApply(cur, readyCondition(app, r, applyErr), now),
+			conditionApply(cur, progressingCondition(app, r), now),
 		)
+	replicas, available := int32(0), int32(0)
+	switch {
+	case obs.dep != nil:
+		replicas, available = obs.dep.Status.Replicas, obs.dep.Status.AvailableReplicas
+	case !obs.known && !isNotOurs(applyErr):
+		// Unreadable: keep the last observation rather than report zero pods that may be running.
+		replicas, available = cur.Status.Replicas, cur.Status.AvailableReplicas
+	}
 	// Zero counts are left out rather than sent as 0: the server drops zero-valued optional fields, so a 0 would
 	// never compare equal to what we own and would cost a status write on every reconcile.
-	if dep != nil && dep.Status.Replicas != 0 {
-		st.WithReplicas(dep.Status.Replicas)
+	if replicas != 0 {
+		st.WithReplicas(replicas)
 	}
-	if dep != nil && dep.Status.AvailableReplicas != 0 {
-		st.WithAvailableReplicas(dep.Status.AvailableReplicas)
+	if available != 0 {
+		st.WithAvailableReplicas(available)
 	}
 	return webappv1ac.WebApp(app.Name, app.Namespace).WithStatus(st)
+}
+
+func isNotOurs(err error) bool {
+	var ce *childError
+	return errors.As(err, &ce) && ce.notOurs != ""
 }
 
 // rollout is where the Deployment of app's current spec stands. Its message holds only values that change with
 // the state (never a timestamp), so an unchanged state yields identical conditions and no write.
 type rollout struct {
-	done, stuck bool
-	reason, msg string
+	done, stuck, unknown bool
+	reason, msg          string
 }
 
-func rolloutOf(app *webappv1.WebApp, dep *appsv1.Deployment) rollout {
-	want := app.Spec.Replicas
+func rolloutOf(app *webappv1.WebApp, obs observation, applyErr error) rollout {
+	want, dep := app.Spec.Replicas, obs.dep
 	switch {
+	case !obs.known:
+		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}
 	case dep == nil:
 		return rollout{reason: ReasonDeploymentMissing, msg: "Deployment has not been created yet"}
-	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == "ProgressDeadlineExceeded":
+	case dep.Status.ObservedGeneration < dep.Generation:
+		// Checked first: until the Deployment controller has seen the latest spec, its conditions are about an
+		// older one (a ProgressDeadlineExceeded a spec change has just fixed, say).
+		return rollout{reason: ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
+	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == ReasonProgressDeadlineExceeded:
 		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded,
 			msg: fmt.Sprintf("Deployment exceeded its progress deadline: %d/%d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)}
-	case dep.Status.ObservedGeneration < dep.Generation:
-		return rollout{reason: ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:
 		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)}
 	case dep.Status.UpdatedReplicas != want || dep.Status.Replicas != want:
@@ -84,20 +127,31 @@ func rolloutOf(app *webappv1.WebApp, dep *appsv1.Deployment) rollout {
 	}
 }
 
-// readyCondition is True only when the Deployment of app's current spec is fully rolled out and the last apply
-// succeeded; otherwise False with the reason.
+func errorMessage(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return truncate(err.Error())
+}
+
+// readyCondition is True only when the Deployment of app's current spec is fully rolled out and the last write
+// succeeded; Unknown when the Deployment could not be read; otherwise False with the reason.
 func readyCondition(app *webappv1.WebApp, r rollout, applyErr error) metav1.Condition {
 	c := metav1.Condition{Type: webappv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: r.msg}
 	switch {
 	case applyErr != nil:
 		c.Reason, c.Message = applyErrorReason(applyErr), truncate(applyErr.Error())
+		if r.unknown && !isNotOurs(applyErr) {
+			c.Status = metav1.ConditionUnknown
+		}
 	case r.done:
 		c.Status = metav1.ConditionTrue
 	}
 	return c
 }
 
-// progressingCondition is True while the rollout is under way, False once it completed or got stuck.
+// progressingCondition is True while the rollout is under way, False once it completed or got stuck, Unknown when
+// the Deployment's state is not known (unreadable, or not ours).
 func progressingCondition(app *webappv1.WebApp, r rollout) metav1.Condition {
 	c := metav1.Condition{Type: webappv1.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: ReasonRollingOut, Message: r.msg}
 	switch {
@@ -105,6 +159,8 @@ func progressingCondition(app *webappv1.WebApp, r rollout) metav1.Condition {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonRolloutComplete
 	case r.stuck:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonProgressDeadlineExceeded
+	case r.unknown:
+		c.Status, c.Reason = metav1.ConditionUnknown, r.reason
 	}
 	return c
 }
@@ -119,15 +175,11 @@ func truncate(msg string) string {
 	return msg[:maxMessage-3] + "..."
 }
 
-// applyErrorReason names the kind of failure of an apply, for the Ready condition's reason.
+// applyErrorReason names the kind of failure of a write, for the conditions' reason.
 func applyErrorReason(err error) string {
 	var ce *childError
-	if errors.As(err, &ce) {
-		err = ce.err
-	}
-	var notOurs *notOursError
 	switch {
-	case errors.As(err, &notOurs):
+	case errors.As(err, &ce) && ce.notOurs != "":
 		return ReasonChildNotOwned
 	case apierrors.IsConflict(err):
 		return ReasonApplyConflict
@@ -150,11 +202,11 @@ func deploymentConditionReason(dep *appsv1.Deployment, t appsv1.DeploymentCondit
 	return ""
 }
 
-// conditionApply turns c into an apply configuration, keeping the transition time of app's existing condition of
+// conditionApply turns c into an apply configuration, keeping the transition time of cur's existing condition of
 // the same type when its status did not change, so an unchanged condition is byte-for-byte what we own already.
-func conditionApply(app *webappv1.WebApp, c metav1.Condition, now metav1.Time) *metav1ac.ConditionApplyConfiguration {
+func conditionApply(cur *webappv1.WebApp, c metav1.Condition, now metav1.Time) *metav1ac.ConditionApplyConfiguration {
 	transition := now
-	if old := meta.FindStatusCondition(app.Status.Conditions, c.Type); old != nil && old.Status == c.Status {
+	if old := meta.FindStatusCondition(cur.Status.Conditions, c.Type); old != nil && old.Status == c.Status {
 		transition = old.LastTransitionTime
 	}
 	return metav1ac.Condition().

@@ -31,14 +31,17 @@ func deployment(gen, observed int64, spec, replicas, updated, ready, available i
 func TestReadyCondition(t *testing.T) {
 	app := newApp("web", 3, 80, "nginx")
 	app.Generation = 4
+	pde := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
 	invalid := &childError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"},
 		err: apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), "x", "field is immutable")})}
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("Apply failed with 1 conflict"))
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "web", errors.New("exceeded quota"))
-	T, F := metav1.ConditionTrue, metav1.ConditionFalse
+	notOurs := &childError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, notOurs: "is controlled by Helm x"}
+	T, F, U := metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown
+	seen := func(d *appsv1.Deployment) observation { return observation{dep: d, known: true} }
 	cases := []struct {
 		name        string
-		dep         *appsv1.Deployment
+		obs         observation
 		err         error
 		status      metav1.ConditionStatus
 		reason      string
@@ -46,23 +49,27 @@ func TestReadyCondition(t *testing.T) {
 		progressing metav1.ConditionStatus
 		progReason  string
 	}{
-		{"fully available", deployment(2, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionTrue, ReasonDeploymentReady, "Deployment has 3/3 replicas available", F, ReasonRolloutComplete},
-		{"no deployment yet", nil, nil, metav1.ConditionFalse, ReasonDeploymentMissing, "not been created", T, ReasonRollingOut},
-		{"stale observed generation", deployment(3, 2, 3, 3, 3, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "not observed", T, ReasonRollingOut},
-		{"deployment not scaled to spec yet", deployment(2, 2, 2, 2, 2, 2, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "scaled to 3", T, ReasonRollingOut},
-		{"rollout with old pods", deployment(2, 2, 3, 4, 2, 3, 3), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3 replicas updated, 4 in total", T, ReasonRollingOut},
-		{"pods not available", deployment(2, 2, 3, 3, 3, 3, 1), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "1/3 replicas available", T, ReasonRollingOut},
-		{"pods ready but not yet available", deployment(2, 2, 3, 3, 3, 3, 2), nil, metav1.ConditionFalse, ReasonDeploymentProgressing, "2/3", T, ReasonRollingOut},
-		{"progress deadline", deployment(2, 2, 3, 3, 3, 0, 0, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}),
-			nil, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, "progress deadline", F, ReasonProgressDeadlineExceeded},
-		{"invalid child", deployment(2, 2, 3, 3, 3, 3, 3), invalid, metav1.ConditionFalse, ReasonInvalidChild, "field is immutable", F, ReasonRolloutComplete},
-		{"conflict", nil, conflict, metav1.ConditionFalse, ReasonApplyConflict, "1 conflict", T, ReasonRollingOut},
-		{"forbidden", nil, forbidden, metav1.ConditionFalse, ReasonApplyForbidden, "exceeded quota", T, ReasonRollingOut},
-		{"other error", nil, errors.New("connection refused"), metav1.ConditionFalse, ReasonReconcileError, "connection refused", T, ReasonRollingOut},
+		{"fully available", seen(deployment(2, 2, 3, 3, 3, 3, 3)), nil, T, ReasonDeploymentReady, "Deployment has 3/3 replicas available", F, ReasonRolloutComplete},
+		{"no deployment yet", seen(nil), nil, F, ReasonDeploymentMissing, "not been created", T, ReasonRollingOut},
+		{"stale observed generation", seen(deployment(3, 2, 3, 3, 3, 3, 3)), nil, F, ReasonDeploymentProgressing, "not observed", T, ReasonRollingOut},
+		{"deployment not scaled to spec yet", seen(deployment(2, 2, 2, 2, 2, 2, 2)), nil, F, ReasonDeploymentProgressing, "scaled to 3", T, ReasonRollingOut},
+		{"rollout with old pods", seen(deployment(2, 2, 3, 4, 2, 3, 3)), nil, F, ReasonDeploymentProgressing, "2/3 replicas updated, 4 in total", T, ReasonRollingOut},
+		{"pods not available", seen(deployment(2, 2, 3, 3, 3, 3, 1)), nil, F, ReasonDeploymentProgressing, "1/3 replicas available", T, ReasonRollingOut},
+		{"pods ready but not yet available", seen(deployment(2, 2, 3, 3, 3, 3, 2)), nil, F, ReasonDeploymentProgressing, "2/3", T, ReasonRollingOut},
+		{"progress deadline", seen(deployment(2, 2, 3, 3, 3, 0, 0, pde)), nil, F, ReasonProgressDeadlineExceeded, "progress deadline", F, ReasonProgressDeadlineExceeded},
+		// A spec change fixed the stuck rollout: the old ProgressDeadlineExceeded is about the old spec.
+		{"progress deadline of an older spec", seen(deployment(3, 2, 3, 3, 3, 0, 0, pde)), nil, F, ReasonDeploymentProgressing, "not observed", T, ReasonRollingOut},
+		{"invalid child", seen(deployment(2, 2, 3, 3, 3, 3, 3)), invalid, F, ReasonInvalidChild, "field is immutable", F, ReasonRolloutComplete},
+		{"conflict", seen(deployment(2, 2, 3, 3, 3, 3, 3)), conflict, F, ReasonApplyConflict, "1 conflict", F, ReasonRolloutComplete},
+		{"forbidden on create", seen(nil), forbidden, F, ReasonApplyForbidden, "exceeded quota", T, ReasonRollingOut},
+		// Someone else's Deployment: nothing is claimed from it.
+		{"not ours", observation{}, notOurs, F, ReasonChildNotOwned, "will not take it over", U, ReasonChildNotOwned},
+		// A read that failed says nothing of the Deployment: Unknown, with the error.
+		{"unreadable", observation{}, errors.New("connection refused"), U, ReasonReconcileError, "connection refused", U, ReasonReconcileError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := rolloutOf(app, tc.dep)
+			r := rolloutOf(app, tc.obs, tc.err)
 			c := readyCondition(app, r, tc.err)
 			if c.Type != webappv1.ConditionReady || c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 4 {
 				t.Errorf("condition = %+v, want status %s reason %s generation 4", c, tc.status, tc.reason)
@@ -86,22 +93,31 @@ func TestDesiredStatus(t *testing.T) {
 		app.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: s, LastTransitionTime: t0, Reason: "X"}}
 		return app
 	}
+	withCounts := func(app *webappv1.WebApp, replicas, available int32) *webappv1.WebApp {
+		app.Status.Replicas, app.Status.AvailableReplicas = replicas, available
+		return app
+	}
+	seen := func(d *appsv1.Deployment) observation { return observation{dep: d, known: true} }
+	notOurs := &childError{kind: "Deployment", notOurs: "is not managed by webapp-operator"}
 	cases := []struct {
 		name           string
 		app            *webappv1.WebApp
-		dep            *appsv1.Deployment
+		obs            observation
+		err            error
 		wantTransition metav1.Time
 		wantReplicas   int32
 		wantAvailable  int32
 	}{
-		{"first status", newApp("web", 3, 8080, "nginx"), nil, t1, 0, 0},
-		{"status unchanged keeps transition time", withReady(metav1.ConditionFalse), deployment(1, 1, 3, 3, 3, 3, 1), t0, 3, 1},
-		{"status flips takes now", withReady(metav1.ConditionFalse), deployment(1, 1, 3, 3, 3, 3, 3), t1, 3, 3},
-		{"true stays true", withReady(metav1.ConditionTrue), deployment(1, 1, 3, 3, 3, 3, 3), t0, 3, 3},
+		{"first status", newApp("web", 3, 8080, "nginx"), observation{known: true}, nil, t1, 0, 0},
+		{"status unchanged keeps transition time", withReady(metav1.ConditionFalse), seen(deployment(1, 1, 3, 3, 3, 3, 1)), nil, t0, 3, 1},
+		{"status flips takes now", withReady(metav1.ConditionFalse), seen(deployment(1, 1, 3, 3, 3, 3, 3)), nil, t1, 3, 3},
+		{"true stays true", withReady(metav1.ConditionTrue), seen(deployment(1, 1, 3, 3, 3, 3, 3)), nil, t0, 3, 3},
+		{"unreadable keeps the last counts", withCounts(withReady(metav1.ConditionTrue), 3, 2), observation{}, errors.New("timeout"), t1, 3, 2},
+		{"not ours reports none", withCounts(withReady(metav1.ConditionFalse), 3, 2), observation{}, notOurs, t0, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := typed[webappv1.WebApp](t, desiredStatus(tc.app, tc.dep, nil, t1))
+			got := typed[webappv1.WebApp](t, desiredStatus(tc.app, tc.app, tc.obs, tc.err, t1))
 			st := got.Status
 			if got.Name != "web" || got.Namespace != "ns" || got.Kind != "WebApp" || got.APIVersion != "example.com/v1" {
 				t.Errorf("identity = %s %s/%s %s", got.APIVersion, got.Namespace, got.Name, got.Kind)
@@ -122,8 +138,24 @@ func TestDesiredStatus(t *testing.T) {
 
 // A zero count must be left out of the desired status, or it never equals what we own (the server drops it).
 func TestDesiredStatusLeavesZeroCountsUnset(t *testing.T) {
-	ac := desiredStatus(newApp("web", 1, 80, "nginx"), deployment(1, 1, 1, 0, 0, 0, 0), nil, metav1.Now())
+	app := newApp("web", 1, 80, "nginx")
+	ac := desiredStatus(app, app, observation{dep: deployment(1, 1, 1, 0, 0, 0, 0), known: true}, nil, metav1.Now())
 	if ac.Status.Replicas != nil || ac.Status.AvailableReplicas != nil {
 		t.Errorf("zero counts set: replicas %v available %v", ac.Status.Replicas, ac.Status.AvailableReplicas)
+	}
+}
+
+// The status reports the generation of the snapshot the children were built from, never a newer one the WebApp
+// has meanwhile; the transition times come from the WebApp as it is now.
+func TestDesiredStatusClaimsTheSnapshotsGeneration(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	snapshot := newApp("web", 1, 80, "nginx")
+	snapshot.Generation = 2
+	cur := snapshot.DeepCopy()
+	cur.Generation = 3
+	cur.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, LastTransitionTime: t0, Reason: "X"}}
+	got := typed[webappv1.WebApp](t, desiredStatus(snapshot, cur, observation{dep: deployment(1, 1, 1, 1, 1, 1, 1), known: true}, nil, metav1.Now()))
+	if got.Status.ObservedGeneration != 2 || got.Status.Conditions[0].ObservedGeneration != 2 || !got.Status.Conditions[0].LastTransitionTime.Equal(&t0) {
+		t.Errorf("status = %+v, want generation 2 and the current transition time %v", got.Status, t0)
 	}
 }

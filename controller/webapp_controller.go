@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -53,6 +54,13 @@ type WebAppReconciler struct {
 
 	configMu   sync.Mutex
 	configMemo map[types.NamespacedName]configMemo // per WebApp: the config hash and what it was computed from
+	sent       sentMemo                            // per object written: what was last sent or found owned
+}
+
+// forget drops what is remembered of a WebApp that is gone.
+func (r *WebAppReconciler) forget(key types.NamespacedName) {
+	r.forgetConfig(key)
+	r.sent.forget(key)
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -64,13 +72,14 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile applies the WebApp's finalizer (Orphan policy only), its Deployment and Service, then its status.
+// Reconcile applies the WebApp's finalizer (Orphan policy only), its Deployment, Service and PodDisruptionBudget,
+// then its status.
 func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	app := &webappv1.WebApp{}
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		// Deleted: garbage collection removes the children through their owner references.
 		if apierrors.IsNotFound(err) {
-			r.forgetConfig(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -80,78 +89,76 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
 	// operator never blocks deleting a WebApp.
-	if err := r.applyFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
+	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
 		return ctrl.Result{}, err
 	}
-	dep, applyErr := r.applyChildren(ctx, app, false)
-	statusErr := r.applyStatus(ctx, app, dep, applyErr)
+	obs, applyErr := r.applyChildren(ctx, app)
+	statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	return r.result(ctx, applyErr, statusErr)
 }
 
-// applyChildren applies the Deployment, the Service and the PodDisruptionBudget (each only if our owned fields
-// drifted from desired; the PDB is deleted when one replica leaves nothing to protect) and returns the
-// Deployment as it is now, for the status. With release, the children are applied without our owner reference
-// (and only if they exist), which hands them over to nobody: they keep running.
-func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp, release bool) (*appsv1.Deployment, error) {
-	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
-	meta := metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}
-	// Releasing keeps the pod template as it is (no config read, no rollout during a deletion).
-	hash, err := r.releaseOrConfigHash(ctx, app, release)
-	if err != nil {
-		return nil, err
-	}
-	desiredDep, err := desiredDeployment(app, hash)
-	if err != nil {
-		return nil, err
-	}
-	desiredSvc, desiredPdb := desiredService(app), desiredPDB(app)
-	if release {
-		desiredDep.OwnerReferences, desiredSvc.OwnerReferences = nil, nil
-		if desiredPdb != nil {
-			desiredPdb.OwnerReferences = nil
-		}
-	}
-	dep, depErr := ensure(ctx, r.Client, r.reader(), key, child[appsv1.Deployment, *appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-		kind: "Deployment", desired: desiredDep, extract: appsv1ac.ExtractDeployment, owner: app.UID, onlyIfExists: release,
-	})
-	// A new config hash on an existing Deployment is a config rollout, not drift.
-	configChanged := dep.before != nil && dep.before.Spec.Template.Annotations[ConfigHashAnnotation] != hash
-	r.record(ctx, app, "Deployment", &appsv1.Deployment{ObjectMeta: meta}, dep.existed, dep.sent, release, configChanged, depErr)
-	svc, svcErr := ensure(ctx, r.Client, r.reader(), key, child[corev1.Service, *corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-		kind: "Service", desired: desiredSvc, extract: corev1ac.ExtractService, owner: app.UID, onlyIfExists: release,
-	})
-	r.record(ctx, app, "Service", &corev1.Service{ObjectMeta: meta}, svc.existed, svc.sent, release, false, svcErr)
-	var pdbErr error
-	if desiredPdb == nil {
-		pdbErr = r.deletePDB(ctx, app, release)
-	} else {
-		pdb, err := ensure(ctx, r.Client, r.reader(), key, child[policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
-			kind: "PodDisruptionBudget", desired: desiredPdb, extract: policyv1ac.ExtractPodDisruptionBudget, owner: app.UID, onlyIfExists: release,
-		})
-		r.record(ctx, app, "PodDisruptionBudget", &policyv1.PodDisruptionBudget{ObjectMeta: meta}, pdb.existed, pdb.sent, release, false, err)
-		pdbErr = err
-	}
-	return dep.obj, errors.Join(depErr, svcErr, pdbErr)
+// applyChildren writes the Deployment, the Service and the PodDisruptionBudget of app (each only where what we own
+// differs from desired) and returns what the status may say of the Deployment.
+func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp) (observation, error) {
+	key := client.ObjectKeyFromObject(app)
+	opts := writeOpts{owner: app.UID}
+	obs, depErr := r.applyDeployment(ctx, app, opts)
+	svc, svcErr := ensure(ctx, r, "Service", key, func(*corev1.Service) *corev1ac.ServiceApplyConfiguration { return desiredService(app) },
+		corev1ac.ExtractService, opts)
+	r.record(ctx, app, "Service", svc.written(), svcErr)
+	return obs, errors.Join(depErr, svcErr, r.applyPDB(ctx, app, opts))
 }
 
-// releaseOrConfigHash is the config hash of the Deployment as it stands when releasing, the current one otherwise.
-func (r *WebAppReconciler) releaseOrConfigHash(ctx context.Context, app *webappv1.WebApp, release bool) (string, error) {
-	if !release {
-		return r.configHash(ctx, app)
+// applyDeployment writes the Deployment. When its config hash cannot be computed, the Deployment is left as it is
+// and only observed, so the status reports it rather than a missing one.
+func (r *WebAppReconciler) applyDeployment(ctx context.Context, app *webappv1.WebApp, opts writeOpts) (observation, error) {
+	key := client.ObjectKeyFromObject(app)
+	hash, err := r.configHash(ctx, app)
+	var desired *appsv1ac.DeploymentApplyConfiguration
+	if err == nil {
+		desired, err = desiredDeployment(app, hash)
 	}
+	if err != nil {
+		return r.observeDeployment(ctx, key, app.UID), err
+	}
+	dep, err := ensure(ctx, r, "Deployment", key, func(*appsv1.Deployment) *appsv1ac.DeploymentApplyConfiguration { return desired },
+		appsv1ac.ExtractDeployment, opts)
+	w := dep.written()
+	// A new config hash on an existing Deployment is a config rollout, not drift.
+	w.configChanged = dep.before != nil && dep.before.Spec.Template.Annotations[ConfigHashAnnotation] != hash
+	r.record(ctx, app, "Deployment", w, err)
+	return observe(dep, err), err
+}
+
+// observeDeployment is the Deployment as the cache has it, for a status written without applying it.
+func (r *WebAppReconciler) observeDeployment(ctx context.Context, key types.NamespacedName, owner types.UID) observation {
 	dep := &appsv1.Deployment{}
-	if err := r.reader().Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, dep); err != nil {
-		return "", client.IgnoreNotFound(err)
+	switch err := r.Client.Get(ctx, key, dep); {
+	case err != nil, notOursReason(dep, owner) != "":
+		return observation{}
 	}
-	return dep.Spec.Template.Annotations[ConfigHashAnnotation], nil
+	return observation{dep: dep, known: true}
+}
+
+// applyPDB writes the PodDisruptionBudget, or deletes it when one replica leaves nothing to protect.
+func (r *WebAppReconciler) applyPDB(ctx context.Context, app *webappv1.WebApp, opts writeOpts) error {
+	desired := desiredPDB(app)
+	if desired == nil {
+		return r.deletePDB(ctx, app)
+	}
+	pdb, err := ensure(ctx, r, "PodDisruptionBudget", client.ObjectKeyFromObject(app),
+		func(*policyv1.PodDisruptionBudget) *policyv1ac.PodDisruptionBudgetApplyConfiguration { return desired },
+		policyv1ac.ExtractPodDisruptionBudget, opts)
+	r.record(ctx, app, "PodDisruptionBudget", pdb.written(), err)
+	return err
 }
 
 // deletePDB deletes the WebApp's PodDisruptionBudget, if there is one and the WebApp controls it. Deleting is the
 // one write that is not an apply: an object cannot be removed by applying less of it.
-func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp, release bool) error {
+func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp) error {
 	pdb := &policyv1.PodDisruptionBudget{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, pdb)
-	if err != nil || release || ours(pdb, app.UID) != "" {
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(app), pdb)
+	if err != nil || notOursReason(pdb, app.UID) != "" {
 		return client.IgnoreNotFound(err)
 	}
 	// The UID precondition makes sure we delete the PDB we saw, never one created since.
@@ -169,106 +176,80 @@ func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp, 
 	return nil
 }
 
-// record counts an apply decision on child and tells the user about the ones worth a `kubectl describe` line.
-// The event regards the WebApp and names the child as related object; repeated identical events are aggregated
-// by the events API into one with a count.
-func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, child client.Object, existed, sent, release, configChanged bool, err error) {
+// record tells the user, by an event on the WebApp that names the child as related object, about the writes worth
+// a `kubectl describe` line. An apply that changed nothing on the server is no news.
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, w written, err error) {
 	name := kind + " " + app.Name
+	child := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind, APIVersion: childAPIVersion[kind]},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
 	switch {
 	case err != nil:
-		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 		r.event(app, child, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
-	case !sent:
-		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
-	case release:
-		appliesTotal.WithLabelValues(kind, resultSent).Inc()
-		r.event(app, child, corev1.EventTypeNormal, "Orphaned", "Release", "Released %s: it keeps running without an owner", name)
-	case !existed:
-		appliesTotal.WithLabelValues(kind, resultSent).Inc()
+	case !w.sent || !w.changed:
+	case !w.existed:
 		r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
-	case configChanged && app.Generation == app.Status.ObservedGeneration:
+	case w.configChanged && app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change but the configuration it refers to did: the new hash rolls the pods.
-		appliesTotal.WithLabelValues(kind, resultSent).Inc()
 		r.event(app, child, corev1.EventTypeNormal, "ConfigChanged", "Apply", "Rolling %s: a ConfigMap or Secret it uses changed", name)
 	case app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change since we last applied it, so something else changed our fields.
-		appliesTotal.WithLabelValues(kind, resultSent).Inc()
 		driftRepairsTotal.WithLabelValues(kind).Inc()
 		r.event(app, child, corev1.EventTypeNormal, "DriftRepaired", "Apply", "Put back %s: fields owned by %s had been changed", name, FieldManager)
 	default:
-		appliesTotal.WithLabelValues(kind, resultSent).Inc()
 		r.event(app, child, corev1.EventTypeNormal, "Updated", "Apply", "Applied generation %d of the spec to %s", app.Generation, name)
 	}
-	if sent {
-		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !existed, "release", release, "error", err)
+	if w.sent {
+		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !w.existed, "changed", w.changed, "error", err)
 	}
 }
 
-func (r *WebAppReconciler) event(app *webappv1.WebApp, related client.Object, eventType, reason, action, note string, args ...any) {
+// childAPIVersion is the apiVersion of each child kind, for the related object of events.
+var childAPIVersion = map[string]string{"Deployment": "apps/v1", "Service": "v1", "PodDisruptionBudget": "policy/v1"}
+
+func (r *WebAppReconciler) event(app *webappv1.WebApp, related runtime.Object, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(app, related, eventType, reason, action, note, args...)
 	}
 }
 
-// applyFinalizer makes our field manager own exactly our finalizer when want is set, and nothing on the WebApp's
-// main resource otherwise (which removes the finalizer, unless another manager also set it).
-func (r *WebAppReconciler) applyFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) error {
-	build := func(app *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
+// ensureFinalizer makes our field manager own exactly our finalizer when want is set, and nothing on the WebApp's
+// main resource otherwise. A finalizer we do not want that another manager also set (a restored manifest that
+// carried it) survives that apply; it is then removed with a guarded JSON patch, since nothing else will.
+func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) error {
+	key := client.ObjectKeyFromObject(app)
+	out, err := ensure(ctx, r, "WebApp", key, func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
 		desired := webappv1ac.WebApp(app.Name, app.Namespace)
 		if want {
 			desired.WithFinalizers(webappv1.Finalizer)
 		}
 		return desired
+	}, webappv1ac.ExtractWebApp, writeOpts{onlyIfExists: true})
+	if err == nil && !want && out.obj != nil && controllerutil.ContainsFinalizer(out.obj, webappv1.Finalizer) {
+		err = r.removeFinalizer(ctx, key)
 	}
-	err := r.applyToWebApp(ctx, app, "WebApp", build, webappv1ac.ExtractWebApp, func(desired *webappv1ac.WebAppApplyConfiguration) error {
-		return r.Client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership)
-	})
-	if err != nil {
-		return fmt.Errorf("applying the finalizer of WebApp %s: %w", app.Name, err)
+	if err = client.IgnoreNotFound(err); err != nil {
+		return fmt.Errorf("writing the finalizer of WebApp %s: %w", app.Name, err)
 	}
 	return nil
 }
 
-// applyToWebApp sends build(app), an apply of the WebApp itself or of its status, with send, unless it equals
-// what our manager owns there (extract); counted as kind. The cached WebApp can lag behind our own last write
-// (a child's event may come first), so before sending, the decision is made again on the WebApp as the API
-// server has it: a stale cache costs a read, never a write. A WebApp deleted meanwhile needs nothing any more.
-func (r *WebAppReconciler) applyToWebApp(ctx context.Context, app *webappv1.WebApp, kind string,
-	build func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration,
-	extract func(*webappv1.WebApp, string) (*webappv1ac.WebAppApplyConfiguration, error),
-	send func(*webappv1ac.WebAppApplyConfiguration) error) error {
-	same, err := ownsStatusOrFinalizer(app, build, extract)
-	if err == nil && !same {
-		fresh := &webappv1.WebApp{}
-		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(app), fresh); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		app = fresh
-		same, err = ownsStatusOrFinalizer(app, build, extract)
-	}
-	switch {
-	case err != nil:
+// removeFinalizer removes our finalizer, which another manager also owns, from the WebApp as the server has it.
+func (r *WebAppReconciler) removeFinalizer(ctx context.Context, key types.NamespacedName) error {
+	fresh := &webappv1.WebApp{}
+	if err := r.reader().Get(ctx, key, fresh); err != nil {
 		return err
-	case same:
-		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
+	}
+	i := slices.Index(fresh.Finalizers, webappv1.Finalizer)
+	if i < 0 {
 		return nil
 	}
-	if err := send(build(app)); err != nil {
-		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
-		return client.IgnoreNotFound(err)
+	if err := removeGuarded(ctx, r.Client, fresh, "/metadata/finalizers", fresh.Finalizers, i); err != nil {
+		appliesTotal.WithLabelValues("WebApp", resultFailed).Inc()
+		return err
 	}
-	appliesTotal.WithLabelValues(kind, resultSent).Inc()
+	appliesTotal.WithLabelValues("WebApp", resultPatched).Inc()
+	log.FromContext(ctx).Info("removed our finalizer, which another field manager had also set")
 	return nil
-}
-
-// ownsStatusOrFinalizer reports whether what our manager owns on app equals build(app).
-func ownsStatusOrFinalizer(app *webappv1.WebApp, build func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration,
-	extract func(*webappv1.WebApp, string) (*webappv1ac.WebAppApplyConfiguration, error)) (bool, error) {
-	owned, err := extract(app, FieldManager)
-	if err != nil {
-		return false, err
-	}
-	return ownedFieldsMatch[webappv1.WebApp](build(app), owned)
 }
 
 // finalize runs when the WebApp is being deleted and still carries our finalizer: with the Orphan policy it first
@@ -278,22 +259,45 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 		return nil
 	}
 	if app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan {
-		if _, err := r.applyChildren(ctx, app, true); err != nil {
+		if err := r.releaseChildren(ctx, app); err != nil {
 			return err
 		}
 	}
-	return r.applyFinalizer(ctx, app, false)
+	return r.ensureFinalizer(ctx, app, false)
 }
 
-// applyStatus applies the status computed from the Deployment, unless it equals the status we already own.
-func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error) error {
-	now := r.now()
-	build := func(app *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
-		return desiredStatus(app, dep, applyErr, now)
+// releaseChildren takes our owner reference off the children, changing nothing else: they keep running.
+func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.WebApp) error {
+	key := client.ObjectKeyFromObject(app)
+	released := func(kind string, sent bool, err error) error {
+		if err != nil {
+			appliesTotal.WithLabelValues(kind, resultFailed).Inc()
+			r.event(app, app, corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", kind, app.Name, err)
+			return &childError{kind: kind, key: key, err: err}
+		}
+		if sent {
+			appliesTotal.WithLabelValues(kind, resultSent).Inc()
+			r.event(app, app, corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", kind, app.Name)
+		}
+		return nil
 	}
-	return r.applyToWebApp(ctx, app, "WebAppStatus", build, webappv1ac.ExtractWebAppStatus, func(desired *webappv1ac.WebAppApplyConfiguration) error {
-		return r.Client.Status().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership)
-	})
+	sent, depErr := release(ctx, r, "Deployment", key, app.UID, appsv1ac.ExtractDeployment)
+	depErr = released("Deployment", sent, depErr)
+	sent, svcErr := release(ctx, r, "Service", key, app.UID, corev1ac.ExtractService)
+	svcErr = released("Service", sent, svcErr)
+	sent, pdbErr := release(ctx, r, "PodDisruptionBudget", key, app.UID, policyv1ac.ExtractPodDisruptionBudget)
+	pdbErr = released("PodDisruptionBudget", sent, pdbErr)
+	return errors.Join(depErr, svcErr, pdbErr)
+}
+
+// applyStatus applies the status of app's snapshot, unless it equals the status we already own.
+func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, obs observation, applyErr error) error {
+	now := r.now()
+	_, err := ensure(ctx, r, "WebAppStatus", client.ObjectKeyFromObject(app), func(cur *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
+		return desiredStatus(app, cur, obs, applyErr, now)
+	}, webappv1ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
+	// A WebApp deleted meanwhile needs no status.
+	return client.IgnoreNotFound(err)
 }
 
 // result sorts the errors. Transient ones (the server unavailable, a conflict, a quota) are returned and retried
@@ -306,7 +310,8 @@ func (r *WebAppReconciler) result(ctx context.Context, applyErr, statusErr error
 		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
 	}
 	if statusErr == nil && onlyWaiting(applyErr) {
-		log.FromContext(ctx).Error(err, "children refused; retrying at the next resync", "requeueAfter", r.requeueAfter().String())
+		// Logged quietly: Ready and an event already say it, and it repeats at every resync until something changes.
+		log.FromContext(ctx).V(1).Info("children refused; retrying at the next resync", "error", err.Error(), "requeueAfter", r.requeueAfter().String())
 		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
 	}
 	return ctrl.Result{}, err
@@ -323,8 +328,7 @@ func onlyWaiting(err error) bool {
 		return true
 	}
 	var ce *childError
-	var notOurs *notOursError
-	return errors.As(err, &notOurs) || (errors.As(err, &ce) && ce.refused())
+	return errors.As(err, &ce) && ce.waiting()
 }
 
 func (r *WebAppReconciler) now() metav1.Time {
