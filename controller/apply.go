@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,12 +95,20 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	case apierrors.IsNotFound(err) && o.onlyIfExists:
 		return outcome[PT]{}, nil
 	case apierrors.IsNotFound(err):
-		return send(ctx, r, kind, key, desired(nil), o, outcome[PT]{})
+		want := desired(nil)
+		if refused := r.sent.refusal(kind, key, nil, want); refused != nil {
+			return outcome[PT]{}, refused
+		}
+		return send(ctx, r, kind, key, want, o, outcome[PT]{})
 	case err != nil:
 		return outcome[PT]{}, &childError{kind: kind, key: key, err: err}
 	}
 	res := outcome[PT]{obj: cur, before: cur, existed: true}
 	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
+	if refused := r.sent.refusal(kind, key, cur, want); err == nil && !same && refused != nil {
+		// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
+		return res, refused
+	}
 	if err == nil && !same {
 		fresh := PT(new(T))
 		switch err := r.reader().Get(ctx, key, fresh); {
@@ -169,7 +179,11 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	}
 	if err != nil {
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
-		return res, &childError{kind: kind, key: key, err: err}
+		ce := &childError{kind: kind, key: key, err: err}
+		if ce.waiting() {
+			r.sent.refused(kind, key, res.before, want, ce)
+		}
+		return res, ce
 	}
 	appliesTotal.WithLabelValues(kind, resultSent).Inc()
 	// The client decodes the apply response into want: it is the object as the server now has it.
@@ -254,13 +268,61 @@ type sentEntry struct {
 	uid  types.UID
 	rv   string
 	hash [sha256.Size]byte
+	// refusal is the server's refusal of exactly this desired state; it is not sent again before refusedUntil
+	// unless the object or the desired state changes.
+	refusal      error
+	refusedUntil time.Time
+}
+
+// RefusedRetryAfter is how long an apply the server refused (invalid, or denied by an admission policy) is not
+// sent again while neither the WebApp's desired state nor the object changes; then it is tried once more, in case
+// a policy changed.
+var RefusedRetryAfter = 5 * time.Minute
+
+// refusal returns the error the server gave for exactly want on obj (nil: the object does not exist), if it is
+// still to be believed.
+func (m *sentMemo) refusal(kind string, key types.NamespacedName, obj client.Object, want any) error {
+	sum, err := hashOf(want)
+	if err != nil {
+		return nil
+	}
+	uid, rv := identity(obj)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[sentKey{kind, key}]
+	if !ok || e.refusal == nil || e.uid != uid || e.rv != rv || e.hash != sum || time.Now().After(e.refusedUntil) {
+		return nil
+	}
+	return e.refusal
+}
+
+// refused remembers that the server refused want on obj (nil: the object does not exist).
+func (m *sentMemo) refused(kind string, key types.NamespacedName, obj client.Object, want any, err error) {
+	sum, herr := hashOf(want)
+	if herr != nil {
+		return
+	}
+	uid, rv := identity(obj)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[sentKey]sentEntry{}
+	}
+	m.m[sentKey{kind, key}] = sentEntry{uid: uid, rv: rv, hash: sum, refusal: err, refusedUntil: time.Now().Add(RefusedRetryAfter)}
+}
+
+func identity(obj client.Object) (types.UID, string) {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return "", ""
+	}
+	return obj.GetUID(), obj.GetResourceVersion()
 }
 
 func (m *sentMemo) matches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.m[sentKey{kind, key}]
-	return ok && e.uid == obj.GetUID() && e.rv == obj.GetResourceVersion() && e.hash == sum
+	return ok && e.refusal == nil && e.uid == obj.GetUID() && e.rv == obj.GetResourceVersion() && e.hash == sum
 }
 
 func (m *sentMemo) remember(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) {

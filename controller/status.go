@@ -47,8 +47,8 @@ func observe(out outcome[*appsv1.Deployment], err error) observation {
 	case out.obj != nil:
 		return observation{dep: out.obj, known: true}
 	default:
-		// Missing is known only when we tried to create it; a failed read tells nothing.
-		return observation{known: err == nil || out.sent}
+		// Missing is known when the server answered (a refused create included); a failed read tells nothing.
+		return observation{known: err == nil || out.sent || (errors.As(err, &ce) && ce.waiting())}
 	}
 }
 

@@ -183,9 +183,10 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kin
 	child := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind, APIVersion: childAPIVersion[kind]},
 		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
 	switch {
-	case err != nil:
+	case err != nil && w.sent:
 		r.event(app, child, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
-	case !w.sent || !w.changed:
+	case err != nil, !w.sent, !w.changed:
+		// A failed read, a refusal not sent again, or an apply that changed nothing: no news.
 	case !w.existed:
 		r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
 	case w.configChanged && app.Generation == app.Status.ObservedGeneration:
