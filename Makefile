@@ -10,6 +10,9 @@ CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # The local control plane's binaries (etcd, kube-apiserver, ..., kwok) are built once by test/tools/install.sh
 # into a versioned cache outside the checkout (~/.cache/webapp-operator); WEBAPP_TOOLS_CACHE moves it.
+# The generative test's seed and number of cases (make fuzz SEED=7 COUNT=1000).
+SEED ?= 1
+COUNT ?= 200
 # How long the whole test run may take (go test -timeout).
 TEST_TIMEOUT ?= 40m
 
@@ -55,6 +58,12 @@ test: ## Run every test: unit, integration (real API server) and end-to-end (loc
 	bin=$$(test/tools/install.sh) && \
 		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$bin}" WEBAPP_TOOLS_BIN="$$bin" \
 		go test -timeout $(TEST_TIMEOUT) -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## Run the generative promise test on a real API server: COUNT random WebApps from SEED (a failure prints a WebApp to apply).
+	bin=$$(test/tools/install.sh) && \
+		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$bin}" WEBAPP_TOOLS_BIN="$$bin" WEBAPP_FUZZ_SEED=$(SEED) WEBAPP_FUZZ_COUNT=$(COUNT) \
+		go test -timeout $(TEST_TIMEOUT) -count=1 -v -run '^TestEveryAcceptedWebAppConvergesThenCostsZeroWrites$$' ./test/integration
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).

@@ -33,11 +33,15 @@ type childError struct {
 	key     types.NamespacedName
 	err     error
 	notOurs string
+	read    bool // the object, or an input of it, could not be read: its state is unknown
 }
 
 func (e *childError) Error() string {
 	if e.notOurs != "" {
 		return fmt.Sprintf("%s %s already exists and %s; the WebApp will not take it over (delete or rename it)", e.kind, e.key, e.notOurs)
+	}
+	if e.read {
+		return fmt.Sprintf("reading %s %s: %v", e.kind, e.key, e.err)
 	}
 	return fmt.Sprintf("applying %s %s: %v", e.kind, e.key, e.err)
 }
@@ -101,7 +105,7 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		}
 		return send(ctx, r, kind, key, want, o, outcome[PT]{})
 	case err != nil:
-		return outcome[PT]{}, &childError{kind: kind, key: key, err: err}
+		return outcome[PT]{}, &childError{kind: kind, key: key, err: err, read: true}
 	}
 	res := outcome[PT]{obj: cur, before: cur, existed: true}
 	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
@@ -117,7 +121,7 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		case apierrors.IsNotFound(err):
 			return send(ctx, r, kind, key, desired(nil), o, outcome[PT]{})
 		case err != nil:
-			return res, &childError{kind: kind, key: key, err: err}
+			return res, &childError{kind: kind, key: key, err: err, read: true}
 		}
 		res.obj, res.before = fresh, fresh
 		want, same, err = decide(ctx, r, kind, key, fresh, desired, extract, o)

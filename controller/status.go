@@ -89,6 +89,11 @@ func desiredStatus(app, cur *webappv1.WebApp, obs observation, applyErr error, n
 	return webappv1ac.WebApp(app.Name, app.Namespace).WithStatus(st)
 }
 
+func isReadError(err error) bool {
+	var ce *childError
+	return errors.As(err, &ce) && ce.read
+}
+
 func isNotOurs(err error) bool {
 	var ce *childError
 	return errors.As(err, &ce) && ce.notOurs != ""
@@ -135,13 +140,14 @@ func errorMessage(err error) string {
 }
 
 // readyCondition is True only when the Deployment of app's current spec is fully rolled out and the last write
-// succeeded; Unknown when the Deployment could not be read; otherwise False with the reason.
+// succeeded; Unknown when something could not be read; otherwise False with the reason.
 func readyCondition(app *webappv1.WebApp, r rollout, applyErr error) metav1.Condition {
 	c := metav1.Condition{Type: webappv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: r.msg}
 	switch {
 	case applyErr != nil:
 		c.Reason, c.Message = applyErrorReason(applyErr), truncate(applyErr.Error())
-		if r.unknown && !isNotOurs(applyErr) {
+		if r.unknown && !isNotOurs(applyErr) || isReadError(applyErr) {
+			// Nothing was found wrong; what is there could not be read.
 			c.Status = metav1.ConditionUnknown
 		}
 	case r.done:

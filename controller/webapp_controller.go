@@ -119,7 +119,7 @@ func (r *WebAppReconciler) applyDeployment(ctx context.Context, app *webappv1.We
 		desired, err = desiredDeployment(app, hash)
 	}
 	if err != nil {
-		return r.observeDeployment(ctx, key, app.UID), err
+		return r.observeDeployment(ctx, key, app.UID), &childError{kind: "Deployment", key: key, err: err, read: true}
 	}
 	dep, err := ensure(ctx, r, "Deployment", key, func(*appsv1.Deployment) *appsv1ac.DeploymentApplyConfiguration { return desired },
 		appsv1ac.ExtractDeployment, opts)

@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -129,6 +131,14 @@ type writeCounter struct {
 	mu          sync.Mutex
 	seen        []string
 	configReads []string
+	applied     map[string][]byte // the body of the last apply, by path
+}
+
+// lastApply is the body of the last apply sent to path.
+func (w *writeCounter) lastApply(path string) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.applied[path]
 }
 
 // wrap is a rest.Config WrapTransport: every client built from the config counts into w.
@@ -139,6 +149,15 @@ func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 		switch {
 		case req.Method != http.MethodGet && req.Method != http.MethodHead:
 			w.seen = append(w.seen, req.Method+" "+req.URL.Path)
+			if req.Header.Get("Content-Type") == string(types.ApplyYAMLPatchType) && req.GetBody != nil {
+				if body, err := req.GetBody(); err == nil {
+					data, _ := io.ReadAll(body)
+					if w.applied == nil {
+						w.applied = map[string][]byte{}
+					}
+					w.applied[req.URL.Path] = data
+				}
+			}
 		case isConfig && req.URL.Query().Get("watch") == "":
 			w.configReads = append(w.configReads, req.URL.Path)
 		}
@@ -175,13 +194,35 @@ type operator struct {
 	stop   func() // stops the manager and waits for it; idempotent
 }
 
+// operatorOptions change how startOperatorWith runs the operator.
+type operatorOptions struct {
+	workers int                                // MaxConcurrentReconciles (1 when zero)
+	fault   func(*http.Request) *http.Response // when it returns a response, the request never reaches the server
+}
+
 // startOperator runs the operator's manager, as main.go builds it, for namespace ns until the test ends. Its
 // requests go through a writeCounter.
 func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operator {
 	t.Helper()
+	return startOperatorWith(t, ns, requeueAfter, operatorOptions{})
+}
+
+func startOperatorWith(t *testing.T, ns string, requeueAfter time.Duration, o operatorOptions) *operator {
+	t.Helper()
 	op := &operator{writes: &writeCounter{}}
 	c := rest.CopyConfig(opCfg)
-	c.WrapTransport = op.writes.wrap
+	c.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
+		counted := op.writes.wrap(next)
+		if o.fault == nil {
+			return counted
+		}
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if resp := o.fault(req); resp != nil {
+				return resp, nil
+			}
+			return counted.RoundTrip(req)
+		})
+	}
 	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:                 controller.NewScheme(),
 		Cache:                  controller.CacheOptions(ns),
@@ -193,7 +234,8 @@ func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operato
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager), RequeueAfter: requeueAfter}
+	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager),
+		RequeueAfter: requeueAfter, MaxConcurrentReconciles: o.workers}
 	if err := r.SetupWithManager(context.Background(), mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,296 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+// gen draws random WebApps that the API server accepts: every spec field, each in the forms the CRD allows
+// (downward-API env with and without apiVersion, resource field refs with divisors, probes of every handler with
+// and without their optional fields, int and percent strategies, quantities in every spelling, every Service
+// type, both pod security levels and deletion policies). A few draws are accepted by the CRD but refused by the
+// Deployment API (a pod label value with a space, say): those must show Ready=False with the server's message.
+type gen struct{ r *rand.Rand }
+
+func newGen(seed uint64) *gen { return &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))} }
+
+func (g *gen) chance(p float64) bool { return g.r.Float64() < p }
+func (g *gen) intn(n int) int        { return g.r.IntN(n) }
+func (g *gen) pick(s ...string) string {
+	return s[g.intn(len(s))]
+}
+
+func (g *gen) word() string {
+	return g.pick("alpha", "beta", "gamma", "delta", "x", "web", "api", "v2", "a-b", "node.local")
+}
+
+func (g *gen) webApp(ns, name string) *webappv1.WebApp {
+	app := &webappv1.WebApp{
+		TypeMeta:   metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	}
+	s := &app.Spec
+	s.Image = g.pick("nginx:1.25", "registry.example.com:5000/team/app:v1.2.3", "ghcr.io/example/web",
+		"app@sha256:"+strings.Repeat("ab", 32), "localhost/app:latest")
+	if g.chance(0.8) {
+		s.Replicas = int32(1 + g.intn(10))
+	}
+	if g.chance(0.8) {
+		s.Port = int32(1 + g.intn(65535))
+	}
+	if g.chance(0.5) {
+		s.ProgressDeadlineSeconds = int32(1 + g.intn(86400))
+	}
+	s.DeletionPolicy = webappv1.DeletionPolicy(g.pick("", "Delete", "Orphan"))
+	s.PodSecurity = webappv1.PodSecurity(g.pick("", "Restricted", "Baseline"))
+	for range g.intn(3) {
+		s.Command = append(s.Command, g.word())
+	}
+	for range g.intn(3) {
+		s.Args = append(s.Args, "--"+g.word())
+	}
+	s.Env = g.env()
+	s.EnvFrom = g.envFrom()
+	s.Resources = g.resources()
+	switch g.intn(3) {
+	case 0:
+		s.HealthCheckPath = "/" + g.pick("", "healthz", "ready/now", "a?b=c")
+	case 1:
+		s.ReadinessProbe = g.probe(false)
+	}
+	if g.chance(0.5) {
+		s.LivenessProbe = g.probe(true)
+	}
+	for _, n := range g.subset("regcred", "other-registry", "mirror") {
+		s.ImagePullSecrets = append(s.ImagePullSecrets, corev1.LocalObjectReference{Name: n})
+	}
+	s.ImagePullPolicy = corev1.PullPolicy(g.pick("", "Always", "IfNotPresent", "Never"))
+	s.Service.Type = corev1.ServiceType(g.pick("", "ClusterIP", "NodePort", "LoadBalancer"))
+	s.Service.Annotations = g.annotations()
+	s.PodLabels = g.labels()
+	s.PodAnnotations = g.annotations()
+	if g.chance(0.5) {
+		s.Strategy.MaxSurge = g.intOrPercent()
+	}
+	if g.chance(0.5) {
+		s.Strategy.MaxUnavailable = g.intOrPercent()
+	}
+	if g.chance(0.5) {
+		s.RevisionHistoryLimit = ptr.To(int32(g.intn(101)))
+	}
+	return app
+}
+
+// subset draws some of names, in order, without repeats.
+func (g *gen) subset(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if g.chance(0.3) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (g *gen) env() []corev1.EnvVar {
+	var env []corev1.EnvVar
+	for i := range g.intn(7) {
+		e := corev1.EnvVar{Name: fmt.Sprintf("VAR_%d", i)}
+		switch g.intn(7) {
+		case 0:
+			e.Value = g.pick("", "plain", "with space", "a=b", "ünïcode")
+		case 1:
+			ref := &corev1.ObjectFieldSelector{FieldPath: g.pick("metadata.name", "metadata.namespace", "metadata.uid",
+				"spec.nodeName", "spec.serviceAccountName", "status.podIP", "status.hostIP",
+				"metadata.labels['app.kubernetes.io/name']", "metadata.annotations['example.com/note']")}
+			if g.chance(0.5) {
+				ref.APIVersion = "v1"
+			}
+			e.ValueFrom = &corev1.EnvVarSource{FieldRef: ref}
+		case 2:
+			ref := &corev1.ResourceFieldSelector{Resource: g.pick("limits.cpu", "requests.cpu")}
+			if g.chance(0.5) {
+				ref.Divisor = resource.MustParse(g.pick("1m", "1"))
+			}
+			if g.chance(0.5) {
+				ref.Resource = g.pick("limits.memory", "requests.memory")
+				ref.Divisor = resource.MustParse(g.pick("1", "1Ki", "1Mi", "1Gi"))
+			}
+			if g.chance(0.5) {
+				ref.ContainerName = "app"
+			}
+			e.ValueFrom = &corev1.EnvVarSource{ResourceFieldRef: ref}
+		case 3:
+			ref := &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: g.pick("settings", "other")}, Key: g.pick("key", "a.b")}
+			ref.Optional = g.optional()
+			e.ValueFrom = &corev1.EnvVarSource{ConfigMapKeyRef: ref}
+		case 4:
+			ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: g.pick("token", "db")}, Key: g.pick("password", "user")}
+			ref.Optional = g.optional()
+			e.ValueFrom = &corev1.EnvVarSource{SecretKeyRef: ref}
+		default:
+			e.Value = fmt.Sprint(g.intn(1000))
+		}
+		env = append(env, e)
+	}
+	return env
+}
+
+func (g *gen) optional() *bool {
+	switch g.intn(3) {
+	case 0:
+		return ptr.To(true)
+	case 1:
+		return ptr.To(false)
+	}
+	return nil
+}
+
+func (g *gen) envFrom() []corev1.EnvFromSource {
+	var from []corev1.EnvFromSource
+	for range g.intn(3) {
+		s := corev1.EnvFromSource{}
+		if g.chance(0.5) {
+			s.Prefix = g.pick("APP_", "X")
+		}
+		if g.chance(0.5) {
+			s.ConfigMapRef = &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Optional: g.optional()}
+		} else {
+			s.SecretRef = &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "token"}, Optional: g.optional()}
+		}
+		from = append(from, s)
+	}
+	return from
+}
+
+// resources draws requests and limits in every spelling the CRD accepts, limits no lower than requests.
+func (g *gen) resources() corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{}
+	cpu := [][2]string{{"1n", "1m"}, {"100m", "0.5"}, {"0.1", "1"}, {"250000u", "1500m"}, {"1.5m", "2"}, {"1", "1000m"}, {"2", "2"}}
+	mem := [][2]string{{"64Mi", "128Mi"}, {"1e6", "1G"}, {"128M", "134217728"}, {"0.5Gi", "1Gi"}, {"1.5", "1Ki"}, {"100k", "1e6"}}
+	for _, pair := range []struct {
+		name    corev1.ResourceName
+		choices [][2]string
+	}{{corev1.ResourceCPU, cpu}, {corev1.ResourceMemory, mem}} {
+		c := pair.choices[g.intn(len(pair.choices))]
+		if g.chance(0.5) {
+			if r.Requests == nil {
+				r.Requests = corev1.ResourceList{}
+			}
+			r.Requests[pair.name] = resource.MustParse(c[0])
+		}
+		if g.chance(0.5) {
+			if r.Limits == nil {
+				r.Limits = corev1.ResourceList{}
+			}
+			r.Limits[pair.name] = resource.MustParse(c[1])
+		}
+	}
+	return r
+}
+
+// probe draws a probe with exactly one handler; liveness probes keep successThreshold 1, as the API requires.
+func (g *gen) probe(liveness bool) *corev1.Probe {
+	p := &corev1.Probe{}
+	port := func() intstr.IntOrString {
+		if g.chance(0.5) {
+			return intstr.FromString("http")
+		}
+		return intstr.FromInt32(int32(1 + g.intn(65535)))
+	}
+	switch g.intn(4) {
+	case 0:
+		h := &corev1.HTTPGetAction{Port: port()}
+		if g.chance(0.5) {
+			h.Path = "/" + g.word()
+		}
+		if g.chance(0.3) {
+			h.Scheme = corev1.URIScheme(g.pick("HTTP", "HTTPS"))
+		}
+		if g.chance(0.2) {
+			h.Host = "localhost"
+		}
+		if g.chance(0.3) {
+			h.HTTPHeaders = []corev1.HTTPHeader{{Name: "X-Probe", Value: g.word()}}
+		}
+		p.HTTPGet = h
+	case 1:
+		p.TCPSocket = &corev1.TCPSocketAction{Port: port()}
+	case 2:
+		p.Exec = &corev1.ExecAction{Command: []string{"cat", "/tmp/" + g.word()}}
+	default:
+		p.GRPC = &corev1.GRPCAction{Port: int32(1 + g.intn(65535))}
+		if g.chance(0.5) {
+			p.GRPC.Service = ptr.To(g.pick("", "health"))
+		}
+	}
+	for _, f := range []*int32{&p.InitialDelaySeconds, &p.TimeoutSeconds, &p.PeriodSeconds, &p.FailureThreshold} {
+		if g.chance(0.4) {
+			*f = int32(1 + g.intn(30))
+		}
+	}
+	if g.chance(0.3) {
+		p.SuccessThreshold = 1
+		if !liveness {
+			p.SuccessThreshold = int32(1 + g.intn(5))
+		}
+	}
+	if liveness && g.chance(0.2) {
+		p.TerminationGracePeriodSeconds = ptr.To(int64(1 + g.intn(60)))
+	}
+	return p
+}
+
+func (g *gen) intOrPercent() *intstr.IntOrString {
+	if g.chance(0.5) {
+		return ptr.To(intstr.FromInt32(int32(g.intn(4))))
+	}
+	return ptr.To(intstr.FromString(fmt.Sprintf("%d%%", g.intn(101))))
+}
+
+// labels draws pod labels; one draw in twenty has a value the Deployment API refuses (the CRD cannot tell).
+func (g *gen) labels() map[string]string {
+	l := map[string]string{}
+	for _, k := range g.subset("team", "example.com/tier", "version") {
+		l[k] = g.pick("", "a", "v1.2", "blue-green")
+	}
+	if g.chance(0.05) {
+		l["refused"] = "has space"
+	}
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+func (g *gen) annotations() map[string]string {
+	a := map[string]string{}
+	for _, k := range g.subset("example.com/note", "prometheus.io/scrape", "team") {
+		a[k] = g.pick("", "true", "free text, with: punctuation", "{\"json\": 1}")
+	}
+	if len(a) == 0 {
+		return nil
+	}
+	return a
+}
+
+// manifest is app as YAML a user can apply as it is (no namespace, no server fields).
+func manifest(app *webappv1.WebApp) string {
+	clean := &webappv1.WebApp{TypeMeta: metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"},
+		ObjectMeta: metav1.ObjectMeta{Name: app.Name}, Spec: app.Spec}
+	data, err := yaml.Marshal(clean)
+	if err != nil {
+		return fmt.Sprintf("(cannot print: %v)", err)
+	}
+	return strings.ReplaceAll(string(data), "  creationTimestamp: null\n", "")
+}

@@ -1,0 +1,263 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/applyconfigurations"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	"github.com/example/webapp-operator/controller"
+)
+
+// promiseCases is how many generated WebApps TestEveryAcceptedWebAppConvergesThenCostsZeroWrites runs:
+// WEBAPP_FUZZ_COUNT, 200 by default. WEBAPP_FUZZ_SEED picks the seed (1 by default); `make fuzz` sets both.
+func promiseSeedAndCount(t *testing.T) (uint64, int) {
+	t.Helper()
+	seed, count := uint64(1), 200
+	if v := os.Getenv("WEBAPP_FUZZ_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("WEBAPP_FUZZ_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	if v := os.Getenv("WEBAPP_FUZZ_COUNT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("WEBAPP_FUZZ_COUNT=%q: want a positive number", v)
+		}
+		count = n
+	}
+	return seed, count
+}
+
+// The whole promise, for every WebApp the API server accepts: it converges (children written, or Ready=False with
+// the server's refusal), what our manager owns is exactly what it sends, three resyncs and a restart of the
+// operator then cost zero writes, and deleting it never gets stuck (Orphan releases, Delete lets go).
+func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
+	seed, count := promiseSeedAndCount(t)
+	t.Logf("seed %d, %d cases (WEBAPP_FUZZ_SEED=%d WEBAPP_FUZZ_COUNT=%d make fuzz)", seed, count, seed, count)
+	fmt.Printf("promise test: seed %d, %d cases\n", seed, count)
+	ns := newNamespace(t)
+	const requeue = 2 * time.Second
+	first := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
+
+	g := newGen(seed)
+	apps := map[string]*webappv1.WebApp{}
+	ctx := context.Background()
+	for i := range count {
+		app := g.webApp(ns, fmt.Sprintf("case-%d", i))
+		if err := k8s.Create(ctx, app.DeepCopy()); err != nil {
+			t.Fatalf("the generator drew a WebApp the API server refuses: %v\n%s", err, manifest(app))
+		}
+		apps[app.Name] = app
+	}
+	refused := waitConverged(t, ns, apps, time.Minute+time.Duration(count)*time.Second)
+	t.Logf("%d cases converged, %d of them refused by the Deployment API", len(apps), len(refused))
+
+	// What our manager owns on each child is exactly the field set of the last apply it sent there.
+	for name, app := range apps {
+		if refused[name] {
+			continue
+		}
+		for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
+			if msg := ownedIsSent(t, first, ns, name, child); msg != "" {
+				t.Errorf("%s\n%s", msg, manifest(app))
+			}
+		}
+	}
+
+	// At rest: three resyncs of every WebApp send nothing, refused ones included.
+	first.writes.take()
+	resyncs(t, 3, count, requeue)
+	failIfWrites(t, "at rest", first.writes.take(), apps)
+
+	// After a restart (empty cache, nothing remembered): nothing either.
+	first.stop()
+	second := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
+	resyncs(t, 3, count, requeue)
+	failIfWrites(t, "after a restart", second.writes.take(), apps)
+
+	// Deleting never gets stuck; Orphan children are released and keep their spec.
+	for name := range apps {
+		if err := k8s.Delete(ctx, &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, time.Minute+time.Duration(count)*100*time.Millisecond, "every WebApp deleted", func(ctx context.Context) error {
+		list := &webappv1.WebAppList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%d WebApps left, e.g. %s with finalizers %v:\n%s", len(list.Items), list.Items[0].Name, list.Items[0].Finalizers, manifest(apps[list.Items[0].Name]))
+		}
+		return nil
+	})
+	for name, app := range apps {
+		if app.Spec.DeletionPolicy != webappv1.DeletionPolicyOrphan || refused[name] {
+			continue
+		}
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, name, dep); err != nil {
+			t.Errorf("orphaned Deployment %s: %v", name, err)
+			continue
+		}
+		if len(dep.OwnerReferences) != 0 || dep.Spec.Template.Spec.Containers[0].Image != app.Spec.Image {
+			t.Errorf("orphaned Deployment %s: owners %v, image %s\n%s", name, dep.OwnerReferences, dep.Spec.Template.Spec.Containers[0].Image, manifest(app))
+		}
+	}
+}
+
+// resyncs waits until the operator has reconciled n times as often as there are WebApps, and at least n resync
+// periods have passed, so every WebApp has been resynced n times.
+func resyncs(t *testing.T, n, count int, period time.Duration) {
+	t.Helper()
+	before, start := reconcileCount(t), time.Now()
+	eventually(t, time.Duration(n+1)*period+time.Minute+time.Duration(count*n)*20*time.Millisecond, fmt.Sprintf("%d resyncs", n), func(context.Context) error {
+		if got := reconcileCount(t) - before; got < float64(n*count) || time.Since(start) < time.Duration(n)*period {
+			return fmt.Errorf("%v reconciles in %v", got, time.Since(start).Round(time.Second))
+		}
+		return nil
+	})
+}
+
+// waitConverged waits until every WebApp's status describes its generation and its children exist, or its Ready
+// condition carries the Deployment API's refusal; it returns the names of the refused ones.
+func waitConverged(t *testing.T, ns string, apps map[string]*webappv1.WebApp, timeout time.Duration) map[string]bool {
+	t.Helper()
+	refused := map[string]bool{}
+	eventually(t, timeout, "every WebApp converged", func(ctx context.Context) error {
+		list := &webappv1.WebAppList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		deps := &appsv1.DeploymentList{}
+		if err := k8s.List(ctx, deps, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		exists := map[string]bool{}
+		for _, d := range deps.Items {
+			exists[d.Name] = true
+		}
+		pending := 0
+		var example string
+		for _, app := range list.Items {
+			ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+			switch {
+			case ready == nil || ready.ObservedGeneration != app.Generation || app.Status.ObservedGeneration != app.Generation:
+			case ready.Reason == controller.ReasonInvalidChild:
+				if !strings.Contains(ready.Message, "Invalid value") && !strings.Contains(ready.Message, "invalid") {
+					return fmt.Errorf("%s: Ready says %q, not the server's refusal", app.Name, ready.Message)
+				}
+				refused[app.Name] = true
+				continue
+			case ready.Status == metav1.ConditionUnknown || ready.Reason == controller.ReasonReconcileError:
+				return fmt.Errorf("%s: Ready = %+v\n%s", app.Name, ready, manifest(apps[app.Name]))
+			case exists[app.Name]:
+				continue
+			}
+			pending++
+			example = fmt.Sprintf("%s: status %+v", app.Name, app.Status)
+		}
+		if pending > 0 {
+			return fmt.Errorf("%d of %d not converged, e.g. %s", pending, len(list.Items), example)
+		}
+		return nil
+	})
+	return refused
+}
+
+// ownedIsSent compares what our manager owns on the child named name with the field set of the last apply the
+// operator sent to it; "" when they are the same (or neither exists).
+func ownedIsSent(t *testing.T, op *operator, ns, name string, child client.Object) string {
+	t.Helper()
+	ctx := context.Background()
+	err := get(ctx, ns, name, child)
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk, err := k8s.GroupVersionKindFor(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapping, err := k8s.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "/api/v1"
+	if gvk.Group != "" {
+		prefix = path.Join("/apis", gvk.Group, gvk.Version)
+	}
+	body := op.writes.lastApply(path.Join(prefix, "namespaces", ns, mapping.Resource.Resource, name))
+	if body == nil {
+		return fmt.Sprintf("%s %s exists but no apply of it was seen", gvk.Kind, name)
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(body, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	tv, err := applyconfigurations.NewTypeConverter(k8s.Scheme()).ObjectToTyped(u)
+	if err != nil {
+		t.Fatalf("typing the apply of %s %s: %v", gvk.Kind, name, err)
+	}
+	sent, err := tv.ToFieldSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server never records the object's identity as owned.
+	sent = sent.Difference(fieldpath.NewSet(fieldpath.MakePathOrDie("apiVersion"), fieldpath.MakePathOrDie("kind"),
+		fieldpath.MakePathOrDie("metadata", "name"), fieldpath.MakePathOrDie("metadata", "namespace")))
+	owned := &fieldpath.Set{}
+	for _, e := range child.GetManagedFields() {
+		if e.Manager == controller.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			if err := owned.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !owned.Leaves().Equals(sent.Leaves()) {
+		return fmt.Sprintf("%s %s: owned but not sent %v; sent but not owned %v", gvk.Kind, name,
+			owned.Leaves().Difference(sent.Leaves()), sent.Leaves().Difference(owned.Leaves()))
+	}
+	return ""
+}
+
+// failIfWrites fails with the writes seen, and the manifest of a WebApp they concern, to reproduce.
+func failIfWrites(t *testing.T, when string, writes []string, apps map[string]*webappv1.WebApp) {
+	t.Helper()
+	if len(writes) == 0 {
+		return
+	}
+	slices.Sort(writes)
+	name := strings.TrimSuffix(path.Base(writes[0]), "/status")
+	if strings.HasSuffix(writes[0], "/status") {
+		name = path.Base(path.Dir(writes[0]))
+	}
+	example := ""
+	if app, ok := apps[name]; ok {
+		example = "\nto reproduce, apply:\n" + manifest(app)
+	}
+	t.Errorf("%s: %d writes, want 0: %q%s", when, len(writes), writes, example)
+}
