@@ -179,9 +179,7 @@ func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp) 
 // record tells the user, by an event on the WebApp that names the child as related object, about the writes worth
 // a `kubectl describe` line. An apply that changed nothing on the server is no news.
 func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, w written, err error) {
-	name := kind + " " + app.Name
-	child := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind, APIVersion: childAPIVersion[kind]},
-		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
+	name, child := kind+" "+app.Name, childRef(app, kind)
 	switch {
 	case err != nil && w.sent:
 		r.event(app, child, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
@@ -206,6 +204,12 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kin
 
 // childAPIVersion is the apiVersion of each child kind, for the related object of events.
 var childAPIVersion = map[string]string{"Deployment": "apps/v1", "Service": "v1", "PodDisruptionBudget": "policy/v1"}
+
+// childRef names app's child of kind, as the related object of an event.
+func childRef(app *webappv1.WebApp, kind string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind, APIVersion: childAPIVersion[kind]},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
+}
 
 func (r *WebAppReconciler) event(app *webappv1.WebApp, related runtime.Object, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
@@ -273,12 +277,12 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.We
 	released := func(kind string, sent bool, err error) error {
 		if err != nil {
 			appliesTotal.WithLabelValues(kind, resultFailed).Inc()
-			r.event(app, app, corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", kind, app.Name, err)
+			r.event(app, childRef(app, kind), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", kind, app.Name, err)
 			return &childError{kind: kind, key: key, err: err}
 		}
 		if sent {
 			appliesTotal.WithLabelValues(kind, resultSent).Inc()
-			r.event(app, app, corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", kind, app.Name)
+			r.event(app, childRef(app, kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", kind, app.Name)
 		}
 		return nil
 	}
