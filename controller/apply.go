@@ -167,6 +167,11 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	if same {
 		// Until the object changes, this decision holds: the next resync needs no extraction.
 		r.sent.remember(kind, key, cur, sum)
+	} else if l := log.FromContext(ctx).V(2); l.Enabled() {
+		// What differs, for the reader of a no-op apply's report.
+		wantJSON, _ := json.Marshal(want)
+		ownedJSON, _ := json.Marshal(owned)
+		l.Info("what we own differs from desired", "kind", kind, "desired", string(wantJSON), "owned", string(ownedJSON))
 	}
 	return want, same, nil
 }
@@ -197,7 +202,8 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	}
 	res.obj = applied
 	res.changed = !res.existed || res.before.GetResourceVersion() != applied.GetResourceVersion()
-	if !res.changed {
+	// An apply that let a deleted object go (its last finalizer removed) answers with the object as it was.
+	if !res.changed && applied.GetDeletionTimestamp() == nil {
 		// The server kept the object as it was: our comparison saw a difference the server does not.
 		noopAppliesTotal.WithLabelValues(kind).Inc()
 		log.FromContext(ctx).Info("apply changed nothing on the server; not sending it again until the object changes", "kind", kind)

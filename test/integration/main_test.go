@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	io_prometheus_client "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +57,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(mustLog(filepath.Join(logDir, "operator.log"))), zap.UseDevMode(true)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(mustLog(filepath.Join(logDir, "operator.log"))), zap.UseDevMode(true), zap.Level(zapcore.Level(-2))))
 	env, err := cluster.NewEnvtest(logDir, true)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "configuring the test API server: %v\n", err)
@@ -148,7 +150,7 @@ func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 		w.mu.Lock()
 		switch {
 		case req.Method != http.MethodGet && req.Method != http.MethodHead:
-			w.seen = append(w.seen, req.Method+" "+req.URL.Path)
+			w.seen = append(w.seen, req.Method+" "+req.URL.Path+eventReason(req))
 			if req.Header.Get("Content-Type") == string(types.ApplyYAMLPatchType) && req.GetBody != nil {
 				if body, err := req.GetBody(); err == nil {
 					data, _ := io.ReadAll(body)
@@ -164,6 +166,21 @@ func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 		w.mu.Unlock()
 		return next.RoundTrip(req)
 	})
+}
+
+// eventReason is " (reason note)" of an event sent by req, "" for anything else.
+func eventReason(req *http.Request) string {
+	if !strings.Contains(req.URL.Path, "/events") || req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	var ev struct{ Reason, Note string }
+	data, _ := io.ReadAll(body)
+	_ = json.Unmarshal(data, &ev)
+	return fmt.Sprintf(" (%s: %s)", ev.Reason, ev.Note)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

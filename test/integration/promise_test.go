@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -85,16 +86,19 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 		}
 	}
 
-	// At rest: three resyncs of every WebApp send nothing, refused ones included.
+	// At rest: three resyncs of every WebApp send nothing and record no event, refused ones included. (Events
+	// recorded during convergence may still be on their way: they are told apart by their time.)
 	first.writes.take()
+	rest := time.Now()
 	resyncs(t, 3, count, requeue)
-	failIfWrites(t, "at rest", first.writes.take(), apps)
+	failIfWrites(t, "at rest", first.writes.take(), eventsSince(t, ns, rest), apps, nil)
 
-	// After a restart (empty cache, nothing remembered): nothing either.
+	// After a restart (empty cache, nothing remembered): nothing either, but one more try of each refused child.
 	first.stop()
+	restart := time.Now()
 	second := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
 	resyncs(t, 3, count, requeue)
-	failIfWrites(t, "after a restart", second.writes.take(), apps)
+	failIfWrites(t, "after a restart", second.writes.take(), eventsSince(t, ns, restart), apps, refused)
 
 	// Deleting never gets stuck; Orphan children are released and keep their spec.
 	for name := range apps {
@@ -244,20 +248,60 @@ func ownedIsSent(t *testing.T, op *operator, ns, name string, child client.Objec
 	return ""
 }
 
-// failIfWrites fails with the writes seen, and the manifest of a WebApp they concern, to reproduce.
-func failIfWrites(t *testing.T, when string, writes []string, apps map[string]*webappv1.WebApp) {
+// eventsSince lists the events of namespace ns recorded (or repeated) since t, as "reason: note".
+func eventsSince(t *testing.T, ns string, since time.Time) []string {
 	t.Helper()
-	if len(writes) == 0 {
+	list := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		last := e.EventTime.Time
+		if e.Series != nil {
+			last = e.Series.LastObservedTime.Time
+		}
+		if !last.Before(since) {
+			out = append(out, e.Regarding.Name+" "+e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+// failIfWrites fails with the writes and events seen, and the manifest of a WebApp they concern, to reproduce.
+// Each child refused by the server (of a WebApp in retried) may be tried once, with its ApplyFailed event.
+func failIfWrites(t *testing.T, when string, writes, events []string, apps map[string]*webappv1.WebApp, retried map[string]bool) {
+	t.Helper()
+	var bad []string
+	tried := map[string]bool{}
+	for _, w := range writes {
+		name := strings.TrimSuffix(path.Base(w), "/status")
+		switch {
+		case strings.Contains(w, "/events"):
+			// Judged by the events themselves, below.
+		case retried[name] && strings.HasPrefix(w, "PATCH /apis/apps/v1/") && !tried[name]:
+			tried[name] = true
+		default:
+			bad = append(bad, w)
+		}
+	}
+	for _, e := range events {
+		name, rest, _ := strings.Cut(e, " ")
+		if !retried[name] || !strings.HasPrefix(rest, "ApplyFailed: ") {
+			bad = append(bad, "event "+e)
+		}
+	}
+	if len(bad) == 0 {
 		return
 	}
-	slices.Sort(writes)
-	name := strings.TrimSuffix(path.Base(writes[0]), "/status")
-	if strings.HasSuffix(writes[0], "/status") {
-		name = path.Base(path.Dir(writes[0]))
+	slices.Sort(bad)
+	name := strings.TrimSuffix(path.Base(strings.Fields(bad[0])[1]), "/status")
+	if strings.HasSuffix(bad[0], "/status") {
+		name = path.Base(path.Dir(strings.Fields(bad[0])[1]))
 	}
 	example := ""
 	if app, ok := apps[name]; ok {
 		example = "\nto reproduce, apply:\n" + manifest(app)
 	}
-	t.Errorf("%s: %d writes, want 0: %q%s", when, len(writes), writes, example)
+	t.Errorf("%s: %d writes, want 0: %q%s", when, len(bad), bad, example)
 }

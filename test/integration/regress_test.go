@@ -63,7 +63,7 @@ func TestServerDefaultsInsideOwnedFieldsCostNoWrites(t *testing.T) {
 	ns := newNamespace(t)
 	op := startOperator(t, ns, time.Second)
 	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv1.WebAppSpec{Image: "nginx:1.25",
-		Env: []corev1.EnvVar{{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
+		Env:       []corev1.EnvVar{{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1n"), corev1.ResourceMemory: resource.MustParse("1.5")}},
 	}}
 	if err := k8s.Create(context.Background(), app); err != nil {
@@ -366,7 +366,7 @@ func TestAReadErrorIsReportedAsUnknownNotMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitCondition(t, ns, "web", webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
-		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "unavailable")
+		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "reading configmap/settings for the config hash")
 	})
 	progressing := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing)
 	if got.Status.Replicas != 1 || got.Status.AvailableReplicas != 1 || progressing.Reason == controller.ReasonDeploymentMissing {
