@@ -180,7 +180,11 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	want AC, o writeOpts, res outcome[PT]) (outcome[PT], error) {
 	res.sent = true
-	var err error
+	// Hashed before sending: the client decodes the server's answer into want.
+	sum, err := hashOf(want)
+	if err != nil {
+		return res, err
+	}
 	if o.status {
 		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
 	} else {
@@ -190,7 +194,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 		ce := &childError{kind: kind, key: key, err: err}
 		if ce.waiting() {
-			r.sent.refused(kind, key, res.before, want, ce)
+			r.sent.refused(kind, key, res.before, sum, ce)
 		}
 		return res, ce
 	}
@@ -208,9 +212,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		noopAppliesTotal.WithLabelValues(kind).Inc()
 		log.FromContext(ctx).Info("apply changed nothing on the server; not sending it again until the object changes", "kind", kind)
 	}
-	if sum, err := hashOf(want); err == nil {
-		r.sent.remember(kind, key, applied, sum)
-	}
+	r.sent.remember(kind, key, applied, sum)
 	return res, nil
 }
 
@@ -306,12 +308,8 @@ func (m *sentMemo) refusal(kind string, key types.NamespacedName, obj client.Obj
 	return e.refusal
 }
 
-// refused remembers that the server refused want on obj (nil: the object does not exist).
-func (m *sentMemo) refused(kind string, key types.NamespacedName, obj client.Object, want any, err error) {
-	sum, herr := hashOf(want)
-	if herr != nil {
-		return
-	}
+// refused remembers that the server refused the desired state hashed sum on obj (nil: the object does not exist).
+func (m *sentMemo) refused(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte, err error) {
 	uid, rv := identity(obj)
 	m.mu.Lock()
 	defer m.mu.Unlock()
