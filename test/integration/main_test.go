@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,7 +149,7 @@ func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 		w.mu.Lock()
 		switch {
 		case req.Method != http.MethodGet && req.Method != http.MethodHead:
-			w.seen = append(w.seen, req.Method+" "+req.URL.Path+eventReason(req))
+			w.seen = append(w.seen, req.Method+" "+req.URL.Path)
 			if req.Header.Get("Content-Type") == string(types.ApplyYAMLPatchType) && req.GetBody != nil {
 				if body, err := req.GetBody(); err == nil {
 					data, _ := io.ReadAll(body)
@@ -166,21 +165,6 @@ func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 		w.mu.Unlock()
 		return next.RoundTrip(req)
 	})
-}
-
-// eventReason is " (reason note)" of an event sent by req, "" for anything else.
-func eventReason(req *http.Request) string {
-	if !strings.Contains(req.URL.Path, "/events") || req.GetBody == nil {
-		return ""
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return ""
-	}
-	var ev struct{ Reason, Note string }
-	data, _ := io.ReadAll(body)
-	_ = json.Unmarshal(data, &ev)
-	return fmt.Sprintf(" (%s: %s)", ev.Reason, ev.Note)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
