@@ -60,6 +60,13 @@ test: ## Run every test: unit, integration (real API server) and end-to-end (loc
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 ./apis/... ./controller/...
 
+# How long `make fuzz` searches.
+FUZZTIME ?= 1m
+
+.PHONY: fuzz
+fuzz: ## Fuzz the builders for FUZZTIME (the seeds run in every `go test`).
+	go test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./controller/
+
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.
 	go test -run '^$$' -bench . -benchmem ./controller/...
