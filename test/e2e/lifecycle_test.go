@@ -46,7 +46,7 @@ func TestRolloutConditions(t *testing.T) {
 		// Nobody has looked at generation 2 yet: the Ready=True of generation 1 must not satisfy the wait, which
 		// must run into its timeout (any other failure, a NotFound say, would prove nothing).
 		out, err := kubectlIn("", "wait", "-n", ns, "--for=condition=Ready", "--timeout=3s", "webapp/web")
-		if err == nil || !strings.Contains(err.Error(), "timed out waiting for the condition") {
+		if err == nil || !strings.Contains(err.Error(), "timed out waiting for the condition on webapps/web") {
 			t.Fatalf("kubectl wait on a stale Ready: err = %v (%s), want a timeout", err, out)
 		}
 	})
