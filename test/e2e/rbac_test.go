@@ -54,7 +54,7 @@ func TestWebAppRolesAggregateIntoAdminEditAndView(t *testing.T) {
 			out, err := kubectlIn("", args...)
 			switch got := strings.TrimSpace(out); {
 			case got != "yes" && got != "no":
-				return fmt.Errorf("no answer: %q (%v)", out, err)
+				return fmt.Errorf("no answer: %q (%w)", out, err)
 			case got != tc.want:
 				return fmt.Errorf("answer %s", got)
 			}
