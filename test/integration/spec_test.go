@@ -264,6 +264,8 @@ func TestConfigChangesRollThePodTemplate(t *testing.T) {
 	}
 	h3 := waitHashChange(h2, "the referenced Secret")
 	// A metadata-only change of the referenced ConfigMap leaves the hash alone, and costs no Deployment write.
+	// (The count is taken before the change: its reconcile can finish before the test reads the count again.)
+	before := reconcileCount(t)
 	cfg.Labels = map[string]string{"touched": "yes"}
 	if err := k8s.Update(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -272,7 +274,6 @@ func TestConfigChangesRollThePodTemplate(t *testing.T) {
 	if err := k8s.Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	before := reconcileCount(t)
 	waitReconciles(t, before, 1)
 	if h := hash(); h != h3 {
 		t.Errorf("hash changed from %s to %s without a data change", h3, h)
