@@ -232,10 +232,10 @@ func TestSecureMetrics(t *testing.T) {
 	mgr := startManager(t, "metrics-manager", "--metrics-secure")
 	scraper := strings.TrimSpace(kubectl(t, "create", "token", "-n", ns, "scraper"))
 	stranger := strings.TrimSpace(kubectl(t, "create", "token", "-n", ns, "stranger"))
-	get := func(token string) (int, string) {
+	get := func(token string) (int, string, error) {
 		req, err := http.NewRequest(http.MethodGet, "https://"+mgr.metricsAddr+"/metrics", nil)
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", err
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -244,29 +244,41 @@ func TestSecureMetrics(t *testing.T) {
 		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec
 		resp, err := c.Do(req)
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", err
 		}
 		defer func() { _ = resp.Body.Close() }()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
 	}
+	// The metrics server may start listening after /readyz answers: poll until it does.
 	testutil.Eventually(t, 30*time.Second, "the scraper reads the metrics", func(context.Context) error {
-		if code, body := get(scraper); code != http.StatusOK || !strings.Contains(body, "webapp_operator_applies_total") && !strings.Contains(body, "controller_runtime_reconcile_total") {
+		code, body, err := get(scraper)
+		switch {
+		case err != nil:
+			return err
+		case code != http.StatusOK || !strings.Contains(body, "webapp_operator_applies_total") && !strings.Contains(body, "controller_runtime_reconcile_total"):
 			return fmt.Errorf("status %d", code)
 		}
 		return nil
 	})
-	if code, _ := get(""); code != http.StatusUnauthorized {
-		t.Errorf("no token: status %d, want 401", code)
-	}
-	if code, _ := get(stranger); code != http.StatusForbidden {
-		t.Errorf("a token without the reader role: status %d, want 403", code)
+	for _, tc := range []struct {
+		who, token string
+		want       int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a token without the reader role", stranger, http.StatusForbidden},
+	} {
+		if code, _, err := get(tc.token); err != nil || code != tc.want {
+			t.Errorf("%s: status %d (%v), want %d", tc.who, code, err, tc.want)
+		}
 	}
 	// Plain HTTP gets Go's "client sent an HTTP request to an HTTPS server", never the metrics.
-	if resp, err := http.Get("http://" + mgr.metricsAddr + "/metrics"); err == nil {
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("plain HTTP: status %d, want 400", resp.StatusCode)
-		}
+	resp, err := http.Get("http://" + mgr.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("plain HTTP: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("plain HTTP: status %d, want 400", resp.StatusCode)
 	}
 }
