@@ -69,6 +69,13 @@ fuzz: ## Run the generative promise test on a real API server: COUNT random WebA
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 ./apis/... ./controller/...
 
+# How long `make fuzz-builders` searches.
+FUZZTIME ?= 1m
+
+.PHONY: fuzz-builders
+fuzz-builders: ## Fuzz the builders for FUZZTIME (the seeds run in every `go test`).
+	go test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./controller/
+
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.
 	go test -run '^$$' -bench . -benchmem ./controller/...

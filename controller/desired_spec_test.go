@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -146,7 +148,7 @@ func TestDesiredServiceTypeAndAnnotations(t *testing.T) {
 		app := newApp("x", 1, 80, "nginx")
 		app.Spec.Service = tc.svc
 		s := typed[corev1.Service](t, desiredService(app))
-		if s.Spec.Type != tc.wantType || !mapsEqual(s.Annotations, tc.svc.Annotations) {
+		if s.Spec.Type != tc.wantType || !maps.Equal(s.Annotations, tc.svc.Annotations) {
 			t.Errorf("%+v: type %q annotations %v", tc.svc, s.Spec.Type, s.Annotations)
 		}
 	}
@@ -163,7 +165,7 @@ func TestDesiredPDB(t *testing.T) {
 			continue
 		}
 		p := typed[policyv1.PodDisruptionBudget](t, ac)
-		if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || !mapsEqual(p.Spec.Selector.MatchLabels, selectorLabels(app)) ||
+		if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || !maps.Equal(p.Spec.Selector.MatchLabels, selectorLabels(app)) ||
 			p.Spec.UnhealthyPodEvictionPolicy == nil || *p.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
 			t.Errorf("replicas %d: spec = %+v", replicas, p.Spec)
 		}
@@ -185,13 +187,8 @@ func TestConfigRefs(t *testing.T) {
 	}
 	got := configRefs(app)
 	want := []string{"configmap/cfg", "secret/all", "secret/sec"}
-	if len(got) != len(want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("configRefs = %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("configRefs = %v, want %v", got, want)
-		}
 	}
 	if refs := configRefs(newApp("y", 1, 80, "nginx")); len(refs) != 0 {
 		t.Errorf("no env: configRefs = %v", refs)

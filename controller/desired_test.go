@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -60,12 +61,12 @@ func TestDesiredDeployment(t *testing.T) {
 				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.replicas)
 			}
 			wantSel := map[string]string{LabelName: "webapp", LabelInstance: tc.app.Name}
-			if !mapsEqual(d.Spec.Selector.MatchLabels, wantSel) {
+			if !maps.Equal(d.Spec.Selector.MatchLabels, wantSel) {
 				t.Errorf("selector = %v, want %v", d.Spec.Selector.MatchLabels, wantSel)
 			}
 			wantLabels := map[string]string{LabelName: "webapp", LabelInstance: tc.app.Name, LabelManagedBy: "webapp-operator"}
 			for what, got := range map[string]map[string]string{"deployment": d.Labels, "pod template": d.Spec.Template.Labels} {
-				if !mapsEqual(got, wantLabels) {
+				if !maps.Equal(got, wantLabels) {
 					t.Errorf("%s labels = %v, want %v", what, got, wantLabels)
 				}
 			}
@@ -88,7 +89,7 @@ func TestDesiredService(t *testing.T) {
 		if s.Spec.Type != corev1.ServiceTypeClusterIP {
 			t.Errorf("type = %q", s.Spec.Type)
 		}
-		if !mapsEqual(s.Spec.Selector, map[string]string{LabelName: "webapp", LabelInstance: "svc"}) {
+		if !maps.Equal(s.Spec.Selector, map[string]string{LabelName: "webapp", LabelInstance: "svc"}) {
 			t.Errorf("selector = %v", s.Spec.Selector)
 		}
 		want := corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromString("http")}
@@ -108,28 +109,5 @@ func checkOwner(t *testing.T, refs []metav1.OwnerReference, app *webappv1.WebApp
 	if r.APIVersion != "example.com/v1" || r.Kind != "WebApp" || r.Name != app.Name || r.UID != app.UID ||
 		r.Controller == nil || !*r.Controller || r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
 		t.Errorf("owner reference = %+v", r)
-	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
-}
-
-// The builders are pure: the same WebApp gives the same configuration, whatever the map iteration order.
-func TestBuildersAreDeterministic(t *testing.T) {
-	app := newApp("x", 3, 80, "nginx")
-	for i := 0; i < 20; i++ {
-		same, err := ownedFieldsMatch[appsv1.Deployment](mustDeployment(t, app), mustDeployment(t, app))
-		if err != nil || !same {
-			t.Fatalf("desiredDeployment differs between calls: %v", err)
-		}
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	clientgoac "k8s.io/client-go/applyconfigurations"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -27,17 +29,26 @@ import (
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/applyconfig"
 	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 // fakeEnv is a fake client set up for Server-Side Apply, counting the write requests sent through it.
 //
 // The fake client records a status apply in managedFields as an apply of the whole object, without its "status"
-// subresource, so it cannot model the WebApp's own applies (status, finalizer): those are counted apart in
-// webAppWrites, and the zero-write claim for them is proven against the real API server in test/integration.
+// subresource, so what it stores cannot show where our manager's status went: the WebApp's own applies (status,
+// finalizer) are recorded as sent instead, and the zero-write claim for them is proven against the real API
+// server in test/integration.
 type fakeEnv struct {
 	client.Client
-	writes       atomic.Int32 // writes to anything but the WebApp: the children
-	webAppWrites atomic.Int32 // applies of the WebApp and its status
+	writes        atomic.Int32  // writes to anything but the WebApp: the children
+	webAppApplies []webAppApply // applies of the WebApp and its status, in order
+}
+
+// webAppApply is one apply of the WebApp as the reconciler sent it.
+type webAppApply struct {
+	subresource string // "" for the WebApp itself
+	opts        client.ApplyOptions
+	obj         *webappv1ac.WebAppApplyConfiguration
 }
 
 func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
@@ -66,7 +77,9 @@ func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
 			},
 			Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 				if w, ok := o.(*webappv1ac.WebAppApplyConfiguration); ok {
-					env.webAppWrites.Add(1)
+					if err := env.recordWebAppApply("", *(&client.ApplyOptions{}).ApplyOptions(opts), o); err != nil {
+						return err
+					}
 					// An apply with no fields releases what our manager owns on the WebApp: in the fake, whose
 					// status applies claim the spec too, it would delete the spec. It has nothing to set; drop it.
 					if len(w.Finalizers) == 0 {
@@ -86,7 +99,9 @@ func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
 				return c.SubResource(sub).Patch(ctx, o, p, opts...)
 			},
 			SubResourceApply: func(ctx context.Context, c client.Client, sub string, o runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-				env.webAppWrites.Add(1)
+				if err := env.recordWebAppApply(sub, (&client.SubResourceApplyOptions{}).ApplyOpts(opts).ApplyOptions, o); err != nil {
+					return err
+				}
 				return c.SubResource(sub).Apply(ctx, o, opts...)
 			},
 		}).
@@ -94,152 +109,160 @@ func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
 	return env
 }
 
+// recordWebAppApply keeps a copy of what is sent: the client writes the server's answer back into o.
+func (e *fakeEnv) recordWebAppApply(subresource string, opts client.ApplyOptions, o runtime.ApplyConfiguration) error {
+	data, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	sent := &webappv1ac.WebAppApplyConfiguration{}
+	if err := json.Unmarshal(data, sent); err != nil {
+		return err
+	}
+	e.webAppApplies = append(e.webAppApplies, webAppApply{subresource, opts, sent})
+	return nil
+}
+
 func reqFor(app *webappv1.WebApp) ctrl.Request {
 	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: app.Namespace, Name: app.Name}}
 }
 
-func (e *fakeEnv) reconcile(t *testing.T, r *WebAppReconciler, name string) ctrl.Result {
+func (e *fakeEnv) reconcile(t *testing.T, r *WebAppReconciler, app *webappv1.WebApp) ctrl.Result {
 	t.Helper()
-	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
+	res, err := r.Reconcile(context.Background(), reqFor(app))
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
 	return res
 }
 
+// get reads the object of app's name and namespace (the WebApp or a child) into obj.
+func (e *fakeEnv) get(t *testing.T, app *webappv1.WebApp, obj client.Object) {
+	t.Helper()
+	if err := e.Get(context.Background(), client.ObjectKeyFromObject(app), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
-	env := newFakeEnv(t, newApp("web", 3, 80, "nginx:1.25"))
+	app := newApp("web", 3, 80, "nginx:1.25")
+	env := newFakeEnv(t, app)
 	r := &WebAppReconciler{Client: env}
-	res := env.reconcile(t, r, "web")
+	res := env.reconcile(t, r, app)
 	if res.RequeueAfter != DefaultRequeueAfter {
 		t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, DefaultRequeueAfter)
 	}
 	if got := env.writes.Load(); got != 3 {
 		t.Errorf("first reconcile sent %d writes to children, want 3 (Deployment, Service, PodDisruptionBudget)", got)
 	}
-	dep := &appsv1.Deployment{}
-	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, dep); err != nil {
-		t.Fatal(err)
-	}
-	svc := &corev1.Service{}
-	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, svc); err != nil {
-		t.Fatal(err)
-	}
+	dep, svc := &appsv1.Deployment{}, &corev1.Service{}
+	env.get(t, app, dep)
+	env.get(t, app, svc)
 	for _, o := range []client.Object{dep, svc} {
 		refs := o.GetOwnerReferences()
 		if len(refs) != 1 || refs[0].UID != "uid-web" || refs[0].Controller == nil || !*refs[0].Controller {
 			t.Errorf("%T owner references = %+v", o, refs)
 		}
-		if !managedBy(o.GetManagedFields(), FieldManager, "") {
+		if len(testutil.AppliedBy(o.GetManagedFields(), FieldManager, "")) == 0 {
 			t.Errorf("%T has no Apply entry of %s: %+v", o, FieldManager, o.GetManagedFields())
 		}
 	}
-	app := &webappv1.WebApp{}
-	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, app); err != nil {
-		t.Fatal(err)
+	got := &webappv1.WebApp{}
+	env.get(t, app, got)
+	if ready := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionReady); got.Status.URL != "http://web.ns.svc:80" || ready == nil || ready.Status != metav1.ConditionFalse {
+		t.Errorf("status = %+v", got.Status)
 	}
-	if ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady); app.Status.URL != "http://web.ns.svc:80" || ready == nil || ready.Status != metav1.ConditionFalse {
-		t.Errorf("status = %+v", app.Status)
+	// The status goes through the status subresource, forced, under our manager, and carries nothing but status;
+	// with the Delete policy the WebApp itself is not applied (no finalizer).
+	if len(env.webAppApplies) != 1 {
+		t.Fatalf("WebApp applies = %+v, want one, of the status", env.webAppApplies)
 	}
-	// The fake client drops the subresource of a status apply (see fakeEnv); the real server's entry is checked in
-	// test/integration.
-	if !managedBy(app.ManagedFields, FieldManager, "") {
-		t.Errorf("status has no Apply entry of %s: %+v", FieldManager, app.ManagedFields)
+	a := env.webAppApplies[0]
+	if a.subresource != "status" || a.opts.FieldManager != FieldManager || a.opts.Force == nil || !*a.opts.Force {
+		t.Errorf("status apply through subresource %q, manager %q, force %v; want status, %s, forced", a.subresource, a.opts.FieldManager, a.opts.Force, FieldManager)
 	}
-}
-
-func managedBy(entries []metav1.ManagedFieldsEntry, manager, subresource string) bool {
-	for _, e := range entries {
-		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == subresource {
-			return true
-		}
+	if a.obj == nil || a.obj.Status == nil || a.obj.Spec != nil || len(a.obj.Finalizers) != 0 || len(a.obj.Labels) != 0 || len(a.obj.Annotations) != 0 {
+		t.Errorf("status apply = %+v, want status only", a.obj)
 	}
-	return false
 }
 
 func TestSecondReconcileSendsNoWrite(t *testing.T) {
-	env := newFakeEnv(t, newApp("web", 3, 80, "nginx:1.25"))
+	app := newApp("web", 3, 80, "nginx:1.25")
+	env := newFakeEnv(t, app)
 	r := &WebAppReconciler{Client: env}
-	env.reconcile(t, r, "web")
+	env.reconcile(t, r, app)
 	env.writes.Store(0)
-	for i := 0; i < 3; i++ {
-		env.reconcile(t, r, "web")
+	for range 3 {
+		env.reconcile(t, r, app)
 	}
 	if got := env.writes.Load(); got != 0 {
 		t.Errorf("converged reconciles sent %d writes to children, want 0", got)
 	}
 }
 
-func TestDriftIsRepairedAndForeignAnnotationKept(t *testing.T) {
-	env := newFakeEnv(t, newApp("web", 3, 80, "nginx:1.25"))
-	r := &WebAppReconciler{Client: env}
-	env.reconcile(t, r, "web")
-	ctx := context.Background()
-	key := types.NamespacedName{Namespace: "ns", Name: "web"}
-
-	// Another manager scales our Deployment and adds an annotation of its own.
-	dep := &appsv1.Deployment{}
-	if err := env.Get(ctx, key, dep); err != nil {
-		t.Fatal(err)
+// Someone else changes what we own, or the WebApp's spec changes: the next reconcile puts the children in line,
+// in one write per changed child, and keeps the fields of other managers.
+func TestChildrenFollowTheWebApp(t *testing.T) {
+	cases := []struct {
+		name string
+		// change is made between the first reconcile and the second.
+		change func(t *testing.T, env *fakeEnv, app *webappv1.WebApp)
+		writes int32
+		check  func(t *testing.T, dep *appsv1.Deployment, svc *corev1.Service)
+	}{
+		{"drift is repaired, a foreign annotation kept", func(t *testing.T, env *fakeEnv, app *webappv1.WebApp) {
+			dep := &appsv1.Deployment{}
+			env.get(t, app, dep)
+			dep.Spec.Replicas = ptr.To(int32(7))
+			dep.Annotations = map[string]string{"team": "payments"}
+			dep.ManagedFields = nil
+			if err := env.Update(context.Background(), dep, client.FieldOwner("kubectl")); err != nil {
+				t.Fatal(err)
+			}
+		}, 1, func(t *testing.T, dep *appsv1.Deployment, _ *corev1.Service) {
+			if *dep.Spec.Replicas != 3 || dep.Annotations["team"] != "payments" {
+				t.Errorf("replicas %d annotations %v, want 3 (drift repaired) and team=payments kept", *dep.Spec.Replicas, dep.Annotations)
+			}
+		}},
+		{"a spec change reaches the Deployment and the Service", func(t *testing.T, env *fakeEnv, app *webappv1.WebApp) {
+			env.get(t, app, app)
+			app.Spec.Replicas, app.Spec.Image, app.Spec.Port = 5, "nginx:1.27", 8080
+			app.ManagedFields = nil
+			if err := env.Update(context.Background(), app); err != nil {
+				t.Fatal(err)
+			}
+		}, 2, func(t *testing.T, dep *appsv1.Deployment, svc *corev1.Service) {
+			c := dep.Spec.Template.Spec.Containers[0]
+			if *dep.Spec.Replicas != 5 || c.Image != "nginx:1.27" || c.Ports[0].ContainerPort != 8080 || svc.Spec.Ports[0].Port != 8080 {
+				t.Errorf("deployment replicas %d image %s port %d, service port %d", *dep.Spec.Replicas, c.Image, c.Ports[0].ContainerPort, svc.Spec.Ports[0].Port)
+			}
+		}},
 	}
-	seven := int32(7)
-	dep.Spec.Replicas = &seven
-	dep.Annotations = map[string]string{"team": "payments"}
-	dep.ManagedFields = nil
-	if err := env.Update(ctx, dep, client.FieldOwner("kubectl")); err != nil {
-		t.Fatal(err)
-	}
-
-	env.writes.Store(0)
-	env.reconcile(t, r, "web")
-	if err := env.Get(ctx, key, dep); err != nil {
-		t.Fatal(err)
-	}
-	if *dep.Spec.Replicas != 3 {
-		t.Errorf("replicas = %d, want 3 (drift repaired)", *dep.Spec.Replicas)
-	}
-	if dep.Annotations["team"] != "payments" {
-		t.Errorf("annotations = %v, want team=payments kept", dep.Annotations)
-	}
-	if got := env.writes.Load(); got != 1 {
-		t.Errorf("repair sent %d writes, want 1 (the Deployment only)", got)
-	}
-}
-
-func TestSpecChangeReachesDeployment(t *testing.T) {
-	env := newFakeEnv(t, newApp("web", 3, 80, "nginx:1.25"))
-	r := &WebAppReconciler{Client: env}
-	env.reconcile(t, r, "web")
-	ctx := context.Background()
-	key := types.NamespacedName{Namespace: "ns", Name: "web"}
-	app := &webappv1.WebApp{}
-	if err := env.Get(ctx, key, app); err != nil {
-		t.Fatal(err)
-	}
-	app.Spec.Replicas, app.Spec.Image, app.Spec.Port = 5, "nginx:1.27", 8080
-	app.ManagedFields = nil
-	if err := env.Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	env.reconcile(t, r, "web")
-	dep, svc := &appsv1.Deployment{}, &corev1.Service{}
-	if err := env.Get(ctx, key, dep); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Get(ctx, key, svc); err != nil {
-		t.Fatal(err)
-	}
-	c := dep.Spec.Template.Spec.Containers[0]
-	if *dep.Spec.Replicas != 5 || c.Image != "nginx:1.27" || c.Ports[0].ContainerPort != 8080 || svc.Spec.Ports[0].Port != 8080 {
-		t.Errorf("deployment replicas %d image %s port %d, service port %d", *dep.Spec.Replicas, c.Image, c.Ports[0].ContainerPort, svc.Spec.Ports[0].Port)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("web", 3, 80, "nginx:1.25")
+			env := newFakeEnv(t, app)
+			r := &WebAppReconciler{Client: env}
+			env.reconcile(t, r, app)
+			tc.change(t, env, app)
+			env.writes.Store(0)
+			env.reconcile(t, r, app)
+			if got := env.writes.Load(); got != tc.writes {
+				t.Errorf("sent %d writes to children, want %d", got, tc.writes)
+			}
+			dep, svc := &appsv1.Deployment{}, &corev1.Service{}
+			env.get(t, app, dep)
+			env.get(t, app, svc)
+			tc.check(t, dep, svc)
+		})
 	}
 }
 
 func TestReconcileOfMissingWebAppIsANoop(t *testing.T) {
 	env := newFakeEnv(t)
-	env.reconcile(t, &WebAppReconciler{Client: env}, "gone")
-	if got := env.writes.Load(); got != 0 {
-		t.Errorf("sent %d writes for a missing WebApp", got)
+	env.reconcile(t, &WebAppReconciler{Client: env}, newApp("gone", 1, 80, "nginx"))
+	if got := env.writes.Load(); got != 0 || len(env.webAppApplies) != 0 {
+		t.Errorf("sent %d writes and %d WebApp applies for a missing WebApp", got, len(env.webAppApplies))
 	}
 }
 
@@ -263,7 +286,8 @@ func TestApplyErrorsAreSortedAndReported(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newFakeEnv(t, newApp("web", 3, 80, "nginx:1.25"))
+			app := newApp("web", 3, 80, "nginx:1.25")
+			env := newFakeEnv(t, app)
 			failing := interceptor.NewClient(env.Client.(client.WithWatch), interceptor.Funcs{
 				Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 					switch o.(type) {
@@ -278,17 +302,14 @@ func TestApplyErrorsAreSortedAndReported(t *testing.T) {
 				},
 			})
 			r := &WebAppReconciler{Client: failing}
-			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}})
+			res, err := r.Reconcile(context.Background(), reqFor(app))
 			if (err != nil) != tc.retried {
 				t.Errorf("err = %v, want retried %v", err, tc.retried)
 			}
 			if !tc.retried && res.RequeueAfter != DefaultRequeueAfter {
 				t.Errorf("a refused child waits %v, want the resync period", res.RequeueAfter)
 			}
-			app := &webappv1.WebApp{}
-			if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, app); err != nil {
-				t.Fatal(err)
-			}
+			env.get(t, app, app)
 			ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
 			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != tc.reason || !strings.Contains(ready.Message, tc.msgContaining) {
 				t.Errorf("Ready = %+v, want False/%s with the server's message", ready, tc.reason)
@@ -303,23 +324,19 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{"team": "other"}},
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 443}}},
 	}
-	env := newFakeEnv(t, newApp("web", 1, 80, "nginx:1.25"), foreign)
+	app := newApp("web", 1, 80, "nginx:1.25")
+	env := newFakeEnv(t, app, foreign)
 	r := &WebAppReconciler{Client: env}
-	res := env.reconcile(t, r, "web")
+	res := env.reconcile(t, r, app)
 	if res.RequeueAfter != DefaultRequeueAfter {
 		t.Errorf("RequeueAfter = %v", res.RequeueAfter)
 	}
 	svc := &corev1.Service{}
-	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, svc); err != nil {
-		t.Fatal(err)
-	}
+	env.get(t, app, svc)
 	if svc.Spec.Selector["app"] != "theirs" || len(svc.OwnerReferences) != 0 || svc.Labels[LabelManagedBy] != "" {
 		t.Errorf("foreign Service was changed: %+v", svc)
 	}
-	app := &webappv1.WebApp{}
-	if err := env.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, app); err != nil {
-		t.Fatal(err)
-	}
+	env.get(t, app, app)
 	ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
 	if ready == nil || ready.Reason != ReasonChildNotOwned || !strings.Contains(ready.Message, "Service ns/web already exists and is not managed by webapp-operator") {
 		t.Errorf("Ready = %+v", ready)

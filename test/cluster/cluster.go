@@ -59,8 +59,8 @@ type process struct {
 	done chan struct{} // closed when it has exited
 }
 
-// Start brings up etcd and kube-apiserver (through envtest), then
-// kube-controller-manager (Deployment, ReplicaSet, garbage-collector and namespace controllers), kube-scheduler
+// Start brings up etcd and kube-apiserver (through envtest), then kube-controller-manager (the Deployment,
+// ReplicaSet, garbage-collector, namespace, disruption and ClusterRole-aggregation controllers), kube-scheduler
 // and kwok, and registers one fake node. It returns once the node is Ready. On error everything started is
 // stopped again.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
@@ -107,7 +107,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}{
 		{"kube-controller-manager", []string{
 			"--kubeconfig=" + c.Kubeconfig,
-			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,disruption-controller",
+			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,disruption-controller,clusterrole-aggregation-controller",
 			"--leader-elect=false", "--secure-port=0",
 			// The default 20 QPS makes a few hundred Deployments take minutes to become available.
 			"--kube-api-qps=1000", "--kube-api-burst=2000",

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/webapp-operator/test/cluster"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 func example(name string) string {
@@ -72,8 +75,8 @@ func TestUserJourney(t *testing.T) {
 	step(t, "a deleted Deployment is recreated and Ready again", func(t *testing.T) {
 		oldUID := kubectl(t, "get", "deployment/nginx-app", "-o", "jsonpath={.metadata.uid}")
 		kubectl(t, "delete", "deployment", "nginx-app", "--wait=false")
-		eventually(t, time.Minute, "recreated", func() error {
-			uid, err := kubectlErr("get", "deployment/nginx-app", "-o", "jsonpath={.metadata.uid}")
+		testutil.Eventually(t, time.Minute, "recreated", func(context.Context) error {
+			uid, err := kubectlIn("", "get", "deployment/nginx-app", "-o", "jsonpath={.metadata.uid}")
 			if err != nil || uid == oldUID || uid == "" {
 				return fmt.Errorf("uid %q (old %q): %w", uid, oldUID, err)
 			}
@@ -100,17 +103,21 @@ func TestUserJourney(t *testing.T) {
 				t.Errorf("kubectl describe webapp nginx-app lacks %q:\n%s", want, describe)
 			}
 		}
-		eventually(t, 30*time.Second, "metrics", func() error {
-			switch {
+		testutil.Eventually(t, 30*time.Second, "metrics", func(context.Context) error {
 			// A deleted Deployment counts as created; the scaled one and the new image are repairs.
-			case mgr.metric(t, "webapp_operator_drift_repairs_total", `kind="Deployment"`) < 2:
-				return fmt.Errorf("drift repairs of Deployments: %v, want at least 2 (replicas, image)", mgr.metric(t, "webapp_operator_drift_repairs_total", `kind="Deployment"`))
-			case mgr.metric(t, "webapp_operator_webapps", `ready="True"`) != 2:
-				return fmt.Errorf("ready WebApps: %v, want 2", mgr.metric(t, "webapp_operator_webapps", `ready="True"`))
-			case mgr.metric(t, "webapp_operator_applies_total", `kind="Deployment"`, `result="skipped"`) < 1:
-				return fmt.Errorf("no skipped Deployment applies")
-			case mgr.metric(t, "webapp_operator_applies_total", `kind="WebAppStatus"`, `result="sent"`) < 1:
-				return fmt.Errorf("no status applies")
+			for _, m := range []struct {
+				name            string
+				labels          map[string]string
+				atLeast, atMost float64
+			}{
+				{"webapp_operator_drift_repairs_total", map[string]string{"kind": "Deployment"}, 2, math.Inf(1)},
+				{"webapp_operator_webapps", map[string]string{"ready": "True"}, 2, 2},
+				{"webapp_operator_applies_total", map[string]string{"kind": "Deployment", "result": "skipped"}, 1, math.Inf(1)},
+				{"webapp_operator_applies_total", map[string]string{"kind": "WebAppStatus", "result": "sent"}, 1, math.Inf(1)},
+			} {
+				if v := mgr.metric(t, m.name, m.labels); v < m.atLeast || v > m.atMost {
+					return fmt.Errorf("%s%v = %v, want %v to %v", m.name, m.labels, v, m.atLeast, m.atMost)
+				}
 			}
 			return nil
 		})
@@ -126,13 +133,7 @@ func TestUserJourney(t *testing.T) {
 			if err := json.Unmarshal([]byte(kubectl(t, "get", tc.obj, "-o", "json", "--show-managed-fields")), &obj); err != nil {
 				t.Fatal(err)
 			}
-			found := false
-			for _, e := range obj.Metadata.ManagedFields {
-				if e.Manager == "webapp-operator" && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == tc.subresource {
-					found = true
-				}
-			}
-			if !found {
+			if len(testutil.AppliedBy(obj.Metadata.ManagedFields, "webapp-operator", tc.subresource)) == 0 {
 				t.Errorf("%s: no Apply entry of webapp-operator (subresource %q) in %+v", tc.obj, tc.subresource, obj.Metadata.ManagedFields)
 			}
 		}
@@ -146,11 +147,11 @@ func TestUserJourney(t *testing.T) {
 			{"my.app", `{"image":"nginx"}`, "metadata.name must be a DNS-1035 label"},
 		} {
 			doc := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":%q},"spec":%s}`, tc.name, tc.spec)
-			err := kubectlStdin(doc, "apply", "--server-side", "-f", "-")
+			_, err := kubectlIn(doc, "apply", "--server-side", "-f", "-")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 			}
-			if _, err := kubectlErr("get", "webapp", tc.name); err == nil || !strings.Contains(err.Error(), "NotFound") {
+			if _, err := kubectlIn("", "get", "webapp", tc.name); err == nil || !strings.Contains(err.Error(), "NotFound") {
 				t.Errorf("%s: stored after a refusal (%v)", tc.name, err)
 			}
 		}
@@ -162,8 +163,8 @@ func TestUserJourney(t *testing.T) {
 		mgr.stop(t)
 		second := startManager(t, "manager-2", "--requeue-after="+requeue.String())
 		// Three requeue periods: every WebApp is reconciled at least three times by the new process.
-		eventually(t, time.Minute, "three resyncs", func() error {
-			if n := second.metric(t, "controller_runtime_reconcile_total", `controller="webapp"`, `result="requeue_after"`); n < 6 {
+		testutil.Eventually(t, time.Minute, "three resyncs", func(context.Context) error {
+			if n := second.metric(t, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp", "result": "requeue_after"}); n < 6 {
 				return fmt.Errorf("%v reconciles", n)
 			}
 			return nil
@@ -175,14 +176,7 @@ func TestUserJourney(t *testing.T) {
 
 	step(t, "a deleted WebApp takes its Deployment and Service with it", func(t *testing.T) {
 		kubectl(t, "delete", "webapp", "nginx-app")
-		for _, obj := range []string{"deployment/nginx-app", "service/nginx-app"} {
-			eventually(t, time.Minute, obj+" garbage-collected", func() error {
-				if _, err := kubectlErr("get", obj); err == nil || !strings.Contains(err.Error(), "NotFound") {
-					return fmt.Errorf("still there (%w)", err)
-				}
-				return nil
-			})
-		}
+		waitDeleted(t, "default", "deployment/nginx-app", "service/nginx-app")
 	})
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/example/webapp-operator/test/cluster"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 // setup installs the CRD (idempotent) and creates the test's namespace.
@@ -26,7 +28,7 @@ func setup(t *testing.T, ns string) {
 func applyWebApp(t *testing.T, ns, name, spec string) {
 	t.Helper()
 	doc := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":%q,"namespace":%q},"spec":%s}`, name, ns, spec)
-	if err := kubectlStdin(doc, "apply", "--server-side", "-f", "-"); err != nil {
+	if _, err := kubectlIn(doc, "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -41,9 +43,11 @@ func TestRolloutConditions(t *testing.T) {
 	t.Run("kubectl wait does not accept a Ready of an older generation", func(t *testing.T) {
 		mgr.stop(t)
 		kubectl(t, "patch", "-n", ns, "webapp", "web", "--type=merge", "-p", `{"spec":{"image":"nginx:1.27"}}`)
-		// Nobody has looked at generation 2 yet: the Ready=True of generation 1 must not satisfy the wait.
-		if out, err := kubectlErr("wait", "-n", ns, "--for=condition=Ready", "--timeout=3s", "webapp/web"); err == nil {
-			t.Fatalf("kubectl wait succeeded on a stale Ready: %s", out)
+		// Nobody has looked at generation 2 yet: the Ready=True of generation 1 must not satisfy the wait, which
+		// must run into its timeout (any other failure, a NotFound say, would prove nothing).
+		out, err := kubectlIn("", "wait", "-n", ns, "--for=condition=Ready", "--timeout=3s", "webapp/web")
+		if err == nil || !strings.Contains(err.Error(), "timed out waiting for the condition on webapps/web") {
+			t.Fatalf("kubectl wait on a stale Ready: err = %v (%s), want a timeout", err, out)
 		}
 	})
 	startManager(t, "rollout-manager-2", "--requeue-after=2s")
@@ -72,12 +76,7 @@ func TestRolloutConditions(t *testing.T) {
 // childrenOrphaned waits until the WebApp is gone and its Deployment and Service still run, without an owner.
 func childrenOrphaned(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, time.Minute, "WebApp "+name+" gone", func() error {
-		if _, err := kubectlErr("get", "-n", ns, "webapp", name); err == nil || !strings.Contains(err.Error(), "NotFound") {
-			return fmt.Errorf("still there (%w)", err)
-		}
-		return nil
-	})
+	waitDeleted(t, ns, "webapp/"+name)
 	for _, obj := range []string{"deployment/" + name, "service/" + name} {
 		jsonpathEquals(t, "-n="+ns+" "+obj, "{.metadata.name} owners:{.metadata.ownerReferences}", name+" owners:")
 	}
@@ -104,14 +103,7 @@ func TestDeletionPolicies(t *testing.T) {
 		jsonpathEquals(t, "-n="+ns+" webapp/switch", "{.metadata.finalizers}", "")
 		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/switch")
 		kubectl(t, "delete", "-n", ns, "webapp", "switch")
-		for _, obj := range []string{"deployment/switch", "service/switch"} {
-			eventually(t, time.Minute, obj+" garbage-collected", func() error {
-				if _, err := kubectlErr("get", "-n", ns, obj); err == nil || !strings.Contains(err.Error(), "NotFound") {
-					return fmt.Errorf("still there (%w)", err)
-				}
-				return nil
-			})
-		}
+		waitDeleted(t, ns, "deployment/switch", "service/switch")
 	})
 
 	t.Run("deleted while the operator is down, released when it starts", func(t *testing.T) {
@@ -136,10 +128,10 @@ func TestLeaderElection(t *testing.T) {
 	args := []string{"--requeue-after=2s", "--leader-elect", "--leader-election-namespace=kube-system",
 		"--leader-elect-lease-duration=" + lease.String(), "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
 	isLeader := func(m *manager) bool {
-		return m.metric(t, "leader_election_master_status", `name="webapp-operator.example.com"`) == 1
+		return m.metric(t, "leader_election_master_status", map[string]string{"name": "webapp-operator.example.com"}) == 1
 	}
 	first := startManager(t, "leader-a", args...)
-	eventually(t, 30*time.Second, "a leads", func() error {
+	testutil.Eventually(t, 30*time.Second, "a leads", func(context.Context) error {
 		if !isLeader(first) {
 			return fmt.Errorf("not leader yet")
 		}
@@ -148,8 +140,8 @@ func TestLeaderElection(t *testing.T) {
 	second := startManager(t, "leader-b", args...)
 	applyWebApp(t, ns, "web", `{"image":"nginx:1.25","replicas":2}`)
 	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
-	if isLeader(second) || second.metric(t, "controller_runtime_reconcile_total", `controller="webapp"`) != 0 ||
-		second.metric(t, "webapp_operator_applies_total", `result="sent"`) != 0 {
+	if isLeader(second) || second.metric(t, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp"}) != 0 ||
+		second.metric(t, "webapp_operator_applies_total", map[string]string{"result": "sent"}) != 0 {
 		t.Fatalf("the non-leader reconciled or wrote")
 	}
 
@@ -158,7 +150,7 @@ func TestLeaderElection(t *testing.T) {
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*lease, "b takes over", func() error {
+	testutil.Eventually(t, 3*lease, "b takes over", func(context.Context) error {
 		if !isLeader(second) {
 			return fmt.Errorf("not leader yet")
 		}
@@ -195,7 +187,7 @@ func TestConfigMapChangeRollsThePods(t *testing.T) {
 	// An unrelated ConfigMap changes, then the referenced one: one new ReplicaSet, from the second.
 	kubectl(t, "patch", "configmap", "-n", ns, "unrelated", "--type=merge", "-p", `{"data":{"x":"2"}}`)
 	kubectl(t, "patch", "configmap", "-n", ns, "cfg", "--type=merge", "-p", `{"data":{"greeting":"bonjour"}}`)
-	eventually(t, time.Minute, "a new ReplicaSet", func() error {
+	testutil.Eventually(t, time.Minute, "a new ReplicaSet", func(context.Context) error {
 		if n := len(strings.Fields(replicaSets())); n != 2 {
 			return fmt.Errorf("%d replica sets", n)
 		}
@@ -236,14 +228,14 @@ func TestSecureMetrics(t *testing.T) {
 	kubectl(t, "create", "serviceaccount", "-n", ns, "scraper")
 	kubectl(t, "create", "serviceaccount", "-n", ns, "stranger")
 	kubectl(t, "create", "clusterrolebinding", "metrics-scraper", "--clusterrole=webapp-operator-metrics-reader", "--serviceaccount="+ns+":scraper")
-	t.Cleanup(func() { _, _ = kubectlErr("delete", "clusterrolebinding", "metrics-scraper") })
+	t.Cleanup(func() { _, _ = kubectlIn("", "delete", "clusterrolebinding", "metrics-scraper") })
 	mgr := startManager(t, "metrics-manager", "--metrics-secure")
 	scraper := strings.TrimSpace(kubectl(t, "create", "token", "-n", ns, "scraper"))
 	stranger := strings.TrimSpace(kubectl(t, "create", "token", "-n", ns, "stranger"))
-	get := func(token string) (int, string) {
+	get := func(token string) (int, string, error) {
 		req, err := http.NewRequest(http.MethodGet, "https://"+mgr.metricsAddr+"/metrics", nil)
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", err
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -252,29 +244,41 @@ func TestSecureMetrics(t *testing.T) {
 		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec
 		resp, err := c.Do(req)
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", err
 		}
 		defer func() { _ = resp.Body.Close() }()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
 	}
-	eventually(t, 30*time.Second, "the scraper reads the metrics", func() error {
-		if code, body := get(scraper); code != http.StatusOK || !strings.Contains(body, "webapp_operator_applies_total") && !strings.Contains(body, "controller_runtime_reconcile_total") {
+	// The metrics server may start listening after /readyz answers: poll until it does.
+	testutil.Eventually(t, 30*time.Second, "the scraper reads the metrics", func(context.Context) error {
+		code, body, err := get(scraper)
+		switch {
+		case err != nil:
+			return err
+		case code != http.StatusOK || !strings.Contains(body, "webapp_operator_applies_total") && !strings.Contains(body, "controller_runtime_reconcile_total"):
 			return fmt.Errorf("status %d", code)
 		}
 		return nil
 	})
-	if code, _ := get(""); code != http.StatusUnauthorized {
-		t.Errorf("no token: status %d, want 401", code)
-	}
-	if code, _ := get(stranger); code != http.StatusForbidden {
-		t.Errorf("a token without the reader role: status %d, want 403", code)
+	for _, tc := range []struct {
+		who, token string
+		want       int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a token without the reader role", stranger, http.StatusForbidden},
+	} {
+		if code, _, err := get(tc.token); err != nil || code != tc.want {
+			t.Errorf("%s: status %d (%v), want %d", tc.who, code, err, tc.want)
+		}
 	}
 	// Plain HTTP gets Go's "client sent an HTTP request to an HTTPS server", never the metrics.
-	if resp, err := http.Get("http://" + mgr.metricsAddr + "/metrics"); err == nil {
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("plain HTTP: status %d, want 400", resp.StatusCode)
-		}
+	resp, err := http.Get("http://" + mgr.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("plain HTTP: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("plain HTTP: status %d, want 400", resp.StatusCode)
 	}
 }

@@ -6,21 +6,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/example/webapp-operator/test/cluster"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 var (
@@ -63,17 +65,18 @@ func run(m *testing.M) int {
 // kubectl runs the cluster's kubectl and returns its stdout; a failure fails the test with stderr.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := kubectlErr(args...)
+	out, err := kubectlIn("", args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
 	}
 	return out
 }
 
-// kubectlErr runs kubectl and returns stdout, or an error carrying stderr.
-func kubectlErr(args ...string) (string, error) {
+// kubectlIn runs kubectl with stdin and returns stdout, or an error carrying stderr.
+func kubectlIn(stdin string, args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(lc.Bin, "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -82,26 +85,13 @@ func kubectlErr(args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// eventually polls check every 250 ms until it returns nil, failing the test with its last error after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		last = check()
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not true after %v: %v", what, timeout, last)
-	}
-}
-
 // jsonpathEquals polls until `kubectl get <obj> -o jsonpath=<path>` prints want; obj may hold several
 // space-separated arguments ("-n=ns deployment/x").
 func jsonpathEquals(t *testing.T, obj, path, want string) {
 	t.Helper()
-	eventually(t, time.Minute, obj+" "+path+" = "+want, func() error {
+	testutil.Eventually(t, time.Minute, obj+" "+path+" = "+want, func(context.Context) error {
 		args := append([]string{"get"}, strings.Fields(obj)...)
-		got, err := kubectlErr(append(args, "-o", "jsonpath="+path)...)
+		got, err := kubectlIn("", append(args, "-o", "jsonpath="+path)...)
 		if err != nil {
 			return err
 		}
@@ -110,6 +100,12 @@ func jsonpathEquals(t *testing.T, obj, path, want string) {
 		}
 		return nil
 	})
+}
+
+// waitDeleted waits until the objects (kind/name, in namespace ns) are gone, as garbage collection deletes them.
+func waitDeleted(t *testing.T, ns string, objs ...string) {
+	t.Helper()
+	kubectl(t, append([]string{"wait", "-n", ns, "--for=delete", "--timeout=60s"}, objs...)...)
 }
 
 // manager is a running manager process.
@@ -145,7 +141,7 @@ func startManager(t *testing.T, name string, extraArgs ...string) *manager {
 		close(m.done)
 	}()
 	t.Cleanup(func() { m.stop(t) })
-	eventually(t, 30*time.Second, name+" ready", func() error {
+	testutil.Eventually(t, 30*time.Second, name+" ready", func(context.Context) error {
 		select {
 		case <-m.done:
 			return fmt.Errorf("manager exited; see %s", log.Name())
@@ -182,37 +178,20 @@ func (m *manager) stop(t *testing.T) {
 	}
 }
 
-// metric is the sum of the samples of a Prometheus metric whose lines contain all of match, from /metrics.
-func (m *manager) metric(t *testing.T, name string, match ...string) float64 {
+// metric is the sum of the samples of a Prometheus metric that carry all of labels, from /metrics.
+func (m *manager) metric(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("parsing /metrics: %v", err)
 	}
-	var sum float64
-lines:
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		for _, s := range match {
-			if !strings.Contains(line, s) {
-				continue lines
-			}
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
+	return testutil.MetricSum(slices.Collect(maps.Values(families)), name, labels)
 }
 
 func freeAddr(t *testing.T) string {
@@ -226,17 +205,4 @@ func freeAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
-}
-
-// kubectlStdin runs kubectl with stdin; the error carries stderr.
-func kubectlStdin(stdin string, args ...string) error {
-	cmd := exec.Command(filepath.Join(lc.Bin, "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
 }

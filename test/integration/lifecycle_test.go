@@ -15,29 +15,26 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
-func setPolicy(t *testing.T, ns, name string, p webappv1.DeletionPolicy) {
+// setPolicy sets the deletion policy of WebApp web.
+func setPolicy(t *testing.T, ns string, p webappv1.DeletionPolicy) {
 	t.Helper()
-	eventually(t, wait10s, "set deletionPolicy "+string(p), func(ctx context.Context) error {
-		app := &webappv1.WebApp{}
-		if err := get(ctx, ns, name, app); err != nil {
-			return err
-		}
-		app.Spec.DeletionPolicy = p
-		return k8s.Update(ctx, app)
-	})
+	update(t, ns, "web", &webappv1.WebApp{}, func(app *webappv1.WebApp) { app.Spec.DeletionPolicy = p })
 }
 
-func waitFinalizer(t *testing.T, ns, name string, want bool) {
+// waitFinalizer waits until WebApp web carries our finalizer, applied by our manager, or neither.
+func waitFinalizer(t *testing.T, ns string, want bool) {
 	t.Helper()
-	eventually(t, wait10s, fmt.Sprintf("finalizer present = %v", want), func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, fmt.Sprintf("finalizer present = %v", want), func(ctx context.Context) error {
 		app := &webappv1.WebApp{}
-		if err := get(ctx, ns, name, app); err != nil {
+		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
 		if got := slices.Contains(app.Finalizers, webappv1.Finalizer); got != want {
@@ -68,21 +65,17 @@ func TestDeletionPolicyOrphanReleasesTheChildren(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Minute)
 
 	// Switching the policy adds and removes the finalizer.
-	setPolicy(t, ns, "web", webappv1.DeletionPolicyOrphan)
-	waitFinalizer(t, ns, "web", true)
-	setPolicy(t, ns, "web", webappv1.DeletionPolicyDelete)
-	waitFinalizer(t, ns, "web", false)
-	setPolicy(t, ns, "web", webappv1.DeletionPolicyOrphan)
-	waitFinalizer(t, ns, "web", true)
+	setPolicy(t, ns, webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, true)
+	setPolicy(t, ns, webappv1.DeletionPolicyDelete)
+	waitFinalizer(t, ns, false)
+	setPolicy(t, ns, webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, true)
 
-	app := &webappv1.WebApp{}
-	if err := get(context.Background(), ns, "web", app); err != nil {
+	if err := k8s.Delete(context.Background(), &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(context.Background(), app); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, wait10s, "WebApp gone, children kept without an owner", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "WebApp gone, children kept without an owner", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", &webappv1.WebApp{}); err == nil {
 			return fmt.Errorf("WebApp still there")
 		}
@@ -100,9 +93,9 @@ func TestDeletionPolicyOrphanReleasesTheChildren(t *testing.T) {
 
 func TestEventsTellWhatHappened(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Minute)
-	waitReady(t, ns, "web", metav1.ConditionFalse)
-	intrude(t, ns, "web", &appsv1.Deployment{}, func(d *appsv1.Deployment) { d.Spec.Replicas = ptrTo(int32(4)) })
-	eventually(t, wait10s, "events recorded", func(ctx context.Context) error {
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	intrude(t, ns, "web", &appsv1.Deployment{}, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(4)) })
+	testutil.Eventually(t, wait10s, "events recorded", func(ctx context.Context) error {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -128,7 +121,7 @@ func TestScaleSubresourceWrittenByAnotherManager(t *testing.T) {
 	ns, _ := runningWebApp(t, 2, time.Minute)
 	ctx := context.Background()
 	app := &webappv1.WebApp{}
-	eventually(t, wait10s, "scale read", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "scale read", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
@@ -145,16 +138,7 @@ func TestScaleSubresourceWrittenByAnotherManager(t *testing.T) {
 	if err := k8s.SubResource("scale").Update(ctx, app, client.WithSubResourceBody(scale), client.FieldOwner("autoscaler")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait10s, "deployment follows the scale", func(ctx context.Context) error {
-		d := &appsv1.Deployment{}
-		if err := get(ctx, ns, "web", d); err != nil {
-			return err
-		}
-		if *d.Spec.Replicas != 6 {
-			return fmt.Errorf("deployment replicas %d", *d.Spec.Replicas)
-		}
-		return nil
-	})
+	waitReplicas(t, ns, "web", 6)
 	if err := get(ctx, ns, "web", app); err != nil {
 		t.Fatal(err)
 	}
@@ -176,18 +160,11 @@ func TestProgressDeadlineShowsInConditions(t *testing.T) {
 			Message: `ReplicaSet "web-1" has timed out progressing.`,
 		}}}
 	})
-	app := waitReady(t, ns, "web", metav1.ConditionFalse)
-	eventually(t, wait10s, "conditions report the deadline", func(ctx context.Context) error {
-		if err := get(ctx, ns, "web", app); err != nil {
-			return err
-		}
-		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
-		prog := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing)
-		if ready.Reason != "ProgressDeadlineExceeded" || prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != "ProgressDeadlineExceeded" {
-			return fmt.Errorf("ready %+v progressing %+v", ready, prog)
-		}
-		return nil
-	})
+	app := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded)
+	if prog := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing); prog == nil || prog.Status != metav1.ConditionFalse ||
+		prog.Reason != controller.ReasonProgressDeadlineExceeded {
+		t.Errorf("progressing = %+v, want False %s", prog, controller.ReasonProgressDeadlineExceeded)
+	}
 }
 
 // An admission policy refusing our Service: Ready says so with the server's message, and the retries back off
@@ -223,7 +200,7 @@ func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
 	}
 	// The policy takes a moment to be enforced: probe with a Service of our own until it is refused.
-	eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
 		probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 81}}}}
 		if err := k8s.Create(ctx, probe, client.DryRunAll); err == nil {
@@ -234,35 +211,21 @@ func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
 
 	startOperator(t, ns, time.Minute)
 	createWebApp(t, ns, "web", 1, 81)
-	eventually(t, wait10s, "Ready=False with the policy's message", func(ctx context.Context) error {
-		app := &webappv1.WebApp{}
-		if err := get(ctx, ns, "web", app); err != nil {
-			return err
-		}
-		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
-		if ready == nil || ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, "port 81 is reserved by the platform team") ||
-			!strings.Contains(ready.Message, "applying Service "+ns+"/web") {
-			return fmt.Errorf("ready = %+v", ready)
-		}
-		return nil
-	})
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonInvalidChild, "port 81 is reserved by the platform team", "applying Service "+ns+"/web")
 	// The Deployment is applied all the same: one child's failure does not hold back the other.
 	if err := get(ctx, ns, "web", &appsv1.Deployment{}); err != nil {
 		t.Errorf("deployment: %v", err)
 	}
 	// A refusal waits for the resync (a minute here): over the next five seconds the WebApp is reconciled at most
-	// a couple of times (late events of its children), never in a loop. The window is what is measured.
+	// a couple of times (late events of its children), never in a loop. A loop is the absence of a pause, which
+	// only a window can show: the window is what is measured, and a loop fails the test as soon as it shows.
 	before := reconcileCount(t)
-	deadline := time.Now().Add(5 * time.Second)
-	eventually(t, 10*time.Second, "five seconds pass", func(context.Context) error {
-		if time.Now().Before(deadline) {
-			return fmt.Errorf("waiting")
+	testutil.Consistently(t, 5*time.Second, "no retry loop for a refused Service", func(context.Context) error {
+		if n := reconcileCount(t) - before; n > 3 {
+			return fmt.Errorf("%v reconciles", n)
 		}
 		return nil
 	})
-	if n := reconcileCount(t) - before; n > 3 {
-		t.Errorf("%v reconciles in 5s for a WebApp whose Service is refused: a retry loop", n)
-	}
 }
 
 // A Service of the WebApp's name that someone else created is never taken over: not its selector, not its owner.
@@ -278,17 +241,7 @@ func TestAServiceThatIsNotOursIsLeftAlone(t *testing.T) {
 	}
 	startOperator(t, ns, time.Minute)
 	createWebApp(t, ns, "web", 1, 80)
-	eventually(t, wait10s, "Ready=False ChildNotOwned", func(ctx context.Context) error {
-		app := &webappv1.WebApp{}
-		if err := get(ctx, ns, "web", app); err != nil {
-			return err
-		}
-		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
-		if ready == nil || ready.Reason != "ChildNotOwned" || !strings.Contains(ready.Message, "Service "+ns+"/web already exists") {
-			return fmt.Errorf("ready = %+v", ready)
-		}
-		return nil
-	})
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonChildNotOwned, "Service "+ns+"/web already exists")
 	svc := &corev1.Service{}
 	if err := get(ctx, ns, "web", svc); err != nil {
 		t.Fatal(err)

@@ -9,20 +9,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	io_prometheus_client "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,6 +33,7 @@ import (
 
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 var (
@@ -266,22 +264,6 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// eventually polls check every 100 ms until it returns nil, failing the test with its last error after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		// Each check gets its own deadline, so the last error reported is the check's, not the poll's timeout.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not true after %v: %v", what, timeout, last)
-	}
-}
-
 // reconcileCount is how many reconciles the webapp controllers of this process have finished, from
 // controller-runtime's own metric.
 func reconcileCount(t *testing.T) float64 {
@@ -290,31 +272,5 @@ func reconcileCount(t *testing.T) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabel(m, "controller", "webapp") {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
-}
-
-func hasLabel(m *io_prometheus_client.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
-}
-
-func sorted(s []string) []string {
-	s = append([]string(nil), s...)
-	sort.Strings(s)
-	return s
+	return testutil.MetricSum(families, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp"})
 }

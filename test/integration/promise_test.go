@@ -26,6 +26,7 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 // promiseCases is how many generated WebApps TestEveryAcceptedWebAppConvergesThenCostsZeroWrites runs:
@@ -106,7 +107,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, time.Minute+time.Duration(count)*100*time.Millisecond, "every WebApp deleted", func(ctx context.Context) error {
+	testutil.Eventually(t, time.Minute+time.Duration(count)*100*time.Millisecond, "every WebApp deleted", func(ctx context.Context) error {
 		list := &webappv1.WebAppList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -136,7 +137,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 func resyncs(t *testing.T, n, count int, period time.Duration) {
 	t.Helper()
 	before, start := reconcileCount(t), time.Now()
-	eventually(t, time.Duration(n+1)*period+time.Minute+time.Duration(count*n)*20*time.Millisecond, fmt.Sprintf("%d resyncs", n), func(context.Context) error {
+	testutil.Eventually(t, time.Duration(n+1)*period+time.Minute+time.Duration(count*n)*20*time.Millisecond, fmt.Sprintf("%d resyncs", n), func(context.Context) error {
 		if got := reconcileCount(t) - before; got < float64(n*count) || time.Since(start) < time.Duration(n)*period {
 			return fmt.Errorf("%v reconciles in %v", got, time.Since(start).Round(time.Second))
 		}
@@ -149,7 +150,7 @@ func resyncs(t *testing.T, n, count int, period time.Duration) {
 func waitConverged(t *testing.T, ns string, apps map[string]*webappv1.WebApp, timeout time.Duration) map[string]bool {
 	t.Helper()
 	refused := map[string]bool{}
-	eventually(t, timeout, "every WebApp converged", func(ctx context.Context) error {
+	testutil.Eventually(t, timeout, "every WebApp converged", func(ctx context.Context) error {
 		list := &webappv1.WebAppList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err

@@ -25,28 +25,23 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
-// updateSpec changes the WebApp's spec as its user would, retrying on conflicts; it returns the new generation.
-func updateSpec(t *testing.T, ns, name string, change func(*webappv1.WebApp)) int64 {
+// updateSpec changes the WebApp's spec as its user would; it returns the new generation.
+func updateSpec(t *testing.T, ns string, change func(*webappv1.WebApp)) int64 {
 	t.Helper()
 	app := &webappv1.WebApp{}
-	eventually(t, wait10s, "update "+name, func(ctx context.Context) error {
-		if err := get(ctx, ns, name, app); err != nil {
-			return err
-		}
-		change(app)
-		return k8s.Update(ctx, app)
-	})
+	update(t, ns, "web", app, change)
 	return app.Generation
 }
 
-// waitCondition waits until the WebApp's condition of type cond, at the WebApp's generation, passes ok.
-func waitCondition(t *testing.T, ns, name, cond string, ok func(*webappv1.WebApp, *metav1.Condition) bool) *webappv1.WebApp {
+// waitCondition waits until WebApp web's condition of type cond, at the WebApp's generation, passes ok.
+func waitCondition(t *testing.T, ns, cond string, ok func(*webappv1.WebApp, *metav1.Condition) bool) *webappv1.WebApp {
 	t.Helper()
 	app := &webappv1.WebApp{}
-	eventually(t, wait10s, cond+" as expected", func(ctx context.Context) error {
-		if err := get(ctx, ns, name, app); err != nil {
+	testutil.Eventually(t, wait10s, cond+" as expected", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(app.Status.Conditions, cond)
@@ -70,7 +65,7 @@ func TestServerDefaultsInsideOwnedFieldsCostNoWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitChildren(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionFalse)
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 	op.writes.take()
 	waitReconciles(t, reconcileCount(t), 3)
 	if w := op.writes.take(); len(w) != 0 {
@@ -88,9 +83,9 @@ func TestServerDefaultsInsideOwnedFieldsCostNoWrites(t *testing.T) {
 // Another writer adds a duplicate entry to a list we own; reconciling goes on, repairs it and rolls out spec changes.
 func TestADuplicateListEntryIsRepairedAndDoesNotStopReconciling(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Second)
-	updateSpec(t, ns, "web", func(app *webappv1.WebApp) { app.Spec.Env = []corev1.EnvVar{{Name: "A", Value: "1"}} })
+	updateSpec(t, ns, func(app *webappv1.WebApp) { app.Spec.Env = []corev1.EnvVar{{Name: "A", Value: "1"}} })
 	dep := &appsv1.Deployment{}
-	eventually(t, wait10s, "env applied", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "env applied", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", dep); err != nil {
 			return err
 		}
@@ -103,8 +98,8 @@ func TestADuplicateListEntryIsRepairedAndDoesNotStopReconciling(t *testing.T) {
 	if err := k8s.Patch(context.Background(), dep, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner("intruder")); err != nil {
 		t.Fatal(err)
 	}
-	updateSpec(t, ns, "web", func(app *webappv1.WebApp) { app.Spec.Image = "nginx:1.27" })
-	eventually(t, wait10s, "new image rolled out and the duplicate gone", func(ctx context.Context) error {
+	updateSpec(t, ns, func(app *webappv1.WebApp) { app.Spec.Image = "nginx:1.27" })
+	testutil.Eventually(t, wait10s, "new image rolled out and the duplicate gone", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", dep); err != nil {
 			return err
 		}
@@ -114,7 +109,7 @@ func TestADuplicateListEntryIsRepairedAndDoesNotStopReconciling(t *testing.T) {
 		}
 		return nil
 	})
-	waitCondition(t, ns, "web", webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
+	waitCondition(t, ns, webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
 		return c.Reason != controller.ReasonReconcileError
 	})
 }
@@ -129,7 +124,7 @@ func TestAFinalizerSetBySomeoneElseNeverBlocksDeletion(t *testing.T) {
 	if err := k8s.Create(context.Background(), app, client.FieldOwner("restore")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait10s, "our finalizer removed, the other kept", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "our finalizer removed, the other kept", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
@@ -146,7 +141,7 @@ func TestAFinalizerSetBySomeoneElseNeverBlocksDeletion(t *testing.T) {
 	if err := k8s.Delete(context.Background(), app); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait10s, "WebApp deleted", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "WebApp deleted", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", &webappv1.WebApp{}); err == nil {
 			return fmt.Errorf("still there")
 		}
@@ -158,19 +153,17 @@ func TestAFinalizerSetBySomeoneElseNeverBlocksDeletion(t *testing.T) {
 // never applied does not roll out during the deletion.
 func TestOrphanReleaseChangesOwnershipOnly(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Minute)
-	setPolicy(t, ns, "web", webappv1.DeletionPolicyOrphan)
-	waitFinalizer(t, ns, "web", true)
-	updateSpec(t, ns, "web", func(app *webappv1.WebApp) {
+	setPolicy(t, ns, webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, true)
+	updateSpec(t, ns, func(app *webappv1.WebApp) {
 		app.Spec.Image = "nginx:1.27"
 		app.Spec.PodLabels = map[string]string{"refused": "has space"}
 	})
-	waitCondition(t, ns, "web", webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
-		return c.Reason == controller.ReasonInvalidChild
-	})
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonInvalidChild, "has space")
 	if err := k8s.Delete(context.Background(), &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait10s, "WebApp gone, children released as they were", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "WebApp gone, children released as they were", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", &webappv1.WebApp{}); err == nil {
 			return fmt.Errorf("WebApp still there")
 		}
@@ -226,12 +219,12 @@ func TestAFixedRolloutIsNotReportedStuck(t *testing.T) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, Conditions: []appsv1.DeploymentCondition{{
 			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: controller.ReasonProgressDeadlineExceeded, Message: "stuck"}}}
 	})
-	waitCondition(t, ns, "web", webappv1.ConditionProgressing, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
+	waitCondition(t, ns, webappv1.ConditionProgressing, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
 		return c.Reason == controller.ReasonProgressDeadlineExceeded
 	})
 	stop := statusEvents(t, ns, "web")
-	gen := updateSpec(t, ns, "web", func(app *webappv1.WebApp) { app.Spec.Image = "nginx:1.27" })
-	waitCondition(t, ns, "web", webappv1.ConditionProgressing, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
+	gen := updateSpec(t, ns, func(app *webappv1.WebApp) { app.Spec.Image = "nginx:1.27" })
+	waitCondition(t, ns, webappv1.ConditionProgressing, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
 		return c.Status == metav1.ConditionTrue && c.Reason == controller.ReasonRollingOut
 	})
 	for _, app := range stop() {
@@ -270,10 +263,10 @@ func TestStatusNeverClaimsAGenerationTheDeploymentDidNotGet(t *testing.T) {
 	var last int64
 	for i := range 10 {
 		img := fmt.Sprintf("nginx:1.%d", 30+i)
-		last = updateSpec(t, ns, "web", func(app *webappv1.WebApp) { app.Spec.Image = img })
+		last = updateSpec(t, ns, func(app *webappv1.WebApp) { app.Spec.Image = img })
 		images[last] = img
 	}
-	waitCondition(t, ns, "web", webappv1.ConditionReady, func(app *webappv1.WebApp, _ *metav1.Condition) bool {
+	waitCondition(t, ns, webappv1.ConditionReady, func(app *webappv1.WebApp, _ *metav1.Condition) bool {
 		return app.Status.ObservedGeneration == last
 	})
 	waitChildrenImage(t, ns, images[last])
@@ -294,7 +287,7 @@ func TestStatusNeverClaimsAGenerationTheDeploymentDidNotGet(t *testing.T) {
 
 func waitChildrenImage(t *testing.T, ns, img string) {
 	t.Helper()
-	eventually(t, wait10s, "image "+img, func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "image "+img, func(ctx context.Context) error {
 		dep := &appsv1.Deployment{}
 		if err := get(ctx, ns, "web", dep); err != nil {
 			return err
@@ -324,7 +317,7 @@ func TestAForeignDeploymentsNumbersAreNotReported(t *testing.T) {
 	}
 	startOperator(t, ns, time.Minute)
 	createWebApp(t, ns, "web", 1, 80)
-	app := waitCondition(t, ns, "web", webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
+	app := waitCondition(t, ns, webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
 		return c.Reason == controller.ReasonChildNotOwned
 	})
 	progressing := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing)
@@ -365,14 +358,14 @@ func TestAReadErrorIsReportedAsUnknownNotMissing(t *testing.T) {
 	}
 	waitChildren(t, ns, "web")
 	markAvailable(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionTrue)
+	waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
 
 	failing.Store(true)
 	cm.Data["key"] = "2"
 	if err := k8s.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, ns, "web", webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
+	got := waitCondition(t, ns, webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
 		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "reading configmap/settings for the config hash")
 	})
 	progressing := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing)
@@ -381,7 +374,7 @@ func TestAReadErrorIsReportedAsUnknownNotMissing(t *testing.T) {
 	}
 	// Once the read works again, the new configuration rolls out and Ready comes back.
 	failing.Store(false)
-	waitCondition(t, ns, "web", webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
+	waitCondition(t, ns, webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
 		return c.Status != metav1.ConditionUnknown
 	})
 }

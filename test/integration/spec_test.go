@@ -23,6 +23,7 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 func fullApp(ns string) *webappv1.WebApp {
@@ -97,7 +98,7 @@ func TestEverySpecFieldReachesTheChildrenAndQuantitiesCostNoWrites(t *testing.T)
 		}
 	}
 	// Converged (the server normalised 1000m to 1 and 0.5Gi to 512Mi, and allocated a node port): no writes.
-	waitReady(t, ns, "full", metav1.ConditionFalse)
+	waitReady(t, ns, "full", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 	op.writes.take()
 	op.writes.takeConfigReads()
 	waitReconciles(t, reconcileCount(t), 3)
@@ -115,15 +116,8 @@ func TestEverySpecFieldReachesTheChildrenAndQuantitiesCostNoWrites(t *testing.T)
 	if err := k8s.Apply(ctx, inject, client.FieldOwner("injector")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait10s, "args change", func(ctx context.Context) error {
-		app := &webappv1.WebApp{}
-		if err := get(ctx, ns, "full", app); err != nil {
-			return err
-		}
-		app.Spec.Args = []string{"--quiet"}
-		return k8s.Update(ctx, app)
-	})
-	eventually(t, wait10s, "our env and the injected one", func(ctx context.Context) error {
+	update(t, ns, "full", &webappv1.WebApp{}, func(app *webappv1.WebApp) { app.Spec.Args = []string{"--quiet"} })
+	testutil.Eventually(t, wait10s, "our env and the injected one", func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
 		if err := get(ctx, ns, "full", d); err != nil {
 			return err
@@ -185,7 +179,7 @@ func TestPodDisruptionBudgetFollowsReplicas(t *testing.T) {
 	ns, _ := runningWebApp(t, 2, time.Minute)
 	pdbExists := func(want bool) {
 		t.Helper()
-		eventually(t, wait10s, fmt.Sprintf("PDB exists = %v", want), func(ctx context.Context) error {
+		testutil.Eventually(t, wait10s, fmt.Sprintf("PDB exists = %v", want), func(ctx context.Context) error {
 			pdb := &policyv1.PodDisruptionBudget{}
 			err := get(ctx, ns, "web", pdb)
 			switch {
@@ -201,14 +195,7 @@ func TestPodDisruptionBudgetFollowsReplicas(t *testing.T) {
 	}
 	scale := func(n int32) {
 		t.Helper()
-		eventually(t, wait10s, "scale", func(ctx context.Context) error {
-			app := &webappv1.WebApp{}
-			if err := get(ctx, ns, "web", app); err != nil {
-				return err
-			}
-			app.Spec.Replicas = n
-			return k8s.Update(ctx, app)
-		})
+		update(t, ns, "web", &webappv1.WebApp{}, func(app *webappv1.WebApp) { app.Spec.Replicas = n })
 	}
 	pdbExists(true)
 	scale(1)
@@ -250,7 +237,7 @@ func TestConfigChangesRollThePodTemplate(t *testing.T) {
 	waitHashChange := func(from, what string) string {
 		t.Helper()
 		var now string
-		eventually(t, wait10s, what+" changes the config hash", func(context.Context) error {
+		testutil.Eventually(t, wait10s, what+" changes the config hash", func(context.Context) error {
 			if now = hash(); now == "" || now == from {
 				return fmt.Errorf("hash %q", now)
 			}
@@ -277,6 +264,8 @@ func TestConfigChangesRollThePodTemplate(t *testing.T) {
 	}
 	h3 := waitHashChange(h2, "the referenced Secret")
 	// A metadata-only change of the referenced ConfigMap leaves the hash alone, and costs no Deployment write.
+	// (The count is taken before the change: its reconcile can finish before the test reads the count again.)
+	before := reconcileCount(t)
 	cfg.Labels = map[string]string{"touched": "yes"}
 	if err := k8s.Update(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -285,7 +274,6 @@ func TestConfigChangesRollThePodTemplate(t *testing.T) {
 	if err := k8s.Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	before := reconcileCount(t)
 	waitReconciles(t, before, 1)
 	if h := hash(); h != h3 {
 		t.Errorf("hash changed from %s to %s without a data change", h3, h)

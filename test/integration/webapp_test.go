@@ -18,11 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 const wait10s = 10 * time.Second
@@ -58,7 +60,7 @@ func runningWebApp(t *testing.T, replicas int32, requeue time.Duration) (string,
 func waitChildren(t *testing.T, ns, name string) (*appsv1.Deployment, *corev1.Service) {
 	t.Helper()
 	dep, svc := &appsv1.Deployment{}, &corev1.Service{}
-	eventually(t, wait10s, "children created", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "children created", func(ctx context.Context) error {
 		if err := get(ctx, ns, name, dep); err != nil {
 			return err
 		}
@@ -95,7 +97,7 @@ func TestChildrenAreCreatedAndControlledByTheWebApp(t *testing.T) {
 	}
 
 	// Status: the Deployment never becomes available here (no controller-manager), so Ready is False and says why.
-	eventually(t, wait10s, "status reported", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "status reported", func(ctx context.Context) error {
 		if err := get(ctx, ns, "nginx-app", app); err != nil {
 			return err
 		}
@@ -115,17 +117,14 @@ func TestChildrenAreCreatedAndControlledByTheWebApp(t *testing.T) {
 func ownedLeaves(t *testing.T, obj client.Object, manager, subresource string) []string {
 	t.Helper()
 	var paths []string
-	for _, e := range obj.GetManagedFields() {
-		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != subresource {
-			continue
-		}
+	for _, e := range testutil.AppliedBy(obj.GetManagedFields(), manager, subresource) {
 		set := &fieldpath.Set{}
 		if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			t.Fatalf("decoding managedFields of %s: %v", manager, err)
 		}
 		set.Leaves().Iterate(func(p fieldpath.Path) { paths = append(paths, p.String()) })
 	}
-	return sorted(paths)
+	return slices.Sorted(slices.Values(paths))
 }
 
 func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
@@ -142,7 +141,7 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 		`.metadata.ownerReferences[uid="` + uid + `"]`,
 	}
 	port := `.spec.template.spec.containers[name="app"].ports[containerPort=8080,protocol="TCP"]`
-	wantDep := sorted(append(slices.Clone(meta),
+	wantDep := slices.Sorted(slices.Values(append(slices.Clone(meta),
 		`.spec.progressDeadlineSeconds`,
 		`.spec.replicas`,
 		`.spec.selector`,
@@ -158,13 +157,13 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 		`.spec.template.spec.containers[name="app"].securityContext.capabilities.drop`,
 		`.spec.template.spec.securityContext.runAsNonRoot`,
 		`.spec.template.spec.securityContext.seccompProfile.type`,
-	))
+	)))
 	svcPort := `.spec.ports[port=8080,protocol="TCP"]`
-	wantSvc := sorted(append(slices.Clone(meta),
+	wantSvc := slices.Sorted(slices.Values(append(slices.Clone(meta),
 		svcPort+`.name`, svcPort+`.port`, svcPort+`.protocol`, svcPort+`.targetPort`,
 		`.spec.selector`,
 		`.spec.type`,
-	))
+	)))
 	wantStatus := []string{
 		`.status.conditions[type="Progressing"].lastTransitionTime`,
 		`.status.conditions[type="Progressing"].message`,
@@ -188,7 +187,7 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 	if got := ownedLeaves(t, svc, controller.FieldManager, ""); !slices.Equal(got, wantSvc) {
 		t.Errorf("Service fields owned by %s:\n got %q\nwant %q", controller.FieldManager, got, wantSvc)
 	}
-	eventually(t, wait10s, "status owned through the status subresource", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "status owned through the status subresource", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
@@ -203,22 +202,57 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 	}
 }
 
-// intrude changes obj with an Update under another field manager, the way `kubectl edit` or a script would.
-func intrude[T client.Object](t *testing.T, ns, name string, obj T, change func(T)) {
+// update changes the object with an Update, read afresh and retried until the server takes it (the operator's
+// own writes may conflict).
+func update[T client.Object](t *testing.T, ns, name string, obj T, change func(T), opts ...client.UpdateOption) {
 	t.Helper()
-	eventually(t, wait10s, "intruder's update", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, fmt.Sprintf("update of %T %s", obj, name), func(ctx context.Context) error {
 		if err := get(ctx, ns, name, obj); err != nil {
 			return err
 		}
 		change(obj)
-		return k8s.Update(ctx, obj, client.FieldOwner("intruder"))
+		return k8s.Update(ctx, obj, opts...)
 	})
+}
+
+// intrude changes obj with an Update under another field manager, the way `kubectl edit` or a script would.
+func intrude[T client.Object](t *testing.T, ns, name string, obj T, change func(T)) {
+	t.Helper()
+	update(t, ns, name, obj, change, client.FieldOwner("intruder"))
+}
+
+// waitReplicas waits until the Deployment of the WebApp asks for want replicas and returns it.
+func waitReplicas(t *testing.T, ns, name string, want int32) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	testutil.Eventually(t, wait10s, fmt.Sprintf("deployment replicas %d", want), func(ctx context.Context) error {
+		if err := get(ctx, ns, name, d); err != nil {
+			return err
+		}
+		if *d.Spec.Replicas != want {
+			return fmt.Errorf("replicas %d", *d.Spec.Replicas)
+		}
+		return nil
+	})
+	return d
+}
+
+// child is a kind of child in a drift table: how to make an empty one, and whether one is as we want it.
+type child struct {
+	new func() client.Object
+	ok  func(client.Object) error
+}
+
+// changeOf adapts a change of a typed child to a drift table.
+func changeOf[T client.Object](change func(T)) func(client.Object) {
+	return func(o client.Object) { change(o.(T)) }
 }
 
 func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 	ns, _ := runningWebApp(t, 3, time.Minute)
 
-	depOK := func(d *appsv1.Deployment) error {
+	depOK := func(o client.Object) error {
+		d := o.(*appsv1.Deployment)
 		c := d.Spec.Template.Spec.Containers[0]
 		switch {
 		case *d.Spec.Replicas != 3:
@@ -234,7 +268,8 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 		}
 		return nil
 	}
-	svcOK := func(s *corev1.Service) error {
+	svcOK := func(o client.Object) error {
+		s := o.(*corev1.Service)
 		switch {
 		case len(s.Spec.Selector) != 2 || s.Spec.Selector["app.kubernetes.io/instance"] != "web":
 			return fmt.Errorf("selector %v", s.Spec.Selector)
@@ -247,50 +282,36 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 		}
 		return nil
 	}
-	depDrift := []struct {
+	deployment := child{func() client.Object { return &appsv1.Deployment{} }, depOK}
+	service := child{func() client.Object { return &corev1.Service{} }, svcOK}
+	cases := []struct {
 		name   string
-		change func(*appsv1.Deployment)
+		child  child
+		change func(client.Object)
 	}{
-		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptrTo(int32(7)) }},
-		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "busybox" }},
-		{"container port removed", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Ports = nil }},
-		{"label changed", func(d *appsv1.Deployment) { d.Labels["app.kubernetes.io/instance"] = "other" }},
+		{"deployment replicas", deployment, changeOf(func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(7)) })},
+		{"deployment image", deployment, changeOf(func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "busybox" })},
+		{"deployment container port removed", deployment, changeOf(func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Ports = nil })},
+		{"deployment label changed", deployment, changeOf(func(d *appsv1.Deployment) { d.Labels["app.kubernetes.io/instance"] = "other" })},
 		// Without the managed-by label the object leaves the operator's cache: it must still be put back.
-		{"managed-by label removed", func(d *appsv1.Deployment) { delete(d.Labels, "app.kubernetes.io/managed-by") }},
+		{"deployment managed-by label removed", deployment, changeOf(func(d *appsv1.Deployment) { delete(d.Labels, "app.kubernetes.io/managed-by") })},
 		// (A selector label cannot be changed on the template: the server refuses a template the selector misses.)
-		{"pod template label changed", func(d *appsv1.Deployment) { d.Spec.Template.Labels["app.kubernetes.io/managed-by"] = "other" }},
-	}
-	for _, tc := range depDrift {
-		t.Run("deployment "+tc.name, func(t *testing.T) {
-			intrude(t, ns, "web", &appsv1.Deployment{}, tc.change)
-			eventually(t, wait10s, "deployment repaired", func(ctx context.Context) error {
-				d := &appsv1.Deployment{}
-				if err := get(ctx, ns, "web", d); err != nil {
-					return err
-				}
-				return depOK(d)
-			})
-		})
-	}
-	svcDrift := []struct {
-		name   string
-		change func(*corev1.Service)
-	}{
-		{"selector", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "other"} }},
-		{"ports replaced", func(s *corev1.Service) {
+		{"deployment pod template label changed", deployment, changeOf(func(d *appsv1.Deployment) { d.Spec.Template.Labels["app.kubernetes.io/managed-by"] = "other" })},
+		{"service selector", service, changeOf(func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "other"} })},
+		{"service ports replaced", service, changeOf(func(s *corev1.Service) {
 			s.Spec.Ports = []corev1.ServicePort{{Name: "web", Port: 9090, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP}}
-		}},
-		{"label removed", func(s *corev1.Service) { delete(s.Labels, "app.kubernetes.io/managed-by") }},
+		})},
+		{"service label removed", service, changeOf(func(s *corev1.Service) { delete(s.Labels, "app.kubernetes.io/managed-by") })},
 	}
-	for _, tc := range svcDrift {
-		t.Run("service "+tc.name, func(t *testing.T) {
-			intrude(t, ns, "web", &corev1.Service{}, tc.change)
-			eventually(t, wait10s, "service repaired", func(ctx context.Context) error {
-				s := &corev1.Service{}
-				if err := get(ctx, ns, "web", s); err != nil {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			intrude(t, ns, "web", tc.child.new(), tc.change)
+			testutil.Eventually(t, wait10s, "repaired", func(ctx context.Context) error {
+				o := tc.child.new()
+				if err := get(ctx, ns, "web", o); err != nil {
 					return err
 				}
-				return svcOK(s)
+				return tc.child.ok(o)
 			})
 		})
 	}
@@ -302,7 +323,7 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 		if err := k8s.Delete(context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, wait10s, "deployment recreated", func(ctx context.Context) error {
+		testutil.Eventually(t, wait10s, "deployment recreated", func(ctx context.Context) error {
 			n := &appsv1.Deployment{}
 			if err := get(ctx, ns, "web", n); err != nil {
 				return err
@@ -314,8 +335,6 @@ func TestDriftOnEveryOwnedFieldIsRepaired(t *testing.T) {
 		})
 	})
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func TestOtherManagersFieldsArePreserved(t *testing.T) {
 	ns, app := runningWebApp(t, 2, time.Minute)
@@ -331,14 +350,8 @@ func TestOtherManagersFieldsArePreserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A spec change makes the operator apply the Deployment again.
-	eventually(t, wait10s, "spec change", func(ctx context.Context) error {
-		if err := get(ctx, ns, "web", app); err != nil {
-			return err
-		}
-		app.Spec.Image = "nginx:1.27"
-		return k8s.Update(ctx, app)
-	})
-	eventually(t, wait10s, "new image applied, other manager's fields kept", func(ctx context.Context) error {
+	update(t, ns, "web", app, func(app *webappv1.WebApp) { app.Spec.Image = "nginx:1.27" })
+	testutil.Eventually(t, wait10s, "new image applied, other manager's fields kept", func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
 		if err := get(ctx, ns, "web", d); err != nil {
 			return err
@@ -374,22 +387,14 @@ func TestConflictWithAnotherApplyManagerIsVisibleAndResolvedByForce(t *testing.T
 	if err := k8s.Apply(ctx, scale, client.FieldOwner("rival"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait10s, "replicas taken back", func(ctx context.Context) error {
-		d := &appsv1.Deployment{}
-		if err := get(ctx, ns, "web", d); err != nil {
-			return err
-		}
-		if *d.Spec.Replicas != 3 {
-			return fmt.Errorf("replicas %d", *d.Spec.Replicas)
-		}
-		if !slices.Contains(ownedLeaves(t, d, controller.FieldManager, ""), ".spec.replicas") {
-			return fmt.Errorf("%s does not own .spec.replicas", controller.FieldManager)
-		}
-		if slices.Contains(ownedLeaves(t, d, "rival", ""), ".spec.replicas") {
-			return fmt.Errorf("rival still owns .spec.replicas")
-		}
-		return nil
-	})
+	// Only the operator sets 3: the Deployment that shows it is the one its forced apply wrote.
+	d := waitReplicas(t, ns, "web", 3)
+	if !slices.Contains(ownedLeaves(t, d, controller.FieldManager, ""), ".spec.replicas") {
+		t.Errorf("%s does not own .spec.replicas", controller.FieldManager)
+	}
+	if slices.Contains(ownedLeaves(t, d, "rival", ""), ".spec.replicas") {
+		t.Errorf("rival still owns .spec.replicas")
+	}
 }
 
 func TestInvalidWebAppsAreRefusedAndNothingIsStored(t *testing.T) {

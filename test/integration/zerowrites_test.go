@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 // markAvailable writes the Deployment's status as the Deployment controller would once all pods are available
@@ -26,7 +29,7 @@ func markAvailable(t *testing.T, ns, name string) {
 
 func intrudeStatus(t *testing.T, ns, name string, change func(*appsv1.Deployment)) {
 	t.Helper()
-	eventually(t, wait10s, "deployment status written", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "deployment status written", func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
 		if err := get(ctx, ns, name, d); err != nil {
 			return err
@@ -36,15 +39,18 @@ func intrudeStatus(t *testing.T, ns, name string, change func(*appsv1.Deployment
 	})
 }
 
-func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus) *webappv1.WebApp {
+// waitReady waits until the WebApp's Ready condition, for its current generation, has status and reason and a
+// message containing each of inMessage, and returns the WebApp as it was then.
+func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string, inMessage ...string) *webappv1.WebApp {
 	t.Helper()
 	app := &webappv1.WebApp{}
-	eventually(t, wait10s, "Ready="+string(status), func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, fmt.Sprintf("Ready=%s %s %q", status, reason, inMessage), func(ctx context.Context) error {
 		if err := get(ctx, ns, name, app); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
-		if c == nil || c.Status != status || c.ObservedGeneration != app.Generation {
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != app.Generation ||
+			slices.ContainsFunc(inMessage, func(s string) bool { return !strings.Contains(c.Message, s) }) {
 			return fmt.Errorf("ready = %+v (generation %d)", c, app.Generation)
 		}
 		return nil
@@ -55,7 +61,7 @@ func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus) *we
 // waitReconciles waits until the webapp controllers have finished at least n more reconciles than before.
 func waitReconciles(t *testing.T, before, n float64) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%v reconciles", n), func(context.Context) error {
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%v reconciles", n), func(context.Context) error {
 		if got := reconcileCount(t) - before; got < n {
 			return fmt.Errorf("%v reconciles so far", got)
 		}
@@ -75,13 +81,12 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 		waitChildren(t, ns, n)
 	}
 	markAvailable(t, ns, "a")
-	readyApp := waitReady(t, ns, "a", metav1.ConditionTrue)
-	if ready := meta.FindStatusCondition(readyApp.Status.Conditions, webappv1.ConditionReady); ready.Reason != "DeploymentReady" ||
-		ready.Message != "Deployment has 1/1 replicas available" || readyApp.Status.AvailableReplicas != 1 {
-		t.Errorf("Ready = %+v, availableReplicas %d", ready, readyApp.Status.AvailableReplicas)
+	readyApp := waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady, "Deployment has 1/1 replicas available")
+	if readyApp.Status.AvailableReplicas != 1 {
+		t.Errorf("availableReplicas %d, want 1", readyApp.Status.AvailableReplicas)
 	}
 	for _, n := range names[1:] {
-		waitReady(t, ns, n, metav1.ConditionFalse)
+		waitReady(t, ns, n, metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 	}
 	transition := meta.FindStatusCondition(readyApp.Status.Conditions, webappv1.ConditionReady).LastTransitionTime
 
@@ -99,24 +104,17 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	if w := second.writes.take(); len(w) != 0 {
 		t.Errorf("restarted operator sent %d writes: %q", len(w), w)
 	}
-	again := waitReady(t, ns, "a", metav1.ConditionTrue)
+	again := waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady)
 	if got := meta.FindStatusCondition(again.Status.Conditions, webappv1.ConditionReady).LastTransitionTime; !got.Equal(&transition) {
 		t.Errorf("lastTransitionTime changed from %v to %v without a status change", transition, got)
 	}
 
 	// A real change costs exactly the writes it needs: a new replica count touches the Deployment and the status.
 	second.writes.take()
-	eventually(t, wait10s, "scale a", func(ctx context.Context) error {
-		app := &webappv1.WebApp{}
-		if err := get(ctx, ns, "a", app); err != nil {
-			return err
-		}
-		app.Spec.Replicas = 2
-		return k8s.Update(ctx, app)
-	})
-	waitReady(t, ns, "a", metav1.ConditionFalse)
+	update(t, ns, "a", &webappv1.WebApp{}, func(app *webappv1.WebApp) { app.Spec.Replicas = 2 })
+	waitReady(t, ns, "a", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 	markAvailable(t, ns, "a")
-	waitReady(t, ns, "a", metav1.ConditionTrue)
+	waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady)
 	waitReconciles(t, reconcileCount(t), float64(2*len(names)))
 	writes := second.writes.take()
 	depWrites, pdbWrites, statusWrites, other := 0, 0, 0, 0

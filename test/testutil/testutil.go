@@ -1,0 +1,100 @@
+// Package testutil holds what the unit, integration and end-to-end tests share: polling with a deadline, and
+// reading managed fields and metrics.
+package testutil
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// poll starts at 100 ms, so quick changes are seen quickly, and slows to 500 ms, so a long wait (each check of
+// an end-to-end test runs kubectl) costs little CPU.
+var poll = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1.5, Steps: 10, Cap: 500 * time.Millisecond}
+
+// checkTimeout bounds one check, so the error reported is the check's own, not the poll's deadline.
+const checkTimeout = 10 * time.Second
+
+// Eventually polls check until it returns nil, failing the test with check's last error after timeout.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	if last := pollFor(timeout, check, func(err error) bool { return err == nil }); last != nil {
+		t.Fatalf("%s: not true after %v: %v", what, timeout, last)
+	}
+}
+
+// Consistently polls check for the whole window, failing the test at check's first error: a claim that something
+// does not happen (a retry loop, a write) can only be shown over a window.
+func Consistently(t testing.TB, window time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	failed := pollFor(window, check, func(err error) bool { return err != nil })
+	if failed == nil {
+		failed = checkOnce(check) // the window's end
+	}
+	if failed != nil {
+		t.Fatalf("%s: not true throughout %v: %v", what, window, failed)
+	}
+}
+
+// pollFor runs check until done(its error) or until d has passed, and returns check's last error.
+func pollFor(d time.Duration, check func(context.Context) error, done func(error) bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var last error
+	_ = poll.DelayFunc().Until(ctx, true, true, func(context.Context) (bool, error) {
+		last = checkOnce(check)
+		return done(last), nil
+	})
+	return last
+}
+
+func checkOnce(check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	return check(ctx)
+}
+
+// AppliedBy returns the managedFields entries that manager wrote with Server-Side Apply through subresource
+// ("" for the object itself, "status" for its status).
+func AppliedBy(entries []metav1.ManagedFieldsEntry, manager, subresource string) []metav1.ManagedFieldsEntry {
+	var out []metav1.ManagedFieldsEntry
+	for _, e := range entries {
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == subresource {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// MetricSum is the sum of the samples of the counter or gauge name that carry all of labels.
+func MetricSum(families []*dto.MetricFamily, name string, labels map[string]string) float64 {
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, labels map[string]string) bool {
+	have := map[string]string{}
+	for _, l := range m.GetLabel() {
+		have[l.GetName()] = l.GetValue()
+	}
+	for k, v := range labels {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
