@@ -81,12 +81,9 @@ func (o outcome[PT]) written() written {
 	return written{existed: o.existed, sent: o.sent, changed: o.changed}
 }
 
-// ensure is the one write decision of the operator, for children, the finalizer and the status alike. It sends
-// desired(current) with Server-Side Apply under FieldManager, forcing ownership, unless what our manager owns in
-// the cached object already says the same (or we sent exactly that and the object has not changed since). A
-// "different" from the cache is confirmed on the object as the API server has it, so a stale cache costs a read,
-// never a write. The cache holds only children with our managed-by label, so a miss is asked of the server too:
-// an object of the same name that is not ours is left alone.
+// ensure is the one write decision, for children, finalizer and status: it applies desired(current), forced, unless
+// what our manager owns already says the same. A cache's "different" or miss is confirmed with the API server, so
+// a stale cache costs a read, never a write, and an object that is not ours is never taken over.
 func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
@@ -136,9 +133,8 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	return send(ctx, r, kind, key, want, o, res)
 }
 
-// decide returns desired(cur) and whether it equals what our manager owns on cur. An object that is not ours is
-// an error. Fields we cannot read (another writer left duplicate entries in a list we own, say) count as
-// different: an apply repairs them.
+// decide returns desired(cur) and whether our manager owns exactly that on cur; unreadable fields (a duplicate
+// entry another writer left in a list we own) count as different, since an apply repairs them.
 func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	cur PT, desired func(PT) AC, extract func(PT, string) (AC, error), o writeOpts) (AC, bool, error) {
 	var want AC
@@ -262,10 +258,9 @@ func hashOf(v any) ([sha256.Size]byte, error) {
 	return sha256.Sum256(data), nil
 }
 
-// sentMemo remembers, per object we write, the desired state last sent or found owned already, with the object's
-// UID and resourceVersion at that moment. While the object stays at that resourceVersion nothing has changed it,
-// so the same desired state needs neither a comparison nor a write: a difference the server does not see (a
-// default we do not know of) costs at most one no-op apply after a restart, never one per resync.
+// sentMemo remembers, per object, the desired state last sent or found owned, with the object's UID and
+// resourceVersion: until either changes no comparison or write is needed, so a difference only we see (a server
+// default we do not know of) costs one no-op apply per restart, never one per resync.
 type sentMemo struct {
 	mu sync.Mutex
 	m  map[sentKey]sentEntry
@@ -356,10 +351,8 @@ func (m *sentMemo) forget(key types.NamespacedName) {
 	}
 }
 
-// release hands a child over to nobody: it re-applies exactly what our manager owns on the object as the server
-// has it, less our owner reference, guarded by its resourceVersion. Only ownership changes, never the pod template
-// or anything else, so a spec the server would refuse cannot block a deletion. When what we own cannot be read,
-// the owner reference alone is removed with a guarded JSON patch. Reports whether anything was sent.
+// release hands a child to nobody by re-applying what our manager owns on it less our owner reference, guarded by
+// its resourceVersion: only ownership changes, so no spec (even one the server refuses) can block a deletion.
 func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	owner types.UID, extract func(PT, string) (AC, error)) (bool, error) {
 	cur := PT(new(T))
@@ -399,9 +392,8 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 	return true, nil
 }
 
-// removeGuarded removes list[i] at path (a JSON pointer) of obj with a JSON patch that first tests the whole list,
-// so it removes exactly the entry we saw, or fails with a conflict when the list changed meanwhile. Server-Side
-// Apply cannot do this when another field manager also owns the entry: an apply only gives up our ownership.
+// removeGuarded removes list[i] at path with a JSON patch that first tests the whole list, for the one thing
+// Server-Side Apply cannot do: take an entry away from another field manager that also owns it.
 func removeGuarded[E any](ctx context.Context, c client.Client, obj client.Object, path string, list []E, i int) error {
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": list},

@@ -1,5 +1,5 @@
-// Package controller holds the WebApp reconciler: it keeps a Deployment and a Service in line with each WebApp
-// by Server-Side Apply under one field manager, and reports the WebApp's status the same way.
+// Package controller holds the WebApp reconciler: it keeps a Deployment, a Service and a PodDisruptionBudget in
+// line with each WebApp by Server-Side Apply under one field manager, and reports its status the same way.
 package controller
 
 import (
