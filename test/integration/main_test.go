@@ -268,9 +268,15 @@ func newNamespace(t *testing.T) string {
 // controller-runtime's own metric.
 func reconcileCount(t *testing.T) float64 {
 	t.Helper()
+	return metricSum(t, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp"})
+}
+
+// metricSum is the sum of the samples of metric name with labels in the metrics registry of this process.
+func metricSum(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testutil.MetricSum(families, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp"})
+	return testutil.MetricSum(families, name, labels)
 }

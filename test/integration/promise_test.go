@@ -59,6 +59,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	t.Logf("seed %d, %d cases (WEBAPP_FUZZ_SEED=%d WEBAPP_FUZZ_COUNT=%d make fuzz)", seed, count, seed, count)
 	fmt.Printf("promise test: seed %d, %d cases\n", seed, count)
 	ns := newNamespace(t)
+	noops := metricSum(t, "webapp_operator_noop_applies_total", nil)
 	const requeue = 2 * time.Second
 	first := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
 
@@ -100,6 +101,11 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	second := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
 	resyncs(t, 3, count, requeue)
 	failIfWrites(t, "after a restart", second.writes.take(), eventsSince(t, ns, restart), apps, refused)
+
+	// The safety net was never needed: no apply found the server's object already as we sent it.
+	if n := metricSum(t, "webapp_operator_noop_applies_total", nil) - noops; n != 0 {
+		t.Errorf("%v applies changed nothing on the server (webapp_operator_noop_applies_total); the operator log says which", n)
+	}
 
 	// Deleting never gets stuck; Orphan children are released and keep their spec.
 	for name := range apps {
