@@ -101,8 +101,8 @@ undeploy: ## Remove what deploy installed.
 	kubectl delete --ignore-not-found -k manifests
 
 .PHONY: docker-build
-docker-build: ## Build the container image $(IMG).
-	docker build -t $(IMG) .
+docker-build: ## Build the container image $(IMG) (DOCKER_BUILD_ARGS: extra docker build flags).
+	docker build $(DOCKER_BUILD_ARGS) -t $(IMG) .
 
 $(CONTROLLER_GEN):
 	mkdir -p $(LOCALBIN)
