@@ -12,6 +12,9 @@ GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # into a versioned cache outside the checkout (~/.cache/webapp-operator); WEBAPP_TOOLS_CACHE moves it.
 # How long the whole test run may take (go test -timeout).
 TEST_TIMEOUT ?= 40m
+# The local cluster's node: kwok (a fake node, fast) or real (containerd, kubelet, kube-proxy; needs root).
+NODE ?= kwok
+REALNODE_PKG := ./test/realnode
 
 .PHONY: help
 help: ## Show the targets.
@@ -51,10 +54,15 @@ tools: ## Build the local control plane's binaries into the cache (once) and pri
 	@test/tools/install.sh
 
 .PHONY: test
-test: ## Run every test: unit, integration (real API server) and end-to-end (local cluster with kwok nodes).
+test: ## Run every test: unit, integration (real API server), end-to-end (kwok nodes), then the real node's.
 	bin=$$(test/tools/install.sh) && \
 		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$bin}" WEBAPP_TOOLS_BIN="$$bin" \
-		go test -timeout $(TEST_TIMEOUT) -count=1 ./...
+		go test -timeout $(TEST_TIMEOUT) -count=1 $$(go list ./... | grep -v '/test/realnode$$')
+	$(MAKE) --no-print-directory test-realnode
+
+.PHONY: test-realnode
+test-realnode: ## Run the end-to-end tests on a real node (root): the operator's image, make deploy, real pods.
+	bin=$$(test/tools/install.sh) && WEBAPP_TOOLS_BIN="$$bin" go test -timeout 30m -count=1 -v $(REALNODE_PKG)
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
@@ -71,18 +79,18 @@ build: ## Build the manager binary into bin/manager.
 	CGO_ENABLED=0 go build -trimpath -o bin/manager .
 
 .PHONY: run
-run: build ## Run the manager against $$KUBECONFIG / ~/.kube/config, or a local cluster it starts (ARGS: manager flags).
-	hack/run.sh $(ARGS)
+run: build ## Run the manager against $$KUBECONFIG / ~/.kube/config, or a local cluster it starts (NODE=real: a real node; ARGS: manager flags).
+	NODE=$(NODE) hack/run.sh $(ARGS)
 
 .PHONY: cluster-up
-cluster-up: ## Start the local cluster (etcd, apiserver, controller-manager, scheduler, kwok) in the background.
+cluster-up: ## Start the local cluster (etcd, apiserver, controller-manager, scheduler, kwok; NODE=real: a real node) in the background.
 	go build -o bin/localcluster ./test/cmd/localcluster
-	bin/localcluster up
+	bin/localcluster up $(NODE)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster started by `make run` or `make cluster-up`.
 	go build -o bin/localcluster ./test/cmd/localcluster
-	bin/localcluster down
+	bin/localcluster down $(NODE)
 
 .PHONY: install
 install: ## Install the CRD into the cluster of the current kubeconfig.

@@ -19,7 +19,7 @@ import (
 const (
 	// RealNodeName is the name the kubelet registers.
 	RealNodeName = "realnode"
-	// NodeIP is the node's address, on a dummy interface; the API server advertises it too.
+	// NodeIP is the node's address, on its own interface in the namespace; the API server advertises it too.
 	NodeIP = "10.199.0.1"
 	// PodCIDR is the range of pod addresses (the node gets PodSubnet of it, on the bridge cni0).
 	PodCIDR   = "10.244.0.0/16"

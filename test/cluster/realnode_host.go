@@ -28,13 +28,15 @@ type realNode struct {
 // each is bind-mounted from the harness's directory, in the private mount namespace only.
 var fixedPaths = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd", "/run/netns"}
 
-// setupNetwork brings up loopback and a dummy interface with the node's address and the default route (the
-// namespace has no other link: nothing can leave it), and lets the node forward between pods.
+// setupNetwork brings up loopback and the node's interface: one end of a veth pair whose other end is in the same
+// namespace (this kernel has no dummy interfaces), with the node's address and the default route. The namespace
+// has no link out: nothing can leave it. It lets the node forward between pods.
 func setupNetwork() error {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
-		{"link", "add", "realnode0", "type", "dummy"},
+		{"link", "add", "realnode0", "type", "veth", "peer", "name", "realnode1"},
 		{"addr", "add", NodeIP + "/24", "dev", "realnode0"},
+		{"link", "set", "realnode1", "up"},
 		{"link", "set", "realnode0", "up"},
 		{"route", "add", "default", "dev", "realnode0"},
 	} {

@@ -35,7 +35,9 @@ stop_dockerd() {
     for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
   fi
-  for d in /sys/fs/cgroup/*/"$cgparent"; do [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
+  for d in /sys/fs/cgroup/*/"$cgparent"; do
+    if [ -d "$d" ]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+  done
   rm -rf "$tmp"
 }
 trap stop_dockerd EXIT
@@ -67,6 +69,7 @@ standin() {
   local changes=()
   while read -r c; do changes+=(--change "$c"); done <"$rootfs.changes"
   tar -C "$rootfs" -c . | docker import "${changes[@]}" --message "stand-in made by test/images/build.sh" - "$name" >/dev/null
+  rm -rf "$rootfs" "$rootfs.changes"
 }
 
 # golang_rootfs DIR: busybox as /bin/sh, this machine's Go as /usr/local/go, its module proxy settings.
