@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 )
 
@@ -13,22 +14,37 @@ import (
 // from outside it. Outside that namespace a request to a ClusterIP made before kube-proxy wrote its rules would
 // leave the machine.
 
-// InPrivateNamespace reports whether this process's network and mount namespaces differ from PID 1's.
+// InPrivateNamespace reports whether this process's network and mount namespaces differ from the machine's.
 func InPrivateNamespace() (bool, error) {
 	for _, ns := range []string{"net", "mnt"} {
 		self, err := os.Readlink("/proc/self/ns/" + ns)
 		if err != nil {
 			return false, err
 		}
-		init, err := os.Readlink("/proc/1/ns/" + ns)
+		machine, err := machineNamespace(ns)
 		if err != nil {
-			return false, fmt.Errorf("reading PID 1's %s namespace (the real node needs root): %w", ns, err)
+			return false, err
 		}
-		if self == init {
+		if self == machine {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// machineNamespace is PID 1's namespace of the kind ns; where PID 1 hides it (some VM inits are not readable even
+// by root), that of PID 2 when it is the kernel's kthreadd, which always lives in the initial namespaces.
+func machineNamespace(ns string) (string, error) {
+	link, err := os.Readlink("/proc/1/ns/" + ns)
+	if err == nil {
+		return link, nil
+	}
+	if comm, cerr := os.ReadFile("/proc/2/comm"); cerr == nil && strings.TrimSpace(string(comm)) == "kthreadd" {
+		if link, kerr := os.Readlink("/proc/2/ns/" + ns); kerr == nil {
+			return link, nil
+		}
+	}
+	return "", fmt.Errorf("reading PID 1's %s namespace (the real node needs root): %w", ns, err)
 }
 
 // requirePrivateNamespace refuses to go on outside a private network and mount namespace.

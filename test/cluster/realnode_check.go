@@ -62,7 +62,7 @@ func (c *Cluster) checkServiceAnswers(ctx context.Context) error {
 		return last == nil, c.exited()
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the test web app to answer through its Service: %w (last: %v)", err, last)
+		return fmt.Errorf("waiting for the test web app to answer through its Service: %w (last: %w)", err, last)
 	}
 	propagation := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	if err := cs.AppsV1().Deployments(ns).Delete(ctx, name, propagation); err != nil {

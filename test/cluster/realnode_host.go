@@ -130,8 +130,12 @@ func killNamespaceProcs() error {
 // killProcsIn SIGKILLs every process but this one whose mount namespace is ns, until none is left (10 s at most).
 // It refuses the machine's own mount namespace.
 func killProcsIn(ns string) error {
-	if init, err := os.Readlink("/proc/1/ns/mnt"); err != nil || init == ns {
-		return fmt.Errorf("refusing to kill the processes of mount namespace %s: it is the machine's (%v)", ns, err)
+	init, err := machineNamespace("mnt")
+	if err != nil {
+		return fmt.Errorf("refusing to kill the processes of mount namespace %s: %w", ns, err)
+	}
+	if init == ns {
+		return fmt.Errorf("refusing to kill the processes of mount namespace %s: it is the machine's", ns)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

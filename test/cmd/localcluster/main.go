@@ -34,16 +34,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: localcluster up|down|serve|kubeconfig|pid [kwok|real]")
 		os.Exit(2)
 	}
-	real := len(os.Args) == 3 && os.Args[2] == "real"
-	dir, err := stateDir(real)
+	realNode := len(os.Args) == 3 && os.Args[2] == "real"
+	dir, err := stateDir(realNode)
 	if err == nil {
 		switch os.Args[1] {
 		case "up":
-			err = up(dir, real)
+			err = up(dir, realNode)
 		case "down":
 			err = down(dir)
 		case "serve":
-			err = serve(dir, real)
+			err = serve(dir, realNode)
 		case "kubeconfig":
 			fmt.Println(filepath.Join(dir, "kubeconfig"))
 		case "pid":
@@ -58,7 +58,7 @@ func main() {
 	}
 }
 
-func stateDir(real bool) (string, error) {
+func stateDir(realNode bool) (string, error) {
 	if d := os.Getenv("WEBAPP_CLUSTER_DIR"); d != "" {
 		return filepath.Abs(d)
 	}
@@ -66,7 +66,7 @@ func stateDir(real bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if real {
+	if realNode {
 		return filepath.Join(home, ".cache", "webapp-operator", "cluster-real"), nil
 	}
 	return filepath.Join(home, ".cache", "webapp-operator", "cluster"), nil
@@ -95,7 +95,7 @@ func running(dir string) (int, bool) {
 	return pid, true
 }
 
-func up(dir string, real bool) error {
+func up(dir string, realNode bool) error {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if _, ok := running(dir); !ok {
 		// Build the binaries first, in the foreground, so their progress shows (once; minutes on a cold cache).
@@ -117,7 +117,7 @@ func up(dir string, real bool) error {
 			return err
 		}
 		cmd := exec.Command(self, "serve")
-		if real {
+		if realNode {
 			// The images are built out here (the builds fetch Go modules); the node's namespace has no network.
 			if _, err := cluster.BuildImages(filepath.Join(dir, "images")); err != nil {
 				return err
@@ -151,7 +151,7 @@ func up(dir string, real bool) error {
 		}
 	}
 	fmt.Printf("local cluster is running; kubeconfig: %s\n", kubeconfig)
-	if real {
+	if realNode {
 		fmt.Printf("it answers only inside its namespace: hack/realnode.sh kubectl get nodes, hack/realnode.sh curl ...\n")
 		fmt.Printf("stop it with: make cluster-down NODE=real\n")
 		return nil
@@ -180,14 +180,14 @@ func down(dir string) error {
 	return fmt.Errorf("process %d did not stop within a minute", pid)
 }
 
-func serve(dir string, real bool) error {
+func serve(dir string, realNode bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return err
 	}
 	defer func() { _ = os.Remove(filepath.Join(dir, "pid")) }()
-	c, err := start(ctx, dir, real)
+	c, err := start(ctx, dir, realNode)
 	if err != nil {
 		return err
 	}
@@ -202,8 +202,8 @@ func serve(dir string, real bool) error {
 }
 
 // start starts the kwok cluster, or the real node's with the images `up` built.
-func start(ctx context.Context, dir string, real bool) (*cluster.Cluster, error) {
-	if !real {
+func start(ctx context.Context, dir string, realNode bool) (*cluster.Cluster, error) {
+	if !realNode {
 		return cluster.Start(ctx, cluster.Options{Dir: dir})
 	}
 	images, err := filepath.Glob(filepath.Join(dir, "images", "*.tar"))
