@@ -150,6 +150,8 @@ func (c *Cluster) apiServerArgs() []string {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + p.path("sa.pub"), "--service-account-signing-key-file=" + p.path("sa.key"),
 		"--service-cluster-ip-range=" + ServiceCIDR, "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+		// The node's name resolves nowhere in the namespace: reach the kubelet (logs, exec) at its address.
+		"--kubelet-preferred-address-types=InternalIP",
 	}
 }
 

@@ -42,11 +42,13 @@ stop_dockerd() {
 }
 trap stop_dockerd EXIT
 
-# dockerd (20.10) writes /etc/docker/key.json: give it a private /etc/docker in its own mount namespace.
+# dockerd (20.10) writes /etc/docker/key.json, its containerd /run/containerd/s and /run/docker: in its own mount
+# namespace, give it a private /etc/docker and an empty /run, so nothing of it stays on the machine.
 mkdir -p "$tmp/etc-docker" "$cache/docker"
 echo "{}" >"$tmp/daemon.json"
 unshare --mount --propagation private sh -c '
   mount --bind "$1/etc-docker" /etc/docker
+  mount -t tmpfs -o mode=755 tmpfs /run
   echo $$ >"$1/dockerd.pid"
   exec dockerd --data-root="$2" --exec-root="$1/exec" --host="unix://$1/docker.sock" --pidfile="$1/docker.pid" \
     --bridge=none --iptables=false --ip-forward=false --ip-masq=false --userland-proxy=false \
