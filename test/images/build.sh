@@ -22,6 +22,10 @@ start=$(date +%s)
 log() { echo "images: $* ($(( $(date +%s) - start ))s)" >&2; }
 
 "$root/test/tools/install-node-packages.sh"
+# One build at a time: two dockerds must never share the data root.
+mkdir -p "$cache"
+exec 9>"$cache/docker.lock"
+flock 9
 tmp=$(mktemp -d /tmp/webapp-docker.XXXXXX)
 export DOCKER_HOST="unix://$tmp/docker.sock" DOCKER_BUILDKIT=0
 cgparent=webapp-image-build
