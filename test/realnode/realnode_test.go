@@ -193,9 +193,14 @@ func TestConfigMapChangeRollsRealPods(t *testing.T) {
 	kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "-n", appNS, "webapp/cfg")
 	before := podNames(t, "cfg")
 	url := serviceURL(t, "cfg")
-	if r, err := getReply(url); err != nil || r.Greeting != "hello" {
-		t.Fatalf("before the change: %+v, %v", r, err)
-	}
+	// kube-proxy writes the new Service's rules shortly after its endpoints exist: poll.
+	eventually(t, 30*time.Second, "the pods say hello through the Service", func() error {
+		r, err := getReply(url)
+		if err == nil && r.Greeting != "hello" {
+			t.Fatalf("before the change: %+v", r)
+		}
+		return err
+	})
 	apply(t, fmt.Sprintf(configMap, "bonjour"))
 	eventually(t, 2*time.Minute, "only new pods, all saying bonjour", func() error {
 		pods := podNames(t, "cfg")
