@@ -132,7 +132,11 @@ func up(dir string, realNode bool) error {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		fmt.Fprintln(os.Stderr, "starting the local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)...")
+		node := "kwok"
+		if realNode {
+			node = "containerd, kubelet, kube-proxy"
+		}
+		fmt.Fprintf(os.Stderr, "starting the local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, %s)...\n", node)
 		deadline := time.After(5 * time.Minute)
 	wait:
 		for {
