@@ -17,7 +17,8 @@ if [ "${NODE:-kwok}" = real ]; then
   kubeconfig=$(bin/localcluster kubeconfig real)
   echo
   echo "In another terminal, use it through hack/realnode.sh (it enters the cluster's network namespace):"
-  echo "  hack/realnode.sh kubectl apply --server-side -f manifests/examples/simple-webapp.yaml"
+  echo "  hack/realnode.sh kubectl create -f - <<<'{\"apiVersion\":\"example.com/v1\",\"kind\":\"WebApp\",\"metadata\":{\"name\":\"web\"},\"spec\":{\"image\":\"webapp-test/webserver:1\",\"port\":8080}}'"
+  echo "  (no image can be pulled: only the ones cluster-up built are there, webapp-test/webserver:1 among them)"
   echo "  hack/realnode.sh kubectl get webapp,pods,svc; hack/realnode.sh curl -s http://CLUSTER-IP:PORT/"
   echo
   hack/realnode.sh kubectl apply --server-side -f manifests/crd
