@@ -35,6 +35,8 @@ type Options struct {
 	// DieWithParent kills the components the harness starts itself when the calling process dies (tests set it;
 	// the long-running local cluster of `make run` does not need it).
 	DieWithParent bool
+	// Images are image tarballs (test/images/build.sh) to import into the real node's containerd (StartReal).
+	Images []string
 }
 
 // Cluster is a running local cluster.
@@ -47,9 +49,12 @@ type Cluster struct {
 	LogDir string
 	// Bin is the directory of the binaries (kubectl among them).
 	Bin string
+	// Timings are the durations of StartReal's steps.
+	Timings []Timing
 
 	env   *envtest.Environment
 	procs []*process
+	real  *realNode // the real node's state, for its teardown; nil with kwok
 }
 
 // process is a component the harness started itself.
@@ -138,11 +143,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 
 // startProcess runs bin/name with args, its output in LogDir/name.log.
 func (c *Cluster) startProcess(name string, args []string, dieWithParent bool) error {
+	return c.startPath(name, filepath.Join(c.Bin, name), args, dieWithParent)
+}
+
+// startPath runs the binary at path with args, its output in LogDir/name.log.
+func (c *Cluster) startPath(name, path string, args []string, dieWithParent bool) error {
 	out, err := logFile(c.LogDir, name+".log")
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(c.Bin, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if dieWithParent {
@@ -276,6 +286,11 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	c.procs = nil
+	if c.real != nil {
+		err := c.real.teardown()
+		c.real = nil
+		return err
+	}
 	if c.env == nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok)
-# from Go modules into a versioned cache directory outside the checkout, once. Prints that directory.
+# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok) and
+# the real node's kubelet and kube-proxy from Go modules into a versioned cache directory outside the checkout, once.
+# Prints that directory. (The real node's container runtime comes from Debian: test/tools/install-node-packages.sh.)
 #
 # Usage: test/tools/install.sh            build what is missing, print the bin directory
 #        WEBAPP_TOOLS_CACHE=/x test/tools/install.sh   cache somewhere else
@@ -29,7 +30,7 @@ build() {
 
 build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
-for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
   build kube "$c" "k8s.io/kubernetes/cmd/$c" "$kldflags"
 done
 

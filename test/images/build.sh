@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Builds the real node's images with no registry and writes them as image tarballs for containerd to import:
+#   webapp-operator:dev           the operator, from the project's own Dockerfile (`make docker-build`, unchanged)
+#   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
+#   registry.k8s.io/pause:3.10    the pod sandbox (test/images/pause)
+# No base image can be pulled here, so the Dockerfile's two base images are stand-ins made on this machine:
+#   golang:1.26                       this machine's Go toolchain + busybox's shell + CA certificates
+#   gcr.io/distroless/static:nonroot  /etc/passwd with nonroot (65532), CA certificates, /tmp: the distroless layout
+# Real ones are never shadowed: a stand-in is made only in this script's own docker data root.
+#
+# dockerd runs only for the builds: no bridge, no iptables, no IP forwarding, its data root in the cache (so layers
+# are reused), its exec root and socket in a temporary directory, in a mount namespace of its own; builds use the
+# host network (the only thing they reach is the Go module proxy); it is stopped by PID at the end.
+#
+# Usage: test/images/build.sh OUTDIR     (prints OUTDIR's tarballs, one a line)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+cache=${WEBAPP_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/webapp-operator}
+start=$(date +%s)
+log() { echo "images: $* ($(( $(date +%s) - start ))s)" >&2; }
+
+"$root/test/tools/install-node-packages.sh"
+# One build at a time: two dockerds must never share the data root.
+mkdir -p "$cache"
+exec 9>"$cache/docker.lock"
+flock 9
+tmp=$(mktemp -d /tmp/webapp-docker.XXXXXX)
+export DOCKER_HOST="unix://$tmp/docker.sock" DOCKER_BUILDKIT=0
+cgparent=webapp-image-build
+
+# stop_dockerd: SIGTERM by PID, SIGKILL after 30 s; then remove its cgroups and the temporary directory.
+stop_dockerd() {
+  local pid
+  pid=$(cat "$tmp/dockerd.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  fi
+  for d in /sys/fs/cgroup/*/"$cgparent"; do
+    if [ -d "$d" ]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+  done
+  rm -rf "$tmp"
+}
+trap stop_dockerd EXIT
+
+# dockerd (20.10) writes /etc/docker/key.json, its containerd /run/containerd/s and /run/docker: in its own mount
+# namespace, give it a private /etc/docker and an empty /run, so nothing of it stays on the machine.
+mkdir -p "$tmp/etc-docker" "$cache/docker"
+echo "{}" >"$tmp/daemon.json"
+unshare --mount --propagation private sh -c '
+  mount --bind "$1/etc-docker" /etc/docker
+  mount -t tmpfs -o mode=755 tmpfs /run
+  echo $$ >"$1/dockerd.pid"
+  exec dockerd --data-root="$2" --exec-root="$1/exec" --host="unix://$1/docker.sock" --pidfile="$1/docker.pid" \
+    --bridge=none --iptables=false --ip-forward=false --ip-masq=false --userland-proxy=false \
+    --exec-opt native.cgroupdriver=cgroupfs --cgroup-parent="/$3" --config-file="$1/daemon.json"
+' sh "$tmp" "$cache/docker" "$cgparent" >"$tmp/dockerd.log" 2>&1 &
+for _ in $(seq 300); do docker version >/dev/null 2>&1 && break; sleep 0.1; done
+docker version >/dev/null || { cat "$tmp/dockerd.log" >&2; exit 1; }
+log "dockerd ready"
+
+# standin NAME CHANGES... ROOTFS_TAR_COMMAND: import a rootfs as NAME unless this data root already has it.
+standin() {
+  local name=$1; shift
+  docker image inspect "$name" >/dev/null 2>&1 && return 0
+  log "making the stand-in $name"
+  local rootfs="$tmp/rootfs-${name//[^a-z0-9]/-}"
+  mkdir -p "$rootfs/etc/ssl/certs" "$rootfs/tmp"
+  chmod 1777 "$rootfs/tmp"
+  cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/"
+  "$@" "$rootfs"
+  local changes=()
+  while read -r c; do changes+=(--change "$c"); done <"$rootfs.changes"
+  tar -C "$rootfs" -c . | docker import "${changes[@]}" --message "stand-in made by test/images/build.sh" - "$name" >/dev/null
+  rm -rf "$rootfs" "$rootfs.changes"
+}
+
+# golang_rootfs DIR: busybox as /bin/sh, this machine's Go as /usr/local/go, its module proxy settings.
+golang_rootfs() {
+  local goroot
+  goroot=$(go env GOROOT)
+  mkdir -p "$1/bin" "$1/usr/local" "$1/go"
+  cp /bin/busybox "$1/bin/busybox"
+  for a in sh mkdir cp mv rm ls cat env; do ln -s busybox "$1/bin/$a"; done
+  cp -a "$goroot" "$1/usr/local/go"
+  cat >"$1.changes" <<CHANGES
+ENV PATH=/usr/local/go/bin:/go/bin:/bin
+ENV GOPATH=/go
+ENV GOTOOLCHAIN=local
+ENV GOPROXY=$(go env GOPROXY)
+ENV GOSUMDB=$(go env GOSUMDB)
+WORKDIR /go
+CHANGES
+}
+
+# distroless_rootfs DIR: the user and group nonroot (65532) and a home; no shell.
+distroless_rootfs() {
+  mkdir -p "$1/home/nonroot"
+  chown 65532:65532 "$1/home/nonroot"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$1/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$1/etc/group"
+  printf 'USER 65532:65532\nWORKDIR /home/nonroot\n' >"$1.changes"
+}
+
+standin golang:1.26 golang_rootfs
+standin gcr.io/distroless/static:nonroot distroless_rootfs
+
+# The test images: static binaries built here, copied FROM scratch.
+for img in webserver pause; do
+  mkdir -p "$tmp/ctx-$img"
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/ctx-$img/$img" "./test/images/$img")
+  cp "$here/$img/Dockerfile" "$tmp/ctx-$img/"
+done
+docker build -q --network=host -t webapp-test/webserver:1 "$tmp/ctx-webserver" >/dev/null
+docker build -q --network=host -t registry.k8s.io/pause:3.10 "$tmp/ctx-pause" >/dev/null
+log "test images built"
+
+# The operator's image, the way users build it.
+make -C "$root" --no-print-directory docker-build IMG=webapp-operator:dev DOCKER_BUILD_ARGS="--network=host -q" >&2
+log "operator image built"
+
+for img in webapp-operator:dev webapp-test/webserver:1 registry.k8s.io/pause:3.10; do
+  file="$out/$(echo "$img" | tr '/:' '__').tar"
+  docker save -o "$file" "$img"
+  echo "$file"
+done
+# Unused layers older than a week go; newer ones (the compile of the Dockerfile's build stage among them) stay as
+# the cache of the next build.
+docker image prune -f --filter until=168h >/dev/null
+log "images saved to $out"
