@@ -51,6 +51,10 @@ func NewEnvtest(logDir string, installCRD bool) (*envtest.Environment, error) {
 	env.ControlPlane.APIServer = api
 	// On loopback the default endpoint reconciler cannot publish the apiserver's address.
 	api.Configure().Set("endpoint-reconciler-type", "none")
+	// Room for thousands of Services (the generative test creates one per WebApp; half are NodePort or
+	// LoadBalancer): envtest's default /24 and the default node-port range run out at a few hundred.
+	api.Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	api.Configure().Set("service-node-port-range", "20000-60000")
 	return env, nil
 }
 
