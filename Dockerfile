@@ -1,8 +1,10 @@
 # Build: make docker-build IMG=registry.example/webapp-operator:v0.1.0
 FROM golang:1.26 AS build
 WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
+COPY go.mod go.sum hack/image-deps.txt ./
+# The dependencies compile in a layer of their own (the list comes from `make generate`), so a change to the
+# operator's code rebuilds only its own packages.
+RUN go mod download && CGO_ENABLED=0 GOOS=linux go build -trimpath $(cat image-deps.txt)
 COPY main.go ./
 COPY apis/ apis/
 COPY applyconfig/ applyconfig/

@@ -32,12 +32,14 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD 
 	$(CONTROLLER_GEN) crd output:crd:artifacts:config=manifests/crd paths=./apis/...
 	$(CONTROLLER_GEN) rbac:roleName=webapp-operator output:rbac:artifacts:config=manifests/rbac paths=./controller/...
 	go fmt ./apis/... ./applyconfig/... >/dev/null
+	@# The manager's dependencies, compiled by the Dockerfile in a layer that only go.mod, go.sum and this list key.
+	go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' . | grep -v '^github.com/example/webapp-operator' > hack/image-deps.txt
 
 .PHONY: verify
 verify: generate ## Fail when generated code or go.mod is stale.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests go.mod go.sum)" ]; then \
-		git status --porcelain -- apis applyconfig manifests go.mod go.sum; git --no-pager diff --stat; \
+	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests go.mod go.sum hack/image-deps.txt)" ]; then \
+		git status --porcelain -- apis applyconfig manifests go.mod go.sum hack/image-deps.txt; git --no-pager diff --stat; \
 		echo "generated files are stale: run 'make generate' (and 'go mod tidy') and commit the result" >&2; exit 1; fi
 
 .PHONY: fmt
