@@ -37,6 +37,8 @@ type Options struct {
 	DieWithParent bool
 	// Images are image tarballs (test/images/build.sh) to import into the real node's containerd (StartReal).
 	Images []string
+	// NodePods is how many pods the fake node takes (1000 when zero); a scale benchmark needs more.
+	NodePods int
 }
 
 // Cluster is a running local cluster.
@@ -132,7 +134,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
-	if err = c.registerFakeNode(ctx); err != nil {
+	if err = c.registerFakeNode(ctx, opts.NodePods); err != nil {
 		return c, err
 	}
 	if err = c.checkDeploymentsBecomeAvailable(ctx); err != nil {
@@ -171,7 +173,10 @@ func (c *Cluster) startPath(name, path string, args []string, dieWithParent bool
 }
 
 // registerFakeNode creates a node that kwok manages and waits until kwok reports it Ready.
-func (c *Cluster) registerFakeNode(ctx context.Context) error {
+func (c *Cluster) registerFakeNode(ctx context.Context, pods int) error {
+	if pods <= 0 {
+		pods = 1000
+	}
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return err
@@ -179,7 +184,7 @@ func (c *Cluster) registerFakeNode(ctx context.Context) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("64"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("1000"),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
