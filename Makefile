@@ -13,6 +13,13 @@ GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # The generative test's seed and number of cases (make fuzz SEED=7 COUNT=1000).
 SEED ?= 1
 COUNT ?= 200
+# The scale benchmark (make bench-scale): N WebApps beside U unrelated Deployments, the manager's resync, its
+# workers (also the floor client's concurrency) and more manager flags (ARGS), FLOOR=0 to skip the floor.
+N ?= 1000
+U ?= 5000
+RESYNC ?= 10s
+WORKERS ?= 8
+FLOOR ?= 1
 # How long the whole test run may take (go test -timeout).
 TEST_TIMEOUT ?= 40m
 
@@ -72,6 +79,12 @@ test-unit: ## Run the unit tests only (no control plane).
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.
 	go test -run '^$$' -bench . -benchmem ./controller/...
+
+.PHONY: bench-scale
+bench-scale: build ## Measure N WebApps beside U Deployments against the floor, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=; minutes).
+	bin=$$(test/tools/install.sh) && go build -o bin/benchscale ./test/cmd/benchscale && \
+		WEBAPP_TOOLS_BIN="$$bin" bin/benchscale -n $(N) -u $(U) -resync $(RESYNC) -workers $(WORKERS) \
+		-floor=$$( [ "$(FLOOR)" = 0 ] && echo false || echo true ) -args "$(ARGS)"
 
 ##@ Build and run
 

@@ -17,6 +17,13 @@ import (
 	"github.com/example/webapp-operator/controller"
 )
 
+// Defaults of the client and worker flags, chosen by `make bench-scale` (see the README, "Scale").
+const (
+	DefaultMaxConcurrentReconciles = 8
+	DefaultKubeAPIQPS              = 200
+	DefaultKubeAPIBurst            = 400
+)
+
 // options are the manager's command-line flags (--kubeconfig and the zap flags are registered by their packages).
 type options struct {
 	metricsAddr, probeAddr  string
@@ -29,6 +36,8 @@ type options struct {
 	requeueAfter            time.Duration
 	maxConcurrentReconciles int
 	namespace               string
+	kubeAPIQPS              float64
+	kubeAPIBurst            int
 }
 
 func main() {
@@ -42,7 +51,9 @@ func main() {
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew the Lease before it gives up leading.")
 	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader-election clients retry.")
 	flag.DurationVar(&o.requeueAfter, "requeue-after", controller.DefaultRequeueAfter, "Period of the resync of a converged WebApp (it sends no write when nothing drifted).")
-	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 1, "How many WebApps are reconciled at once.")
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", DefaultMaxConcurrentReconciles, "How many WebApps are reconciled at once.")
+	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "Client-side limit of requests per second to the API server, averaged (events apart); a negative value disables the client-side limit and leaves the protection to the server's API Priority and Fairness.")
+	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst of requests to the API server above --kube-api-qps.")
 	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in this namespace only (default: all namespaces).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -62,12 +73,17 @@ func run(o options) error {
 	if o.maxConcurrentReconciles < 1 {
 		return errors.New("--max-concurrent-reconciles must be at least 1")
 	}
+	if o.kubeAPIQPS == 0 || (o.kubeAPIQPS > 0 && o.kubeAPIBurst < 1) {
+		return errors.New("--kube-api-qps must be positive (with --kube-api-burst at least 1) or negative (no client-side limit)")
+	}
 	scheme := controller.NewScheme()
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	// A negative QPS leaves client-go without a rate limiter (a zero would mean client-go's default of 5).
+	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(o.namespace),

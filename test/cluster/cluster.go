@@ -35,6 +35,8 @@ type Options struct {
 	// DieWithParent kills the components the harness starts itself when the calling process dies (tests set it;
 	// the long-running local cluster of `make run` does not need it).
 	DieWithParent bool
+	// NodePods is how many pods the fake node takes (1000 when zero); a scale benchmark needs more.
+	NodePods int
 }
 
 // Cluster is a running local cluster.
@@ -127,7 +129,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
-	if err = c.registerFakeNode(ctx); err != nil {
+	if err = c.registerFakeNode(ctx, opts.NodePods); err != nil {
 		return c, err
 	}
 	if err = c.checkDeploymentsBecomeAvailable(ctx); err != nil {
@@ -161,7 +163,10 @@ func (c *Cluster) startProcess(name string, args []string, dieWithParent bool) e
 }
 
 // registerFakeNode creates a node that kwok manages and waits until kwok reports it Ready.
-func (c *Cluster) registerFakeNode(ctx context.Context) error {
+func (c *Cluster) registerFakeNode(ctx context.Context, pods int) error {
+	if pods <= 0 {
+		pods = 1000
+	}
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return err
@@ -169,7 +174,7 @@ func (c *Cluster) registerFakeNode(ctx context.Context) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("64"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("1000"),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

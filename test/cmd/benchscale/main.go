@@ -1,0 +1,637 @@
+// Command benchscale measures how the operator converges N WebApps beside U unrelated Deployments on the local
+// cluster of test/cluster, and compares it with the floor: a minimal unthrottled client that applies only what is
+// necessary, with the same concurrency, in a fresh cluster with the same load (`make bench-scale`; see the README,
+// "Scale"). It is a benchmark, not a test: nothing fails on a figure, CI does not run it.
+//
+// Every request of the manager and of the floor client goes through a counting proxy on loopback, so requests are
+// counted by verb and resource as the API server receives them. The benchmark's own observer is one watch of
+// WebApps (and, for the floor, a list of our Deployments every few seconds).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/cluster"
+)
+
+const namespace = metav1.NamespaceDefault
+
+type config struct {
+	n, u, uReplicas, replicas, workers int
+	resync, timeout                    time.Duration
+	manager                            string
+	managerArgs                        []string
+	operator, floor                    bool
+	dir                                string
+}
+
+func main() {
+	var c config
+	var args string
+	flag.IntVar(&c.n, "n", 1000, "WebApps")
+	flag.IntVar(&c.u, "u", 5000, "unrelated Deployments, created before the WebApps")
+	flag.IntVar(&c.uReplicas, "u-replicas", 0, "replicas of each unrelated Deployment")
+	flag.IntVar(&c.replicas, "replicas", 1, "replicas of each WebApp")
+	flag.IntVar(&c.workers, "workers", 8, "--max-concurrent-reconciles of the manager, and the floor client's concurrency")
+	flag.DurationVar(&c.resync, "resync", 10*time.Second, "--requeue-after of the manager; the rest is measured over three of them")
+	flag.DurationVar(&c.timeout, "timeout", 40*time.Minute, "give up after this long")
+	flag.StringVar(&c.manager, "manager", "bin/manager", "the manager binary")
+	flag.StringVar(&args, "args", "", "more manager flags, space-separated (--kube-api-qps=100 ...)")
+	flag.BoolVar(&c.operator, "operator", true, "measure the operator")
+	flag.BoolVar(&c.floor, "floor", true, "measure the floor")
+	flag.StringVar(&c.dir, "dir", "", "where the clusters' logs and the manager's log go (default: a new temporary directory)")
+	flag.Parse()
+	c.managerArgs = strings.Fields(args)
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "benchscale-")
+		if err != nil {
+			fatal(err)
+		}
+		c.dir = d
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := run(ctx, c); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "benchscale:", err)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, c config) error {
+	fmt.Printf("benchscale: N=%d WebApps (%d replica each), U=%d unrelated Deployments (%d replicas), resync %s, workers %d, manager flags %q; logs in %s\n",
+		c.n, c.replicas, c.u, c.uReplicas, c.resync, c.workers, c.managerArgs, c.dir)
+	printLoad("start")
+	var op *opResult
+	var fl *floorResult
+	if c.operator {
+		r, err := measure(ctx, c, "operator", runOperator)
+		if err != nil {
+			return err
+		}
+		op = r
+		op.print(c)
+	}
+	if c.floor {
+		r, err := measure(ctx, c, "floor", runFloor)
+		if err != nil {
+			return err
+		}
+		fl = r
+		fl.print(c)
+	}
+	printLoad("end")
+	if op != nil && fl != nil {
+		fmt.Printf("\noperator / floor: converged %.2f (%s / %s), all Ready vs. the floor's Deployments available %.2f (%s / %s)\n",
+			op.converged.Seconds()/fl.converged.Seconds(), round(op.converged), round(fl.converged),
+			op.ready.Seconds()/fl.available.Seconds(), round(op.ready), round(fl.available))
+		fmt.Printf("table row: | %d | %s | %s | %s | %.2f | %.1f | %.1f | %d / %d | %.0f µs | %.0f MiB |\n",
+			c.n, round(op.converged), round(op.ready), round(fl.converged), op.converged.Seconds()/fl.converged.Seconds(),
+			perApp(op.untilReady.total(true, false, false), c.n), perApp(op.untilReady.total(true, true, false), c.n),
+			op.restWrites.total(true, false, false), op.restartWrites.total(true, false, false),
+			op.cpuPerAppResync.Seconds()*1e6, float64(op.peakRSS)/(1<<20))
+	}
+	return nil
+}
+
+// measure runs phase in a fresh cluster loaded with U Deployments and N WebApps.
+func measure[R any](ctx context.Context, c config, name string, phase func(context.Context, config, *env) (R, error)) (R, error) {
+	var zero R
+	e, err := setup(ctx, c, filepath.Join(c.dir, name))
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", name, err)
+	}
+	defer e.stop()
+	r, err := phase(ctx, c, e)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
+}
+
+// env is a loaded cluster with the counting proxy in front of it.
+type env struct {
+	cluster   *cluster.Cluster
+	admin     client.Client // unthrottled, straight to the API server: loading and final checks
+	cnt       *counter
+	proxyURL  string
+	proxyKube string // a kubeconfig of the proxy
+	obs       *observer
+	apps      []*webappv1.WebApp
+	stops     []func()
+}
+
+func (e *env) stop() {
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		e.stops[i]()
+	}
+}
+
+func setup(ctx context.Context, c config, dir string) (*env, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	logf("starting a local cluster in %s", dir)
+	cl, err := cluster.Start(ctx, cluster.Options{Dir: dir, DieWithParent: true, NodePods: c.n*c.replicas + c.u*c.uReplicas + 100})
+	if err != nil {
+		return nil, err
+	}
+	e := &env{cluster: cl, cnt: &counter{}}
+	e.stops = append(e.stops, func() { _ = cl.Stop() })
+	ok := false
+	defer func() {
+		if !ok {
+			e.stop()
+		}
+	}()
+	kubectl := exec.CommandContext(ctx, filepath.Join(cl.Bin, "kubectl"), "--kubeconfig", cl.Kubeconfig, "apply", "--server-side",
+		"-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd"))
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("installing the CRD: %w: %s", err, out)
+	}
+	kubectl = exec.CommandContext(ctx, filepath.Join(cl.Bin, "kubectl"), "--kubeconfig", cl.Kubeconfig, "wait", "--for=condition=Established",
+		"--timeout=60s", "crd/webapps.example.com")
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("waiting for the CRD: %w: %s", err, out)
+	}
+	adminCfg := unthrottled(cl.Config)
+	if e.admin, err = client.New(adminCfg, client.Options{Scheme: controller.NewScheme()}); err != nil {
+		return nil, err
+	}
+	if err := loadUnrelated(ctx, c, e.admin); err != nil {
+		return nil, err
+	}
+	octx, stopObserver := context.WithCancel(ctx)
+	e.stops = append(e.stops, stopObserver)
+	if e.obs, err = startObserver(octx, adminCfg, c.n); err != nil {
+		return nil, err
+	}
+	if e.apps, err = createWebApps(ctx, c, e.admin); err != nil {
+		return nil, err
+	}
+	url, stopProxy, err := startProxy(cl.Config, e.cnt)
+	if err != nil {
+		return nil, err
+	}
+	e.stops = append(e.stops, stopProxy)
+	e.proxyURL = url
+	e.proxyKube = filepath.Join(dir, "kubeconfig-proxy")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: url}
+	kc.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy", Namespace: namespace}
+	kc.CurrentContext = "proxy"
+	if err := clientcmd.WriteToFile(*kc, e.proxyKube); err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+func unthrottled(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(ctx context.Context, n, workers int, f func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(ctx, i); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// loadUnrelated creates U Deployments without our label and waits until the Deployment controller has seen them
+// all, so their first sync does not overlap the measurement.
+func loadUnrelated(ctx context.Context, c config, cl client.Client) error {
+	start := time.Now()
+	err := parallel(ctx, c.u, 16, func(ctx context.Context, i int) error {
+		labels := map[string]string{"app": fmt.Sprintf("unrelated-%05d", i)}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("unrelated-%05d", i), Namespace: namespace, Labels: labels},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To(int32(c.uReplicas)),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/unrelated:1"}}},
+				},
+			},
+		}
+		return cl.Create(ctx, d)
+	})
+	if err != nil {
+		return fmt.Errorf("creating unrelated Deployments: %w", err)
+	}
+	logf("created %d unrelated Deployments in %s; waiting for the Deployment controller to observe them", c.u, round(time.Since(start)))
+	return wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+		list := &appsv1.DeploymentList{}
+		if err := cl.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			return false, nil
+		}
+		n := 0
+		for i := range list.Items {
+			d := &list.Items[i]
+			if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas == *d.Spec.Replicas {
+				n++
+			}
+		}
+		return n >= c.u, nil
+	})
+}
+
+func createWebApps(ctx context.Context, c config, cl client.Client) ([]*webappv1.WebApp, error) {
+	apps := make([]*webappv1.WebApp, c.n)
+	err := parallel(ctx, c.n, 16, func(ctx context.Context, i int) error {
+		app := &webappv1.WebApp{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%05d", i), Namespace: namespace},
+			Spec:       webappv1.WebAppSpec{Image: "registry.example/app:1", Replicas: int32(c.replicas), Port: 8080},
+		}
+		apps[i] = app
+		return cl.Create(ctx, app)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating WebApps: %w", err)
+	}
+	logf("created %d WebApps", c.n)
+	return apps, nil
+}
+
+// manager is a running manager process.
+type manager struct {
+	cmd         *exec.Cmd
+	done        chan struct{}
+	metricsAddr string
+}
+
+func startManager(c config, e *env, logName string) (*manager, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	m := &manager{metricsAddr: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
+	args := append([]string{
+		"--kubeconfig=" + e.proxyKube,
+		"--metrics-bind-address=" + m.metricsAddr,
+		"--health-probe-bind-address=0",
+		fmt.Sprintf("--requeue-after=%s", c.resync),
+		fmt.Sprintf("--max-concurrent-reconciles=%d", c.workers),
+	}, c.managerArgs...)
+	out, err := os.Create(filepath.Join(e.cluster.LogDir, logName))
+	if err != nil {
+		return nil, err
+	}
+	m.cmd = exec.Command(c.manager, args...)
+	m.cmd.Stdout, m.cmd.Stderr = out, out
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", c.manager, err)
+	}
+	go func() {
+		_ = m.cmd.Wait()
+		_ = out.Close()
+		close(m.done)
+	}()
+	e.stops = append(e.stops, func() { m.stop() })
+	return m, nil
+}
+
+func (m *manager) stop() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.done
+	}
+}
+
+func (m *manager) exited() error {
+	select {
+	case <-m.done:
+		return errors.New("the manager exited; see its log")
+	default:
+		return nil
+	}
+}
+
+// opResult is what the operator did.
+type opResult struct {
+	converged, ready             time.Duration
+	untilReady                   counts
+	restWrites, restAll          counts
+	restReconciles               float64
+	restCPU, cpuPerAppResync     time.Duration
+	restartWrites, restartAll    counts
+	restartReconciles            float64
+	peakRSS, restartPeakRSS      int64
+	deployments, services        int
+	coldCPU                      time.Duration
+	restartSettled, restartSpent time.Duration
+}
+
+func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
+	r := &opResult{}
+	before := e.cnt.snapshot()
+	logf("starting the manager cold")
+	start := time.Now()
+	m, err := startManager(c, e, "manager.log")
+	if err != nil {
+		return nil, err
+	}
+	if r.converged, err = e.obs.wait(ctx, start, m, false); err != nil {
+		return nil, fmt.Errorf("waiting for convergence: %w", err)
+	}
+	logf("converged in %s", round(r.converged))
+	if r.ready, err = e.obs.wait(ctx, start, m, true); err != nil {
+		return nil, fmt.Errorf("waiting for Ready: %w", err)
+	}
+	r.untilReady = e.cnt.snapshot().minus(before)
+	r.coldCPU = cpuTime(m.cmd.Process.Pid)
+	logf("all Ready in %s", round(r.ready))
+	if r.deployments, r.services, err = countChildren(ctx, e.admin); err != nil {
+		return nil, err
+	}
+
+	// At rest: three resyncs, after a moment for the last events to settle.
+	time.Sleep(3 * time.Second)
+	s0, cpu0, rec0 := e.cnt.snapshot(), cpuTime(m.cmd.Process.Pid), reconciles(m.metricsAddr)
+	logf("at rest for 3 resyncs (%s)", 3*c.resync)
+	time.Sleep(3 * c.resync)
+	rest := e.cnt.snapshot().minus(s0)
+	r.restCPU = cpuTime(m.cmd.Process.Pid) - cpu0
+	r.restReconciles = reconciles(m.metricsAddr) - rec0
+	r.restWrites, r.restAll = writesOnly(rest), rest
+	r.cpuPerAppResync = r.restCPU / time.Duration(3*c.n)
+	r.peakRSS = peakRSS(m.cmd.Process.Pid)
+	if err := m.exited(); err != nil {
+		return nil, err
+	}
+	m.stop()
+
+	// A restart: every WebApp is reconciled once from a fresh cache, then one more resync.
+	logf("restarting the manager")
+	s1 := e.cnt.snapshot()
+	start = time.Now()
+	m, err = startManager(c, e, "manager-restart.log")
+	if err != nil {
+		return nil, err
+	}
+	err = wait.PollUntilContextCancel(ctx, time.Second, false, func(context.Context) (bool, error) {
+		return reconciles(m.metricsAddr) >= float64(c.n), m.exited()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the restarted manager to reconcile every WebApp: %w", err)
+	}
+	r.restartSettled = time.Since(start)
+	time.Sleep(c.resync + 2*time.Second)
+	restart := e.cnt.snapshot().minus(s1)
+	r.restartWrites, r.restartAll = writesOnly(restart), restart
+	r.restartReconciles = reconciles(m.metricsAddr)
+	r.restartPeakRSS = peakRSS(m.cmd.Process.Pid)
+	r.restartSpent = cpuTime(m.cmd.Process.Pid)
+	m.stop()
+	return r, nil
+}
+
+func writesOnly(c counts) counts {
+	out := counts{}
+	for k, v := range c {
+		if isWrite(k.verb) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// countChildren counts our Deployments and Services (metadata only).
+func countChildren(ctx context.Context, cl client.Client) (int, int, error) {
+	sel := client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}
+	deps := &metav1.PartialObjectMetadataList{}
+	deps.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
+	if err := cl.List(ctx, deps, client.InNamespace(namespace), sel); err != nil {
+		return 0, 0, err
+	}
+	svcs := &metav1.PartialObjectMetadataList{}
+	svcs.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceList"))
+	if err := cl.List(ctx, svcs, client.InNamespace(namespace), sel); err != nil {
+		return 0, 0, err
+	}
+	return len(deps.Items), len(svcs.Items), nil
+}
+
+func (r *opResult) print(c config) {
+	n := c.n
+	fmt.Printf("\n== operator (manager flags %q, workers %d)\n", c.managerArgs, c.workers)
+	fmt.Printf("converged (children exist, status observed): %s\n", round(r.converged))
+	fmt.Printf("all Ready:                                   %s\n", round(r.ready))
+	fmt.Printf("children: %d Deployments, %d Services with our label\n", r.deployments, r.services)
+	fmt.Printf("requests per WebApp until all Ready: %.2f writes, %.2f reads, %.2f in all (events apart: %.2f)\n",
+		perApp(r.untilReady.total(true, false, false), n), perApp(r.untilReady.total(false, true, false), n),
+		perApp(r.untilReady.total(true, true, false), n), perApp(r.untilReady.total(true, true, true), n))
+	printCounts(r.untilReady, n)
+	fmt.Printf("manager CPU until all Ready: %s (%.2f ms per WebApp)\n", round(r.coldCPU), r.coldCPU.Seconds()*1e3/float64(n))
+	fmt.Printf("at rest, 3 resyncs: %d writes (events apart), %d requests in all, %.0f reconciles\n",
+		r.restWrites.total(true, false, false), r.restAll.total(true, true, false)+r.restAll.total(true, true, true), r.restReconciles)
+	printCounts(r.restAll, 0)
+	fmt.Printf("manager CPU at rest: %s: %.1f µs per WebApp per resync", round(r.restCPU), r.cpuPerAppResync.Seconds()*1e6)
+	if r.restReconciles > 0 {
+		fmt.Printf(" (%.1f µs per reconcile)", r.restCPU.Seconds()*1e6/r.restReconciles)
+	}
+	fmt.Println()
+	fmt.Printf("after a restart (every WebApp reconciled in %s, then one resync): %d writes (events apart), %.0f reconciles\n",
+		round(r.restartSettled), r.restartWrites.total(true, false, false), r.restartReconciles)
+	printCounts(r.restartAll, 0)
+	fmt.Printf("peak RSS (VmHWM): %.1f MiB cold start and rest, %.1f MiB after a restart; %.1f KiB per WebApp (cold)\n",
+		float64(r.peakRSS)/(1<<20), float64(r.restartPeakRSS)/(1<<20), float64(r.peakRSS)/1024/float64(n))
+}
+
+// floorResult is what the minimal client did.
+type floorResult struct {
+	converged, available, sent time.Duration
+	all                        counts
+}
+
+// runFloor applies, with the manager's concurrency and no client-side throttling, exactly the necessary objects:
+// each WebApp's Deployment (same replicas) and Service, then one status apply.
+func runFloor(ctx context.Context, c config, e *env) (*floorResult, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.proxyKube)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(unthrottled(cfg), client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		return nil, err
+	}
+	r := &floorResult{}
+	before := e.cnt.snapshot()
+	logf("floor: applying with %d workers", c.workers)
+	start := time.Now()
+	owner := client.FieldOwner("benchscale-floor")
+	err = parallel(ctx, len(e.apps), c.workers, func(ctx context.Context, i int) error {
+		app := e.apps[i]
+		if err := cl.Apply(ctx, floorDeployment(app), owner, client.ForceOwnership); err != nil {
+			return err
+		}
+		if err := cl.Apply(ctx, floorService(app), owner, client.ForceOwnership); err != nil {
+			return err
+		}
+		return cl.Status().Apply(ctx, floorStatus(app, start), owner, client.ForceOwnership)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.sent = time.Since(start)
+	if r.converged, err = e.obs.wait(ctx, start, nil, false); err != nil {
+		return nil, err
+	}
+	r.all = e.cnt.snapshot().minus(before)
+	logf("floor converged in %s; waiting for its Deployments to be available", round(r.converged))
+	err = wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+		list := &appsv1.DeploymentList{}
+		if err := e.admin.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}); err != nil {
+			return false, nil
+		}
+		n := 0
+		for i := range list.Items {
+			d := &list.Items[i]
+			if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas {
+				n++
+			}
+		}
+		return n >= c.n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.available = time.Since(start)
+	return r, nil
+}
+
+func (r *floorResult) print(c config) {
+	fmt.Printf("\n== floor (unthrottled, %d workers: Deployment, Service, one status apply per WebApp)\n", c.workers)
+	fmt.Printf("all applies returned:           %s\n", round(r.sent))
+	fmt.Printf("converged (status observed):    %s\n", round(r.converged))
+	fmt.Printf("all Deployments available:      %s (checked every 3 s)\n", round(r.available))
+	fmt.Printf("requests per WebApp: %.2f\n", perApp(r.all.total(true, true, false), c.n))
+	printCounts(r.all, c.n)
+}
+
+func perApp(v int64, n int) float64 { return float64(v) / float64(n) }
+
+func round(d time.Duration) time.Duration {
+	if d > 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// printCounts prints counts by verb and resource, per WebApp when n > 0.
+func printCounts(c counts, n int) {
+	keys := make([]reqKey, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sortKeys(keys)
+	for _, k := range keys {
+		if n > 0 {
+			fmt.Printf("    %-8s %-28s %8d  %6.3f per WebApp\n", k.verb, k.resource, c[k], perApp(c[k], n))
+		} else {
+			fmt.Printf("    %-8s %-28s %8d\n", k.verb, k.resource, c[k])
+		}
+	}
+}
+
+// floorStatus is a status that observes the WebApp's generation.
+func floorStatus(app *webappv1.WebApp, now time.Time) *webappv1ac.WebAppApplyConfiguration {
+	return webappv1ac.WebApp(app.Name, app.Namespace).WithStatus(webappv1ac.WebAppStatus().
+		WithObservedGeneration(app.Generation).
+		WithConditions(metav1ac.Condition().
+			WithType(webappv1.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(controller.ReasonDeploymentProgressing).
+			WithMessage("Deployment rollout in progress").WithObservedGeneration(app.Generation).WithLastTransitionTime(metav1.NewTime(now))))
+}
+
+func floorLabels(app *webappv1.WebApp) map[string]string {
+	return map[string]string{controller.LabelName: "webapp", controller.LabelInstance: app.Name, controller.LabelManagedBy: controller.ManagedBy}
+}
+
+func floorOwner(app *webappv1.WebApp) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().WithAPIVersion(webappv1.GroupVersion.String()).WithKind("WebApp").WithName(app.Name).
+		WithUID(app.UID).WithController(true).WithBlockOwnerDeletion(true)
+}
+
+// floorDeployment is the WebApp's Deployment in short: same replicas, labels and owner, one container and port.
+func floorDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfiguration {
+	sel := map[string]string{controller.LabelName: "webapp", controller.LabelInstance: app.Name}
+	return appsv1ac.Deployment(app.Name, app.Namespace).WithLabels(floorLabels(app)).WithOwnerReferences(floorOwner(app)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(app.Spec.Replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(sel)).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(floorLabels(app)).WithSpec(corev1ac.PodSpec().
+				WithContainers(corev1ac.Container().WithName("app").WithImage(app.Spec.Image).
+					WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(app.Spec.Port).WithProtocol(corev1.ProtocolTCP))))))
+}
+
+func floorService(app *webappv1.WebApp) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(app.Name, app.Namespace).WithLabels(floorLabels(app)).WithOwnerReferences(floorOwner(app)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithSelector(map[string]string{controller.LabelName: "webapp", controller.LabelInstance: app.Name}).
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(app.Spec.Port).WithProtocol(corev1.ProtocolTCP)))
+}
