@@ -43,14 +43,19 @@ import (
 	"github.com/example/webapp-operator/test/cluster"
 )
 
-const namespace = metav1.NamespaceDefault
+// namespace holds the unrelated Deployments and the operator's WebApps; floorNamespace the floor's, when the floor
+// runs in the same cluster after the operator.
+const (
+	namespace      = metav1.NamespaceDefault
+	floorNamespace = "floor"
+)
 
 type config struct {
 	n, u, uReplicas, replicas, workers int
 	resync, timeout                    time.Duration
 	manager                            string
 	managerArgs                        []string
-	operator, floor                    bool
+	operator, floor, freshFloor        bool
 	dir                                string
 }
 
@@ -68,6 +73,8 @@ func main() {
 	flag.StringVar(&args, "args", "", "more manager flags, space-separated (--kube-api-qps=100 ...)")
 	flag.BoolVar(&c.operator, "operator", true, "measure the operator")
 	flag.BoolVar(&c.floor, "floor", true, "measure the floor")
+	flag.BoolVar(&c.freshFloor, "fresh-floor", false, "measure the floor in a fresh cluster with the same load (else in the operator's cluster, "+
+		"in a namespace of its own after the operator was stopped: the same load plus the operator's idle objects, and one preload instead of two)")
 	flag.StringVar(&c.dir, "dir", "", "where the clusters' logs and the manager's log go (default: a new temporary directory)")
 	flag.Parse()
 	c.managerArgs = strings.Fields(args)
@@ -105,20 +112,43 @@ func run(ctx context.Context, c config) error {
 	var op *opResult
 	var fl *floorResult
 	if c.operator {
-		r, err := measure(ctx, c, "operator", runOperator)
+		e, err := setup(ctx, c, filepath.Join(c.dir, "operator"))
 		if err != nil {
 			return err
 		}
-		op = r
+		defer e.stop()
+		if err := e.prepare(ctx, c, namespace); err != nil {
+			return err
+		}
+		if op, err = runOperator(ctx, c, e); err != nil {
+			return fmt.Errorf("operator: %w", err)
+		}
 		op.print(c)
+		if c.floor && !c.freshFloor {
+			if err := e.prepare(ctx, c, floorNamespace); err != nil {
+				return err
+			}
+			if fl, err = runFloor(ctx, c, e); err != nil {
+				return fmt.Errorf("floor: %w", err)
+			}
+			fl.print(c, "the operator's cluster, namespace "+floorNamespace)
+		}
+		e.stop()
 	}
-	if c.floor {
-		r, err := measure(ctx, c, "floor", runFloor)
+	if c.floor && (c.freshFloor || !c.operator) {
+		e, err := setup(ctx, c, filepath.Join(c.dir, "floor"))
 		if err != nil {
 			return err
 		}
-		fl = r
-		fl.print(c)
+		defer e.stop()
+		if err := e.prepare(ctx, c, namespace); err != nil {
+			return err
+		}
+		if fl, err = runFloor(ctx, c, e); err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		fl.print(c, "a fresh cluster")
+		e.stop()
 	}
 	printLoad("end")
 	if op != nil && fl != nil {
@@ -134,21 +164,6 @@ func run(ctx context.Context, c config) error {
 	return nil
 }
 
-// measure runs phase in a fresh cluster loaded with U Deployments and N WebApps.
-func measure[R any](ctx context.Context, c config, name string, phase func(context.Context, config, *env) (R, error)) (R, error) {
-	var zero R
-	e, err := setup(ctx, c, filepath.Join(c.dir, name))
-	if err != nil {
-		return zero, fmt.Errorf("%s: %w", name, err)
-	}
-	defer e.stop()
-	r, err := phase(ctx, c, e)
-	if err != nil {
-		return zero, fmt.Errorf("%s: %w", name, err)
-	}
-	return r, nil
-}
-
 // env is a loaded cluster with the counting proxy in front of it.
 type env struct {
 	cluster   *cluster.Cluster
@@ -156,6 +171,7 @@ type env struct {
 	cnt       *counter
 	proxyURL  string
 	proxyKube string // a kubeconfig of the proxy
+	ns        string // where the WebApps being measured are
 	obs       *observer
 	apps      []*webappv1.WebApp
 	stops     []func()
@@ -165,6 +181,25 @@ func (e *env) stop() {
 	for i := len(e.stops) - 1; i >= 0; i-- {
 		e.stops[i]()
 	}
+	e.stops = nil
+}
+
+// prepare creates N WebApps in namespace ns, with an observer of them.
+func (e *env) prepare(ctx context.Context, c config, ns string) error {
+	if ns != metav1.NamespaceDefault {
+		if err := e.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	e.ns = ns
+	octx, stopObserver := context.WithCancel(ctx)
+	e.stops = append(e.stops, stopObserver)
+	var err error
+	if e.obs, err = startObserver(octx, unthrottled(e.cluster.Config), ns, c.n); err != nil {
+		return err
+	}
+	e.apps, err = createWebApps(ctx, c, e.admin, ns)
+	return err
 }
 
 func setup(ctx context.Context, c config, dir string) (*env, error) {
@@ -172,7 +207,7 @@ func setup(ctx context.Context, c config, dir string) (*env, error) {
 		return nil, err
 	}
 	logf("starting a local cluster in %s", dir)
-	cl, err := cluster.Start(ctx, cluster.Options{Dir: dir, DieWithParent: true, NodePods: c.n*c.replicas + c.u*c.uReplicas + 100})
+	cl, err := cluster.Start(ctx, cluster.Options{Dir: dir, DieWithParent: true, NodePods: 2*c.n*c.replicas + c.u*c.uReplicas + 100})
 	if err != nil {
 		return nil, err
 	}
@@ -199,14 +234,6 @@ func setup(ctx context.Context, c config, dir string) (*env, error) {
 		return nil, err
 	}
 	if err := loadUnrelated(ctx, c, e.admin); err != nil {
-		return nil, err
-	}
-	octx, stopObserver := context.WithCancel(ctx)
-	e.stops = append(e.stops, stopObserver)
-	if e.obs, err = startObserver(octx, adminCfg, c.n); err != nil {
-		return nil, err
-	}
-	if e.apps, err = createWebApps(ctx, c, e.admin); err != nil {
 		return nil, err
 	}
 	url, stopProxy, err := startProxy(cl.Config, e.cnt)
@@ -296,11 +323,11 @@ func loadUnrelated(ctx context.Context, c config, cl client.Client) error {
 	})
 }
 
-func createWebApps(ctx context.Context, c config, cl client.Client) ([]*webappv1.WebApp, error) {
+func createWebApps(ctx context.Context, c config, cl client.Client, ns string) ([]*webappv1.WebApp, error) {
 	apps := make([]*webappv1.WebApp, c.n)
 	err := parallel(ctx, c.n, 16, func(ctx context.Context, i int) error {
 		app := &webappv1.WebApp{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%05d", i), Namespace: namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%05d", i), Namespace: ns},
 			Spec:       webappv1.WebAppSpec{Image: "registry.example/app:1", Replicas: int32(c.replicas), Port: 8080},
 		}
 		apps[i] = app
@@ -309,7 +336,7 @@ func createWebApps(ctx context.Context, c config, cl client.Client) ([]*webappv1
 	if err != nil {
 		return nil, fmt.Errorf("creating WebApps: %w", err)
 	}
-	logf("created %d WebApps", c.n)
+	logf("created %d WebApps in namespace %s", c.n, ns)
 	return apps, nil
 }
 
@@ -410,7 +437,7 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 	r.untilReady = e.cnt.snapshot().minus(before)
 	r.coldCPU = cpuTime(m.cmd.Process.Pid)
 	logf("all Ready in %s", round(r.ready))
-	if r.deployments, r.services, err = countChildren(ctx, e.admin); err != nil {
+	if r.deployments, r.services, err = countChildren(ctx, e.admin, e.ns); err != nil {
 		return nil, err
 	}
 
@@ -466,16 +493,16 @@ func writesOnly(c counts) counts {
 }
 
 // countChildren counts our Deployments and Services (metadata only).
-func countChildren(ctx context.Context, cl client.Client) (int, int, error) {
+func countChildren(ctx context.Context, cl client.Client, ns string) (int, int, error) {
 	sel := client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}
 	deps := &metav1.PartialObjectMetadataList{}
 	deps.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
-	if err := cl.List(ctx, deps, client.InNamespace(namespace), sel); err != nil {
+	if err := cl.List(ctx, deps, client.InNamespace(ns), sel); err != nil {
 		return 0, 0, err
 	}
 	svcs := &metav1.PartialObjectMetadataList{}
 	svcs.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceList"))
-	if err := cl.List(ctx, svcs, client.InNamespace(namespace), sel); err != nil {
+	if err := cl.List(ctx, svcs, client.InNamespace(ns), sel); err != nil {
 		return 0, 0, err
 	}
 	return len(deps.Items), len(svcs.Items), nil
@@ -550,7 +577,7 @@ func runFloor(ctx context.Context, c config, e *env) (*floorResult, error) {
 	logf("floor converged in %s; waiting for its Deployments to be available", round(r.converged))
 	err = wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
 		list := &appsv1.DeploymentList{}
-		if err := e.admin.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}); err != nil {
+		if err := e.admin.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}); err != nil {
 			return false, nil
 		}
 		n := 0
@@ -569,8 +596,8 @@ func runFloor(ctx context.Context, c config, e *env) (*floorResult, error) {
 	return r, nil
 }
 
-func (r *floorResult) print(c config) {
-	fmt.Printf("\n== floor (unthrottled, %d workers: Deployment, Service, one status apply per WebApp)\n", c.workers)
+func (r *floorResult) print(c config, where string) {
+	fmt.Printf("\n== floor (unthrottled, %d workers: Deployment, Service, one status apply per WebApp; in %s)\n", c.workers, where)
 	fmt.Printf("all applies returned:           %s\n", round(r.sent))
 	fmt.Printf("converged (status observed):    %s\n", round(r.converged))
 	fmt.Printf("all Deployments available:      %s (checked every 3 s)\n", round(r.available))

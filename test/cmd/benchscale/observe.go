@@ -34,9 +34,9 @@ type observer struct {
 	observedAll, readyAll bool
 }
 
-func startObserver(ctx context.Context, cfg *rest.Config, n int) (*observer, error) {
+func startObserver(ctx context.Context, cfg *rest.Config, ns string, n int) (*observer, error) {
 	o := &observer{n: n, observed: map[string]bool{}, ready: map[string]bool{}}
-	ca, err := cache.New(cfg, cache.Options{Scheme: controller.NewScheme(), DefaultNamespaces: map[string]cache.Config{namespace: {}}})
+	ca, err := cache.New(cfg, cache.Options{Scheme: controller.NewScheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
 	if err != nil {
 		return nil, err
 	}
