@@ -76,6 +76,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Room for thousands of Services (envtest's default range, a /24, holds 254).
+	env.ControlPlane.APIServer.Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	c = &Cluster{LogDir: logDir, Bin: bin, env: env, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
 	defer func() {
 		if err != nil {
