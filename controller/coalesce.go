@@ -6,14 +6,17 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
 )
 
-// DefaultProgressInterval is how long after a status write of a WebApp a change of progress alone (counts and
-// messages, with the same condition statuses, reasons and observedGeneration) waits before it is written: a
-// rollout's intermediate steps are merged into one write, or into the write of its end.
+// DefaultProgressInterval is how long after a status write of a WebApp a change of a rollout's progress alone
+// (counts and messages while Ready stays False with reason DeploymentProgressing, the other condition statuses,
+// reasons and observedGeneration unchanged) waits before it is written: a rollout's intermediate steps are merged
+// into one write, or into the write of its end. Errors, Ready and a new generation are written at once.
 const DefaultProgressInterval = 10 * time.Second
 
 // statusPace remembers, per WebApp, the shape of the status last written (observedGeneration and each
@@ -44,6 +47,19 @@ func shape(ac *webappv1ac.WebAppApplyConfiguration) string {
 	return b.String()
 }
 
+// progressing reports whether want's Ready condition is False with reason DeploymentProgressing.
+func progressing(want *webappv1ac.WebAppApplyConfiguration) bool {
+	if want.Status == nil {
+		return false
+	}
+	for _, c := range want.Status.Conditions {
+		if deref(c.Type) == webappv1.ConditionReady {
+			return deref(c.Status) == metav1.ConditionFalse && deref(c.Reason) == ReasonDeploymentProgressing
+		}
+	}
+	return false
+}
+
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {
@@ -61,7 +77,7 @@ func (p *statusPace) wait(key types.NamespacedName, want *webappv1ac.WebAppApply
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	last, ok := p.m[key]
-	if !ok || last.shape != shape(want) {
+	if !ok || last.shape != shape(want) || !progressing(want) {
 		return 0
 	}
 	return max(last.at.Add(interval).Sub(now), 0)

@@ -413,6 +413,7 @@ type opResult struct {
 	restartWrites, restartAll    counts
 	restartReconciles            float64
 	peakRSS, restartPeakRSS      int64
+	rss, rssAnon, rssFile        int64 // at the end of the rest
 	deployments, services        int
 	coldCPU                      time.Duration
 	restartSettled, restartSpent time.Duration
@@ -452,6 +453,7 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 	r.restWrites, r.restAll = writesOnly(rest), rest
 	r.cpuPerAppResync = r.restCPU / time.Duration(3*c.n)
 	r.peakRSS = peakRSS(m.cmd.Process.Pid)
+	r.rss, r.rssAnon, r.rssFile = procStatus(m.cmd.Process.Pid, "VmRSS"), procStatus(m.cmd.Process.Pid, "RssAnon"), procStatus(m.cmd.Process.Pid, "RssFile")
 	if err := m.exited(); err != nil {
 		return nil, err
 	}
@@ -532,6 +534,8 @@ func (r *opResult) print(c config) {
 	printCounts(r.restartAll, 0)
 	fmt.Printf("peak RSS (VmHWM): %.1f MiB cold start and rest, %.1f MiB after a restart; %.1f KiB per WebApp (cold)\n",
 		float64(r.peakRSS)/(1<<20), float64(r.restartPeakRSS)/(1<<20), float64(r.peakRSS)/1024/float64(n))
+	fmt.Printf("RSS at rest: %.1f MiB (%.1f MiB anonymous, %.1f MiB of files: the binary's pages)\n",
+		float64(r.rss)/(1<<20), float64(r.rssAnon)/(1<<20), float64(r.rssFile)/(1<<20))
 }
 
 // floorResult is what the minimal client did.

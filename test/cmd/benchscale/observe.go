@@ -136,7 +136,10 @@ func cpuTime(pid int) time.Duration {
 }
 
 // peakRSS is the peak resident set size of process pid (VmHWM), in bytes.
-func peakRSS(pid int) int64 {
+func peakRSS(pid int) int64 { return procStatus(pid, "VmHWM") }
+
+// procStatus is a size field of /proc/PID/status (VmHWM, VmRSS, RssAnon, RssFile), in bytes.
+func procStatus(pid int, field string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -144,7 +147,7 @@ func peakRSS(pid int) int64 {
 	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb * 1024
 		}
