@@ -284,8 +284,8 @@ func parallel(ctx context.Context, n, workers int, f func(context.Context, int) 
 	return context.Cause(ctx)
 }
 
-// loadUnrelated creates U Deployments without our label and waits until the Deployment controller has seen them
-// all, so their first sync does not overlap the measurement.
+// loadUnrelated creates U Deployments without our label and waits until the Deployment and ReplicaSet controllers
+// have seen them all, so their first sync overlaps the measurement less.
 func loadUnrelated(ctx context.Context, c config, cl client.Client) error {
 	start := time.Now()
 	err := parallel(ctx, c.u, 16, func(ctx context.Context, i int) error {
@@ -316,6 +316,20 @@ func loadUnrelated(ctx context.Context, c config, cl client.Client) error {
 		for i := range list.Items {
 			d := &list.Items[i]
 			if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas == *d.Spec.Replicas {
+				n++
+			}
+		}
+		if n < c.u {
+			return false, nil
+		}
+		// And the ReplicaSet controller has seen their ReplicaSets, so neither is still busy with them.
+		rsList := &appsv1.ReplicaSetList{}
+		if err := cl.List(ctx, rsList, client.InNamespace(namespace)); err != nil {
+			return false, nil
+		}
+		n = 0
+		for i := range rsList.Items {
+			if rs := &rsList.Items[i]; rs.Status.ObservedGeneration >= rs.Generation {
 				n++
 			}
 		}
