@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,7 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +36,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
@@ -86,7 +87,7 @@ func main() {
 		c.dir = d
 	}
 	// The observer's cache would warn that no logger is set; the benchmark prints what it measures itself.
-	ctrllog.SetLogger(logr.Discard())
+	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
