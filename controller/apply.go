@@ -216,6 +216,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		withRV.Call([]reflect.Value{reflect.ValueOf(createOnlyVersion)})
 		ac = cp.Interface().(AC)
 	}
+	markWrite(ctx)
 	var err error
 	if o.status {
 		err = r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
@@ -454,6 +455,7 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 	}
 	// The resourceVersion makes the apply fail rather than write back fields someone changed since our read.
 	u.SetResourceVersion(cur.GetResourceVersion())
+	markWrite(ctx)
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return true, client.IgnoreNotFound(err)
 	}
@@ -465,6 +467,7 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 // so it removes exactly the entry we saw, or fails with a conflict when the list changed meanwhile. Server-Side
 // Apply cannot do this when another field manager also owns the entry: an apply only gives up our ownership.
 func removeGuarded[E any](ctx context.Context, c client.Client, obj client.Object, path string, list []E, i int) error {
+	markWrite(ctx)
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": list},
 		{"op": "remove", "path": fmt.Sprintf("%s/%d", path, i)},

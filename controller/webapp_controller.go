@@ -56,7 +56,8 @@ type WebAppReconciler struct {
 	// (DefaultProgressInterval when zero; negative: never).
 	ProgressInterval time.Duration
 
-	pace       statusPace // per WebApp: the shape of the status last written, and when
+	pace       statusPace    // per WebApp: the shape of the status last written, and when
+	converged  convergedMemo // per WebApp: the state a reconcile that sent nothing saw
 	configMu   sync.Mutex
 	configMemo map[types.NamespacedName]configMemo // per WebApp: the config hash and what it was computed from
 	sent       sentMemo                            // per object written: what was last sent or found owned
@@ -67,6 +68,7 @@ func (r *WebAppReconciler) forget(key types.NamespacedName) {
 	r.forgetConfig(key)
 	r.sent.forget(key)
 	r.pace.forget(key)
+	r.converged.set(key, "")
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -98,6 +100,12 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Nothing changed since a reconcile that found everything as desired: it would decide the same again.
+	fp := r.fingerprint(ctx, app)
+	if r.converged.matches(req.NamespacedName, fp) {
+		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
+	}
+	ctx, wrote := withWriteFlag(ctx)
 	obs, applyErr := r.applyChildren(ctx, app)
 	held, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := r.result(ctx, applyErr, statusErr)
@@ -105,6 +113,10 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
+	if applyErr != nil || statusErr != nil || held > 0 || *wrote {
+		fp = ""
+	}
+	r.converged.set(req.NamespacedName, fp)
 	return res, err
 }
 
@@ -173,6 +185,7 @@ func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp) 
 		return client.IgnoreNotFound(err)
 	}
 	// The UID precondition makes sure we delete the PDB we saw, never one created since.
+	markWrite(ctx)
 	err = r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
 	if apierrors.IsNotFound(err) {
 		return nil
