@@ -107,11 +107,11 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		// (without our label, or created since), which is then read and judged below like any other.
 		create := o
 		create.createOnly = true
-		res, err := send(ctx, r, kind, key, desired(nil), create, outcome[PT]{})
-		if !errors.Is(err, errExists) {
-			return res, err
+		res, createErr := send(ctx, r, kind, key, desired(nil), create, outcome[PT]{})
+		if !errors.Is(createErr, errExists) {
+			return res, createErr
 		}
-		if err := r.reader().Get(ctx, key, cur); err == nil {
+		if err = r.reader().Get(ctx, key, cur); err == nil {
 			// Remembered as seen, so the next cache miss reads it rather than trying to create it again.
 			r.sent.remember(kind, key, cur, [sha256.Size]byte{})
 		}
