@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -54,8 +56,16 @@ func (e *childError) waiting() bool {
 	return e.notOurs != "" || apierrors.IsInvalid(e.err) || apierrors.IsBadRequest(e.err)
 }
 
+// createOnlyVersion is the resourceVersion of a create-only apply: etcd's first revision, which no stored object
+// has (an empty store is at revision 1, and the first write makes it 2).
+const createOnlyVersion = "1"
+
+// errExists is a create-only apply's refusal: an object of that name exists.
+var errExists = errors.New("the object exists")
+
 // writeOpts are the parts of a write that do not depend on the object's kind.
 type writeOpts struct {
+	createOnly   bool      // refuse the apply (errExists) rather than change an existing object
 	owner        types.UID // a child's WebApp: an object controlled by anything else is never taken over ("" for the WebApp itself)
 	onlyIfExists bool      // never create the object (the WebApp itself)
 	status       bool      // write the status subresource
@@ -88,8 +98,23 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
 	err := r.Client.Get(ctx, key, cur)
+	if apierrors.IsNotFound(err) && !o.onlyIfExists && !r.sent.known(kind, key) {
+		// Not in the cache and never seen: most likely it does not exist. A create-only apply asks the server
+		// without a read first: it creates the object, or is refused with a conflict if one of that name exists
+		// (without our label, or created since), which is then read and judged below like any other.
+		create := o
+		create.createOnly = true
+		res, createErr := send(ctx, r, kind, key, desired(nil), create, outcome[PT]{})
+		if !errors.Is(createErr, errExists) {
+			return res, createErr
+		}
+		if err = r.reader().Get(ctx, key, cur); err == nil {
+			// Remembered as seen, so the next cache miss reads it rather than trying to create it again.
+			r.sent.remember(kind, key, cur, [sha256.Size]byte{})
+		}
+	}
 	if apierrors.IsNotFound(err) {
-		// Never created, deleted, not yet in the cache, or without our label: only the API server knows.
+		// Deleted, not yet in the cache, or without our label: only the API server knows.
 		err = r.reader().Get(ctx, key, cur)
 	}
 	switch {
@@ -110,7 +135,9 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
 		return res, refused
 	}
-	if err == nil && !same {
+	if err == nil && !same && r.sent.behind(kind, key, cur) {
+		// The cache has not yet seen our own last write: what differs may be only that. Ask the server. (A cache
+		// that has seen it is trusted: a difference there is one on the server, or was a moment ago.)
 		fresh := PT(new(T))
 		switch err := r.reader().Get(ctx, key, fresh); {
 		case apierrors.IsNotFound(err) && o.onlyIfExists:
@@ -175,17 +202,36 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 // send applies want and returns res completed with the object as the server now has it.
 func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	want AC, o writeOpts, res outcome[PT]) (outcome[PT], error) {
-	res.sent = true
-	// Hashed before sending: the client decodes the server's answer into want.
+	// Hashed before sending: the client decodes the server's answer into what it sends.
 	sum, err := hashOf(want)
 	if err != nil {
 		return res, err
 	}
-	if o.status {
-		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
-	} else {
-		err = r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
+	ac := want
+	if o.createOnly {
+		// A copy of want with a resourceVersion that no live object has, so the apply can change none; a missing
+		// object is created (the server wipes the resourceVersion of an object created by an apply).
+		cp := reflect.New(reflect.TypeOf(want).Elem())
+		if err := roundTrip(want, cp.Interface()); err != nil {
+			return res, fmt.Errorf("encoding %s %s: %w", kind, key, err)
+		}
+		withRV := cp.MethodByName("WithResourceVersion")
+		if !withRV.IsValid() {
+			return res, fmt.Errorf("%s %s: %T has no resourceVersion", kind, key, want)
+		}
+		withRV.Call([]reflect.Value{reflect.ValueOf(createOnlyVersion)})
+		ac = cp.Interface().(AC)
 	}
+	markWrite(ctx)
+	if o.status {
+		err = r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	} else {
+		err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	}
+	if o.createOnly && apierrors.IsConflict(err) {
+		return res, errExists
+	}
+	res.sent = true
 	if err != nil {
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 		ce := &childError{kind: kind, key: key, err: err}
@@ -197,7 +243,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	appliesTotal.WithLabelValues(kind, resultSent).Inc()
 	// The client decodes the apply response into want: it is the object as the server now has it.
 	applied := PT(new(T))
-	if err := roundTrip(want, applied); err != nil {
+	if err := roundTrip(ac, applied); err != nil {
 		return res, fmt.Errorf("decoding applied %s %s: %w", kind, key, err)
 	}
 	res.obj = applied
@@ -321,6 +367,27 @@ func identity(obj client.Object) (types.UID, string) {
 	return obj.GetUID(), obj.GetResourceVersion()
 }
 
+// known reports whether the object was ever written or found by us (and not forgotten since).
+func (m *sentMemo) known(kind string, key types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.m[sentKey{kind, key}]
+	return ok
+}
+
+// behind reports whether obj, as the cache has it, may be older than what our own last write of it returned:
+// its resourceVersion is lower (resourceVersions of one resource are ordered), or cannot be compared.
+func (m *sentMemo) behind(kind string, key types.NamespacedName, obj client.Object) bool {
+	m.mu.Lock()
+	e, ok := m.m[sentKey{kind, key}]
+	m.mu.Unlock()
+	if !ok || e.rv == "" || e.uid != obj.GetUID() {
+		return ok
+	}
+	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), e.rv)
+	return err != nil || c < 0
+}
+
 func (m *sentMemo) matches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -385,6 +452,7 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 	}
 	// The resourceVersion makes the apply fail rather than write back fields someone changed since our read.
 	u.SetResourceVersion(cur.GetResourceVersion())
+	markWrite(ctx)
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return true, client.IgnoreNotFound(err)
 	}
@@ -395,6 +463,7 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 // removeGuarded removes list[i] at path with a JSON patch that first tests the whole list, for the one thing
 // Server-Side Apply cannot do: take an entry away from another field manager that also owns it.
 func removeGuarded[E any](ctx context.Context, c client.Client, obj client.Object, path string, list []E, i int) error {
+	markWrite(ctx)
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": list},
 		{"op": "remove", "path": fmt.Sprintf("%s/%d", path, i)},

@@ -53,3 +53,21 @@ func BenchmarkConvergedDeploymentDecision(b *testing.B) {
 		}
 	}
 }
+
+// A whole converged reconcile (the fake client's reads are dearer than the cache's).
+func BenchmarkConvergedReconcile(b *testing.B) {
+	app := newApp("web", 1, 80, "nginx:1.25")
+	env := newFakeEnv(b, app)
+	r := &WebAppReconciler{Client: env}
+	for range 3 {
+		if _, err := r.Reconcile(context.Background(), reqFor(app)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Reconcile(context.Background(), reqFor(app)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -52,6 +52,12 @@ type WebAppReconciler struct {
 	// Now is the clock for condition transition times (metav1.Now when nil).
 	Now func() metav1.Time
 
+	// ProgressInterval is how long a change of a WebApp's progress alone waits after its last status write
+	// (DefaultProgressInterval when zero; negative: never).
+	ProgressInterval time.Duration
+
+	pace       statusPace    // per WebApp: the shape of the status last written, and when
+	converged  convergedMemo // per WebApp: the state a reconcile that sent nothing saw
 	configMu   sync.Mutex
 	configMemo map[types.NamespacedName]configMemo // per WebApp: the config hash and what it was computed from
 	sent       sentMemo                            // per object written: what was last sent or found owned
@@ -61,6 +67,8 @@ type WebAppReconciler struct {
 func (r *WebAppReconciler) forget(key types.NamespacedName) {
 	r.forgetConfig(key)
 	r.sent.forget(key)
+	r.pace.forget(key)
+	r.converged.set(key, "")
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -92,9 +100,24 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Nothing changed since a reconcile that found everything as desired: it would decide the same again.
+	fp := r.fingerprint(ctx, app)
+	if r.converged.matches(req.NamespacedName, fp) {
+		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
+	}
+	ctx, wrote := withWriteFlag(ctx)
 	obs, applyErr := r.applyChildren(ctx, app)
-	statusErr := r.applyStatus(ctx, app, obs, applyErr)
-	return r.result(ctx, applyErr, statusErr)
+	held, statusErr := r.applyStatus(ctx, app, obs, applyErr)
+	res, err := r.result(ctx, applyErr, statusErr)
+	if held > 0 && err == nil && held < res.RequeueAfter {
+		// A progress update waits: come back when it may be written.
+		res.RequeueAfter = held
+	}
+	if applyErr != nil || statusErr != nil || held > 0 || *wrote {
+		fp = ""
+	}
+	r.converged.set(req.NamespacedName, fp)
+	return res, err
 }
 
 // applyChildren writes the Deployment, the Service and the PodDisruptionBudget of app (each only where what we own
@@ -162,6 +185,7 @@ func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp) 
 		return client.IgnoreNotFound(err)
 	}
 	// The UID precondition makes sure we delete the PDB we saw, never one created since.
+	markWrite(ctx)
 	err = r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -295,14 +319,26 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.We
 	return errors.Join(depErr, svcErr, pdbErr)
 }
 
-// applyStatus applies the status of app's snapshot, unless it equals the status we already own.
-func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, obs observation, applyErr error) error {
+// applyStatus applies the status of app's snapshot, unless it equals the status we already own. A change of
+// progress alone (counts, messages) within ProgressInterval of the last status write is held back: it returns how
+// long, and the status is not written now (the condition statuses, reasons and observedGeneration are never held).
+func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, obs observation, applyErr error) (time.Duration, error) {
 	now := r.now()
-	_, err := ensure(ctx, r, "WebAppStatus", client.ObjectKeyFromObject(app), func(cur *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
-		return desiredStatus(app, cur, obs, applyErr, now)
+	key := client.ObjectKeyFromObject(app)
+	// The shape of the status (what is never held back) does not depend on the current transition times.
+	if held := r.pace.wait(key, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 {
+		return held, nil
+	}
+	var sent *webappv1ac.WebAppApplyConfiguration
+	out, err := ensure(ctx, r, "WebAppStatus", key, func(cur *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
+		sent = desiredStatus(app, cur, obs, applyErr, now)
+		return sent
 	}, webappv1ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
+	if out.sent && err == nil {
+		r.pace.written(key, sent, now.Time)
+	}
 	// A WebApp deleted meanwhile needs no status.
-	return client.IgnoreNotFound(err)
+	return 0, client.IgnoreNotFound(err)
 }
 
 // result sorts the errors. Transient ones (the server unavailable, a conflict, a quota) are returned and retried
@@ -341,6 +377,13 @@ func (r *WebAppReconciler) now() metav1.Time {
 		return r.Now()
 	}
 	return metav1.Now()
+}
+
+func (r *WebAppReconciler) progressInterval() time.Duration {
+	if r.ProgressInterval != 0 {
+		return r.ProgressInterval
+	}
+	return DefaultProgressInterval
 }
 
 func (r *WebAppReconciler) reader() client.Reader {

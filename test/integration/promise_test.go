@@ -237,9 +237,11 @@ func ownedIsSent(t *testing.T, op *operator, ns, name string, child client.Objec
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server never records the object's identity as owned.
+	// The server never records the object's identity as owned, nor the resourceVersion of a create-only apply
+	// (a precondition, not a field).
 	sent = sent.Difference(fieldpath.NewSet(fieldpath.MakePathOrDie("apiVersion"), fieldpath.MakePathOrDie("kind"),
-		fieldpath.MakePathOrDie("metadata", "name"), fieldpath.MakePathOrDie("metadata", "namespace")))
+		fieldpath.MakePathOrDie("metadata", "name"), fieldpath.MakePathOrDie("metadata", "namespace"),
+		fieldpath.MakePathOrDie("metadata", "resourceVersion")))
 	owned := &fieldpath.Set{}
 	for _, e := range child.GetManagedFields() {
 		if e.Manager == controller.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
