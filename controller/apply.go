@@ -92,8 +92,9 @@ func (o outcome[PT]) written() written {
 }
 
 // ensure is the one write decision, for children, finalizer and status: it applies desired(current), forced, unless
-// what our manager owns already says the same. A cache's "different" or miss is confirmed with the API server, so
-// a stale cache costs a read, never a write, and an object that is not ours is never taken over.
+// what our manager owns already says the same. A cache miss is a create-only apply (refused if the object exists)
+// and a cache's "different" is confirmed with the API server, so a stale cache costs a read, never a write, and an
+// object that is not ours is never taken over.
 func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
