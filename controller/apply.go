@@ -132,9 +132,11 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	}
 	res := outcome[PT]{obj: cur, before: cur, existed: true}
 	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
-	if refused := r.sent.refusal(kind, key, cur, want); err == nil && !same && refused != nil {
-		// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
-		return res, refused
+	if err == nil && !same {
+		if refused := r.sent.refusal(kind, key, cur, want); refused != nil {
+			// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
+			return res, refused
+		}
 	}
 	if err == nil && !same && r.sent.behind(kind, key, cur) {
 		// The cache has not yet seen our own last write: what differs may be only that. Ask the server. (A cache

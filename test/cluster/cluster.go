@@ -104,7 +104,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 
-	kwokPort, err := freePort()
+	kwokPort, err := FreePort()
 	if err != nil {
 		return c, err
 	}
@@ -281,14 +281,7 @@ func (c *Cluster) exited() error {
 // Stop stops every component, the ones started last first; each gets 10 s after SIGTERM before SIGKILL.
 func (c *Cluster) Stop() error {
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		Terminate(c.procs[i].cmd.Process, c.procs[i].done, 10*time.Second)
 	}
 	c.procs = nil
 	if c.real != nil {
@@ -304,8 +297,27 @@ func (c *Cluster) Stop() error {
 	return err
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
+// Terminate sends proc SIGTERM and waits until done is closed, killing it after grace; it reports whether it had to
+// kill. A process that has already exited (done closed) is left alone.
+func Terminate(proc *os.Process, done <-chan struct{}, grace time.Duration) (killed bool) {
+	select {
+	case <-done:
+		return false
+	default:
+	}
+	_ = proc.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return false
+	case <-time.After(grace):
+		_ = proc.Kill()
+		<-done
+		return true
+	}
+}
+
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -163,17 +163,7 @@ func startManager(t *testing.T, name string, extraArgs ...string) *manager {
 // stop sends SIGTERM and waits for the manager to exit.
 func (m *manager) stop(t *testing.T) {
 	t.Helper()
-	select {
-	case <-m.done:
-		return
-	default:
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(30 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
+	if cluster.Terminate(m.cmd.Process, m.done, 30*time.Second) {
 		t.Errorf("manager did not stop within 30s of SIGTERM")
 	}
 }

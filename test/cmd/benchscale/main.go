@@ -363,7 +363,7 @@ type manager struct {
 }
 
 func startManager(c config, e *env, logName string) (*manager, error) {
-	port, err := freePort()
+	port, err := cluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -395,18 +395,7 @@ func startManager(c config, e *env, logName string) (*manager, error) {
 }
 
 func (m *manager) stop() {
-	select {
-	case <-m.done:
-		return
-	default:
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(30 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-	}
+	cluster.Terminate(m.cmd.Process, m.done, 30*time.Second)
 }
 
 func (m *manager) exited() error {

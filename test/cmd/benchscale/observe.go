@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -176,15 +175,6 @@ func reconciles(addr string) float64 {
 		}
 	}
 	return sum
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	return port, l.Close()
 }
 
 // printLoad prints the machine's load average: the benchmark shares its cores with whatever else runs.
