@@ -27,6 +27,7 @@ const (
 // options are the manager's command-line flags (--kubeconfig and the zap flags are registered by their packages).
 type options struct {
 	metricsAddr, probeAddr  string
+	pprofAddr               string
 	metricsSecure           bool
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -45,6 +46,7 @@ func main() {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS to clients the API server authenticates and authorizes (TokenReview, SubjectAccessReview) for GET /metrics. The in-cluster manifests turn it on.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of Go's /debug/pprof endpoints, for profiling (default: off; they are unauthenticated, so bind them to localhost).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader with a Lease, so only one of several replicas writes.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's own namespace; required out of cluster).")
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before it may take over the Lease.")
@@ -89,6 +91,7 @@ func run(o options) error {
 		Cache:                   controller.CacheOptions(o.namespace),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "webapp-operator.example.com",
 		LeaderElectionNamespace: o.leaderElectionNamespace,

@@ -102,7 +102,7 @@ func (r *WebAppReconciler) configVersions(ctx context.Context, namespace string,
 		rv := "missing"
 		if name != "" {
 			m := metadataOnly(map[string]string{"configmap": "ConfigMap", "secret": "Secret"}[kind])
-			err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, m)
+			err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, m, client.UnsafeDisableDeepCopy)
 			switch {
 			case err == nil:
 				rv = m.ResourceVersion

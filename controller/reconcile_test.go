@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/applyconfig"
@@ -136,6 +138,19 @@ func (e *fakeEnv) reconcile(t *testing.T, r *WebAppReconciler, app *webappv1.Web
 	return res
 }
 
+// resync runs one walk of the resync loop and returns the names of the WebApps it enqueued.
+func (e *fakeEnv) resync(t *testing.T, r *WebAppReconciler) []string {
+	t.Helper()
+	ch := make(chan event.GenericEvent, 100)
+	r.resyncOnce(context.Background(), ch)
+	close(ch)
+	var names []string
+	for ev := range ch {
+		names = append(names, ev.Object.GetName())
+	}
+	return names
+}
+
 // get reads the object of app's name and namespace (the WebApp or a child) into obj.
 func (e *fakeEnv) get(t *testing.T, app *webappv1.WebApp, obj client.Object) {
 	t.Helper()
@@ -148,9 +163,11 @@ func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
 	app := newApp("web", 3, 80, "nginx:1.25")
 	env := newFakeEnv(t, app)
 	r := &WebAppReconciler{Client: env}
-	res := env.reconcile(t, r, app)
-	if res.RequeueAfter != DefaultRequeueAfter {
-		t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, DefaultRequeueAfter)
+	if res := env.reconcile(t, r, app); res.RequeueAfter != 0 {
+		t.Errorf("RequeueAfter = %v, want none: the resync loop brings it back", res.RequeueAfter)
+	}
+	if got := env.resync(t, r); !slices.Equal(got, []string{"web"}) {
+		t.Errorf("after a reconcile that wrote, the resync enqueues %v, want [web]", got)
 	}
 	if got := env.writes.Load(); got != 3 {
 		t.Errorf("first reconcile sent %d writes to children, want 3 (Deployment, Service, PodDisruptionBudget)", got)
@@ -197,6 +214,30 @@ func TestSecondReconcileSendsNoWrite(t *testing.T) {
 	}
 	if got := env.writes.Load(); got != 0 {
 		t.Errorf("converged reconciles sent %d writes to children, want 0", got)
+	}
+}
+
+// The resync walk enqueues the WebApps without a converged reconcile, and those whose inputs changed since theirs
+// (here the WebApp's status, which no watch brings back); a converged one costs no reconcile. (The fake client
+// cannot show a converged status apply, so the memo is set here as a converged reconcile sets it; the integration
+// tests show it with the real API server.)
+func TestResyncEnqueuesWhatMayHaveChanged(t *testing.T) {
+	web, api := newApp("web", 1, 80, "nginx:1.25"), newApp("api", 1, 80, "nginx:1.25")
+	env := newFakeEnv(t, web, api)
+	r := &WebAppReconciler{Client: env}
+	env.reconcile(t, r, web)
+	env.reconcile(t, r, api)
+	env.get(t, web, web)
+	r.converged.set(reqFor(web).NamespacedName, r.fingerprint(context.Background(), web))
+	if got := env.resync(t, r); !slices.Equal(got, []string{"api"}) {
+		t.Errorf("the resync enqueues %v, want [api] (web converged, api never did)", got)
+	}
+	web.Status.AvailableReplicas = 99
+	if err := env.Status().Update(context.Background(), web); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.resync(t, r); !slices.Equal(got, []string{"api", "web"}) {
+		t.Errorf("web's status changed by someone else: the resync enqueues %v, want [api web]", got)
 	}
 }
 
@@ -306,8 +347,11 @@ func TestApplyErrorsAreSortedAndReported(t *testing.T) {
 			if (err != nil) != tc.retried {
 				t.Errorf("err = %v, want retried %v", err, tc.retried)
 			}
-			if !tc.retried && res.RequeueAfter != DefaultRequeueAfter {
-				t.Errorf("a refused child waits %v, want the resync period", res.RequeueAfter)
+			if res.RequeueAfter != 0 {
+				t.Errorf("RequeueAfter = %v, want none", res.RequeueAfter)
+			}
+			if got := (&fakeEnv{Client: failing}).resync(t, r); !tc.retried && !slices.Equal(got, []string{"web"}) {
+				t.Errorf("a refused child: the resync enqueues %v, want [web]", got)
 			}
 			env.get(t, app, app)
 			ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
@@ -327,9 +371,10 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 	app := newApp("web", 1, 80, "nginx:1.25")
 	env := newFakeEnv(t, app, foreign)
 	r := &WebAppReconciler{Client: env}
-	res := env.reconcile(t, r, app)
-	if res.RequeueAfter != DefaultRequeueAfter {
-		t.Errorf("RequeueAfter = %v", res.RequeueAfter)
+	env.reconcile(t, r, app)
+	env.reconcile(t, r, app)
+	if got := env.resync(t, r); !slices.Equal(got, []string{"web"}) {
+		t.Errorf("a child not ours: the resync enqueues %v, want [web] at every period", got)
 	}
 	svc := &corev1.Service{}
 	env.get(t, app, svc)

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
@@ -45,7 +46,7 @@ type WebAppReconciler struct {
 	APIReader client.Reader
 	// Recorder records events on WebApps (none when nil).
 	Recorder events.EventRecorder
-	// RequeueAfter is the period of the resync of a converged WebApp (DefaultRequeueAfter when zero).
+	// RequeueAfter is the period of the resync (DefaultRequeueAfter when zero).
 	RequeueAfter time.Duration
 	// MaxConcurrentReconciles is how many WebApps are reconciled at once (1 when zero).
 	MaxConcurrentReconciles int
@@ -103,13 +104,13 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// Nothing changed since a reconcile that found everything as desired: it would decide the same again.
 	fp := r.fingerprint(ctx, app)
 	if r.converged.matches(req.NamespacedName, fp) {
-		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
+		return ctrl.Result{}, nil
 	}
 	ctx, wrote := withWriteFlag(ctx)
 	obs, applyErr := r.applyChildren(ctx, app)
 	held, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := r.result(ctx, applyErr, statusErr)
-	if held > 0 && err == nil && held < res.RequeueAfter {
+	if held > 0 && err == nil {
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
@@ -344,16 +345,17 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 // result sorts the errors. Transient ones (the server unavailable, a conflict, a quota) are returned and retried
 // with the controller's rate-limited backoff. A child the server refuses (invalid, or denied by an admission
 // policy) or that is not ours cannot succeed by retrying soon: the error shows in Ready and the WebApp waits for
-// the next resync (or a change to it or its children). Success waits for the next resync too.
+// the next resync (or a change to it or its children). Success waits for the next resync too: the resync loop
+// enqueues every WebApp whose last reconcile sent something or failed.
 func (r *WebAppReconciler) result(ctx context.Context, applyErr, statusErr error) (ctrl.Result, error) {
 	err := errors.Join(applyErr, statusErr)
 	if err == nil {
-		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
+		return ctrl.Result{}, nil
 	}
 	if statusErr == nil && onlyWaiting(applyErr) {
 		// Logged quietly: Ready and an event already say it, and it repeats at every resync until something changes.
-		log.FromContext(ctx).V(1).Info("children refused; retrying at the next resync", "error", err.Error(), "requeueAfter", r.requeueAfter().String())
-		return ctrl.Result{RequeueAfter: r.requeueAfter()}, nil
+		log.FromContext(ctx).V(1).Info("children refused; retrying at the next resync", "error", err.Error(), "resyncPeriod", r.requeueAfter().String())
+		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, err
 }
@@ -413,6 +415,10 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv1.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
+	resync := make(chan event.GenericEvent)
+	if err := mgr.Add(r.resyncLoop(resync)); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Our own status writes do not bring the WebApp back: they change neither its generation nor its metadata.
 		For(&webappv1.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
@@ -423,6 +429,8 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("secret")), builder.OnlyMetadata).
+		// The periodic resync: WebApps a reconcile could decide differently for, from resyncLoop.
+		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
 		Named("webapp").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Complete(r)
