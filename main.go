@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/webapp-operator/controller"
@@ -134,7 +133,7 @@ func metricsOptions(o options) metricsserver.Options {
 	m := metricsserver.Options{BindAddress: o.metricsAddr}
 	if o.metricsSecure {
 		m.SecureServing = true
-		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		m.FilterProvider = controller.MetricsAuthFilter
 	}
 	return m
 }

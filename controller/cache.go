@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"maps"
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -16,15 +19,17 @@ import (
 )
 
 // CacheOptions keep only what the operator needs in memory: Deployments, Services and PodDisruptionBudgets that
-// carry our managed-by label (a cluster with thousands of unrelated ones costs nothing); of ConfigMaps and
+// carry our managed-by label (a cluster with thousands of unrelated ones costs nothing); of them and of WebApps,
+// only our field manager's entries of managedFields (see onlyOurFields); of ConfigMaps and
 // Secrets only name, namespace, UID and resourceVersion (their data is read when a WebApp refers to them); and
 // only one namespace's objects when namespace is set.
 func CacheOptions(namespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:            {Label: ours},
-		&corev1.Service{}:               {Label: ours},
-		&policyv1.PodDisruptionBudget{}: {Label: ours},
+		&webappv1.WebApp{}:              {Transform: onlyOurFields},
+		&appsv1.Deployment{}:            {Label: ours, Transform: onlyOurFields},
+		&corev1.Service{}:               {Label: ours, Transform: onlyOurFields},
+		&policyv1.PodDisruptionBudget{}: {Label: ours, Transform: onlyOurFields},
 		metadataOnly("ConfigMap"):       {Transform: slimMetadata},
 		metadataOnly("Secret"):          {Transform: slimMetadata},
 	}}
@@ -33,6 +38,30 @@ func CacheOptions(namespace string) cache.Options {
 	}
 	return o
 }
+
+// onlyOurFields drops from a cached object what the operator never reads there: the managedFields entries of
+// other managers (the Extract functions read only ours) and kubectl's last-applied-configuration annotation (a
+// second copy of a WebApp applied client-side). Whatever needs another manager's view (releasing the children,
+// removing a finalizer another manager co-owns) reads the object live.
+func onlyOurFields(o any) (any, error) {
+	obj, ok := o.(client.Object)
+	if !ok {
+		return o, nil
+	}
+	if mf := obj.GetManagedFields(); slices.ContainsFunc(mf, notOurs) {
+		obj.SetManagedFields(slices.DeleteFunc(slices.Clone(mf), notOurs))
+	}
+	if a := obj.GetAnnotations(); a[lastApplied] != "" {
+		a = maps.Clone(a)
+		delete(a, lastApplied)
+		obj.SetAnnotations(a)
+	}
+	return obj, nil
+}
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+func notOurs(e metav1.ManagedFieldsEntry) bool { return e.Manager != FieldManager }
 
 func metadataOnly(kind string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}

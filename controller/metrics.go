@@ -35,10 +35,18 @@ var (
 		Name: "webapp_operator_noop_applies_total",
 		Help: "Applies sent that the server found changed nothing (the resourceVersion stayed), by object kind: what we compare and what the server keeps differ. Each is sent at most once per change of the object.",
 	}, []string{"kind"})
+	resyncsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "webapp_operator_resyncs_total",
+		Help: "Walks of the periodic resync over the cached WebApps.",
+	})
+	resyncEnqueuedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "webapp_operator_resync_enqueued_total",
+		Help: "WebApps the periodic resync sent to be reconciled: those without a converged reconcile, or whose inputs changed since theirs without an event bringing them back (a converged WebApp is not sent).",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliesTotal, driftRepairsTotal, noopAppliesTotal)
+	metrics.Registry.MustRegister(appliesTotal, driftRepairsTotal, noopAppliesTotal, resyncsTotal, resyncEnqueuedTotal)
 }
 
 // readyCollector reports webapp_operator_webapps{ready="True|False|Unknown"} from the cache at scrape time, so the

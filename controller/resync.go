@@ -76,10 +76,12 @@ func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.
 		}
 		select {
 		case enqueue <- event.GenericEvent{Object: app}:
+			resyncEnqueuedTotal.Inc()
 		case <-ctx.Done():
 			return
 		}
 	}
+	resyncsTotal.Inc()
 }
 
 // fingerprint is the state of what reconciling app reads, from the cache; "" when some of it cannot be read.

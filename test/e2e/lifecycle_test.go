@@ -266,6 +266,7 @@ func TestSecureMetrics(t *testing.T) {
 		want       int
 	}{
 		{"no token", "", http.StatusUnauthorized},
+		{"a token the API server never issued", "forged." + scraper[:len(scraper)/2], http.StatusUnauthorized},
 		{"a token without the reader role", stranger, http.StatusForbidden},
 	} {
 		if code, _, err := get(tc.token); err != nil || code != tc.want {

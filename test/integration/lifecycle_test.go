@@ -50,8 +50,7 @@ func waitFinalizer(t *testing.T, ns string, want bool) {
 
 func TestDeletionPolicyDeleteNeedsNoFinalizer(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Second)
-	before := reconcileCount(t)
-	waitReconciles(t, before, 2)
+	waitResyncs(t, 2, 30*time.Second)
 	app := &webappv1.WebApp{}
 	if err := get(context.Background(), ns, "web", app); err != nil {
 		t.Fatal(err)

@@ -271,6 +271,20 @@ func reconcileCount(t *testing.T) float64 {
 	return metricSum(t, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp"})
 }
 
+// waitResyncs waits until the resync loops of this process have walked the cached WebApps n more times, and once
+// more, so that what the n-th walk enqueued has had a period to be reconciled; it fails the test after timeout.
+// (The queue's own gauges cannot say it: a stopped operator leaves its last depth in them.)
+func waitResyncs(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	before, start := metricSum(t, "webapp_operator_resyncs_total", nil), time.Now()
+	testutil.Eventually(t, timeout, fmt.Sprintf("%d resyncs", n), func(context.Context) error {
+		if walks := metricSum(t, "webapp_operator_resyncs_total", nil) - before; walks < float64(n+1) {
+			return fmt.Errorf("%v walks in %v", walks, time.Since(start).Round(time.Second))
+		}
+		return nil
+	})
+}
+
 // metricSum is the sum of the samples of metric name with labels in the metrics registry of this process.
 func metricSum(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()

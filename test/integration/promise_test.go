@@ -138,17 +138,10 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	}
 }
 
-// resyncs waits until the operator has reconciled n times as often as there are WebApps, and at least n resync
-// periods have passed, so every WebApp has been resynced n times.
+// resyncs waits for n resyncs of count WebApps resynced every period.
 func resyncs(t *testing.T, n, count int, period time.Duration) {
 	t.Helper()
-	before, start := reconcileCount(t), time.Now()
-	testutil.Eventually(t, time.Duration(n+1)*period+time.Minute+time.Duration(count*n)*20*time.Millisecond, fmt.Sprintf("%d resyncs", n), func(context.Context) error {
-		if got := reconcileCount(t) - before; got < float64(n*count) || time.Since(start) < time.Duration(n)*period {
-			return fmt.Errorf("%v reconciles in %v", got, time.Since(start).Round(time.Second))
-		}
-		return nil
-	})
+	waitResyncs(t, n, time.Duration(n+1)*period+time.Minute+time.Duration(count*n)*20*time.Millisecond)
 }
 
 // waitConverged waits until every WebApp's status describes its generation and its children exist, or its Ready

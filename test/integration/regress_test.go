@@ -67,14 +67,14 @@ func TestServerDefaultsInsideOwnedFieldsCostNoWrites(t *testing.T) {
 	waitChildren(t, ns, "web")
 	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 	op.writes.take()
-	waitReconciles(t, reconcileCount(t), 3)
+	waitResyncs(t, 3, 30*time.Second)
 	if w := op.writes.take(); len(w) != 0 {
 		t.Errorf("%d writes at rest: %q", len(w), w)
 	}
 	// A restarted operator remembers nothing: only the comparison can tell that nothing changed.
 	op.stop()
 	second := startOperator(t, ns, time.Second)
-	waitReconciles(t, reconcileCount(t), 3)
+	waitResyncs(t, 3, 30*time.Second)
 	if w := second.writes.take(); len(w) != 0 {
 		t.Errorf("%d writes after a restart: %q", len(w), w)
 	}

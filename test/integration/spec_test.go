@@ -101,7 +101,7 @@ func TestEverySpecFieldReachesTheChildrenAndQuantitiesCostNoWrites(t *testing.T)
 	waitReady(t, ns, "full", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 	op.writes.take()
 	op.writes.takeConfigReads()
-	waitReconciles(t, reconcileCount(t), 3)
+	waitResyncs(t, 3, 30*time.Second)
 	if w := op.writes.take(); len(w) != 0 {
 		t.Errorf("converged WebApp with normalised quantities cost %d writes: %q", len(w), w)
 	}

@@ -92,7 +92,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 
 	// Converged: three requeue periods of resyncs for every WebApp send nothing.
 	first.writes.take()
-	waitReconciles(t, reconcileCount(t), float64(3*len(names)))
+	waitResyncs(t, 3, 30*time.Second)
 	if w := first.writes.take(); len(w) != 0 {
 		t.Errorf("converged operator sent %d writes: %q", len(w), w)
 	}
@@ -100,7 +100,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	// A restarted operator (new process state, empty cache) reconciles everything again and sends nothing.
 	first.stop()
 	second := startOperator(t, ns, requeue)
-	waitReconciles(t, reconcileCount(t), float64(3*len(names)))
+	waitResyncs(t, 3, 30*time.Second)
 	if w := second.writes.take(); len(w) != 0 {
 		t.Errorf("restarted operator sent %d writes: %q", len(w), w)
 	}
@@ -115,7 +115,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	waitReady(t, ns, "a", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 	markAvailable(t, ns, "a")
 	waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady)
-	waitReconciles(t, reconcileCount(t), float64(2*len(names)))
+	waitResyncs(t, 2, 30*time.Second)
 	writes := second.writes.take()
 	depWrites, pdbWrites, statusWrites, other := 0, 0, 0, 0
 	for _, w := range writes {
