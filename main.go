@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,6 +22,10 @@ const (
 	DefaultMaxConcurrentReconciles = 8
 	DefaultKubeAPIQPS              = 200
 	DefaultKubeAPIBurst            = 400
+	// DefaultGOGC is the garbage collector's target when the GOGC variable is not set. The manager's live heap is
+	// small (mostly its cache: about 20 KiB per WebApp), so a tight target keeps its peak memory low (70 -> 64 MiB
+	// at 1,000 WebApps) for some more collector CPU while it converges many at once; see the README, "Scale".
+	DefaultGOGC = 25
 )
 
 // options are the manager's command-line flags (--kubeconfig and the zap flags are registered by their packages).
@@ -41,6 +46,9 @@ type options struct {
 }
 
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(DefaultGOGC)
+	}
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS to clients the API server authenticates and authorizes (TokenReview, SubjectAccessReview) for GET /metrics. The in-cluster manifests turn it on.")

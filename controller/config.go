@@ -101,11 +101,10 @@ func (r *WebAppReconciler) configVersions(ctx context.Context, namespace string,
 		kind, name, _ := strings.Cut(ref, "/")
 		rv := "missing"
 		if name != "" {
-			m := metadataOnly(map[string]string{"configmap": "ConfigMap", "secret": "Secret"}[kind])
-			err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, m, client.UnsafeDisableDeepCopy)
+			_, version, err := r.peek(ctx, map[string]string{"configmap": "ConfigMap", "secret": "Secret"}[kind], types.NamespacedName{Namespace: namespace, Name: name})
 			switch {
 			case err == nil:
-				rv = m.ResourceVersion
+				rv = version
 			case !apierrors.IsNotFound(err):
 				return "", fmt.Errorf("looking up %s for the config hash: %w", ref, err)
 			}

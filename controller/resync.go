@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -10,7 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -63,14 +68,12 @@ func (r *WebAppReconciler) resyncLoop(enqueue chan<- event.GenericEvent) manager
 
 // resyncOnce enqueues every cached WebApp whose fingerprint is not the one its last converged reconcile saw.
 func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.GenericEvent) {
-	list := &webappv1.WebAppList{}
-	// Read-only: the walk looks at names, UIDs and resourceVersions, so the cache's objects are not copied.
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	apps, err := r.cachedWebApps(ctx)
+	if err != nil {
 		log.FromContext(ctx).Error(err, "listing WebApps for the resync")
 		return
 	}
-	for i := range list.Items {
-		app := &list.Items[i]
+	for _, app := range apps {
 		if r.converged.matches(client.ObjectKeyFromObject(app), r.fingerprint(ctx, app)) {
 			continue
 		}
@@ -89,10 +92,10 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv1.WebApp
 	var b strings.Builder
 	b.WriteString(string(app.UID) + "@" + app.ResourceVersion)
 	key := client.ObjectKeyFromObject(app)
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
-		switch err := r.Client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); {
+	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+		switch uid, rv, err := r.peek(ctx, kind, key); {
 		case err == nil:
-			b.WriteString(";" + string(obj.GetUID()) + "@" + obj.GetResourceVersion())
+			b.WriteString(";" + string(uid) + "@" + rv)
 		case apierrors.IsNotFound(err):
 			b.WriteString(";-")
 		default:
@@ -107,6 +110,80 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv1.WebApp
 		b.WriteString(";" + versions)
 	}
 	return b.String()
+}
+
+// cacheStores are the informers' stores of the kinds a fingerprint reads, keyed by kind. The resync and the
+// fingerprint read them in place, where a client's Get would copy each object into a new one: at rest that copy
+// was most of the resync's garbage, and so of the collector's work. A kind without a store (a cache restricted to
+// namespaces keeps one per namespace; a client without a cache in unit tests) is read through the client.
+type cacheStores map[string]toolscache.Store
+
+// storesOf returns the stores of c's informers for the kinds a fingerprint reads.
+func storesOf(ctx context.Context, c cache.Cache) (cacheStores, error) {
+	stores := cacheStores{}
+	for kind, obj := range fingerprintKinds() {
+		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+			stores[kind] = s.GetStore()
+		}
+	}
+	return stores, nil
+}
+
+// fingerprintKinds are the kinds a fingerprint reads, each with an empty object of it.
+func fingerprintKinds() map[string]client.Object {
+	return map[string]client.Object{
+		"WebApp": &webappv1.WebApp{}, "Deployment": &appsv1.Deployment{}, "Service": &corev1.Service{},
+		"PodDisruptionBudget": &policyv1.PodDisruptionBudget{}, "ConfigMap": metadataOnly("ConfigMap"), "Secret": metadataOnly("Secret"),
+	}
+}
+
+// peek returns the UID and resourceVersion of the cached object of kind and key, or a NotFound error.
+func (r *WebAppReconciler) peek(ctx context.Context, kind string, key types.NamespacedName) (types.UID, string, error) {
+	if s := r.stores[kind]; s != nil {
+		item, ok, err := s.GetByKey(key.Namespace + "/" + key.Name)
+		switch obj, isObj := item.(metav1.Object); {
+		case err != nil:
+			return "", "", err
+		case !ok:
+			return "", "", apierrors.NewNotFound(schema.GroupResource{Resource: kind}, key.Name)
+		case !isObj:
+			return "", "", fmt.Errorf("the cache holds a %T for %s %s", item, kind, key)
+		default:
+			return obj.GetUID(), obj.GetResourceVersion(), nil
+		}
+	}
+	obj := fingerprintKinds()[kind]
+	if err := r.Client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); err != nil {
+		return "", "", err
+	}
+	return obj.GetUID(), obj.GetResourceVersion(), nil
+}
+
+// cachedWebApps are the WebApps in the cache, not copied: they must not be changed.
+func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv1.WebApp, error) {
+	if s := r.stores["WebApp"]; s != nil {
+		items := s.List()
+		apps := make([]*webappv1.WebApp, 0, len(items))
+		for _, item := range items {
+			if app, ok := item.(*webappv1.WebApp); ok {
+				apps = append(apps, app)
+			}
+		}
+		return apps, nil
+	}
+	list := &webappv1.WebAppList{}
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	apps := make([]*webappv1.WebApp, len(list.Items))
+	for i := range list.Items {
+		apps[i] = &list.Items[i]
+	}
+	return apps, nil
 }
 
 func (m *convergedMemo) matches(key types.NamespacedName, fp string) bool {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -62,6 +63,7 @@ type WebAppReconciler struct {
 	configMu   sync.Mutex
 	configMemo map[types.NamespacedName]configMemo // per WebApp: the config hash and what it was computed from
 	sent       sentMemo                            // per object written: what was last sent or found owned
+	stores     cacheStores                         // the cache's stores, read in place by the resync (none: the client)
 }
 
 // forget drops what is remembered of a WebApp that is gone.
@@ -414,6 +416,14 @@ var metadataChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv1.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
+	}
+	stores, err := storesOf(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	r.stores = stores
+	if len(stores) < len(fingerprintKinds()) {
+		log.FromContext(ctx).Info("the resync reads some kinds through the client: the cache keeps no single store of them", "stores", slices.Sorted(maps.Keys(stores)))
 	}
 	resync := make(chan event.GenericEvent)
 	if err := mgr.Add(r.resyncLoop(resync)); err != nil {
