@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -210,29 +211,25 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	if err != nil {
 		return res, err
 	}
-	ac := want
 	if o.createOnly {
-		// A copy of want with a resourceVersion that no live object has, so the apply can change none; a missing
-		// object is created (the server wipes the resourceVersion of an object created by an apply).
-		cp := reflect.New(reflect.TypeOf(want).Elem())
-		if err := roundTrip(want, cp.Interface()); err != nil {
-			return res, fmt.Errorf("encoding %s %s: %w", kind, key, err)
+		// With a resourceVersion that no live object has, the apply can change none: a missing object is created
+		// (the server wipes the resourceVersion of an object created by an apply), an existing one refuses it.
+		if err := setResourceVersion(want, ptr.To(createOnlyVersion)); err != nil {
+			return res, fmt.Errorf("%s %s: %w", kind, key, err)
 		}
-		withRV := cp.MethodByName("WithResourceVersion")
-		if !withRV.IsValid() {
-			return res, fmt.Errorf("%s %s: %T has no resourceVersion", kind, key, want)
-		}
-		withRV.Call([]reflect.Value{reflect.ValueOf(createOnlyVersion)})
-		ac = cp.Interface().(AC)
 	}
 	markWrite(ctx)
 	if o.status {
-		err = r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
 	} else {
-		err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+		err = r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
 	}
-	if o.createOnly && apierrors.IsConflict(err) {
-		return res, errExists
+	if o.createOnly && err != nil {
+		// Refused: want is as it was built (on success the client decoded the created object into it).
+		_ = setResourceVersion(want, nil)
+		if apierrors.IsConflict(err) {
+			return res, errExists
+		}
 	}
 	res.sent = true
 	if err != nil {
@@ -246,7 +243,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	appliesTotal.WithLabelValues(kind, resultSent).Inc()
 	// The client decodes the apply response into want: it is the object as the server now has it.
 	applied := PT(new(T))
-	if err := roundTrip(ac, applied); err != nil {
+	if err := roundTrip(want, applied); err != nil {
 		return res, fmt.Errorf("decoding applied %s %s: %w", kind, key, err)
 	}
 	res.obj = applied
@@ -288,6 +285,18 @@ func ownedFieldsMatch[T any](desired, owned any) (bool, error) {
 		return false, err
 	}
 	return equality.Semantic.DeepEqual(want, have), nil
+}
+
+// setResourceVersion sets the resourceVersion of the apply configuration ac (nil: none).
+func setResourceVersion(ac any, rv *string) error {
+	v := reflect.ValueOf(ac)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		if f := v.Elem().FieldByName("ResourceVersion"); f.IsValid() && f.CanSet() && f.Type() == reflect.TypeFor[*string]() {
+			f.Set(reflect.ValueOf(rv))
+			return nil
+		}
+	}
+	return fmt.Errorf("%T has no resourceVersion to set", ac)
 }
 
 // roundTrip decodes the JSON form of in into out.

@@ -1,12 +1,18 @@
 package controller
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"k8s.io/utils/ptr"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
 )
 
 // The cache keeps of managedFields only our manager's entries (all of them: apply, status, a guarded patch), and
@@ -17,8 +23,10 @@ func TestOnlyOurFields(t *testing.T) {
 			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}}
 	}
 	cases := []struct {
-		name        string
-		obj         interface{ GetManagedFields() []metav1.ManagedFieldsEntry }
+		name string
+		obj  interface {
+			GetManagedFields() []metav1.ManagedFieldsEntry
+		}
 		wantEntries []string
 		wantAnn     map[string]string
 	}{
@@ -62,5 +70,28 @@ func TestOnlyOurFields(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A create-only apply sets the resourceVersion of every kind's apply configuration, and clears it when refused.
+func TestSetResourceVersion(t *testing.T) {
+	for _, ac := range []interface{ GetName() *string }{
+		appsv1ac.Deployment("web", "ns"), corev1ac.Service("web", "ns"), policyv1ac.PodDisruptionBudget("web", "ns"), webappv1ac.WebApp("web", "ns"),
+	} {
+		if err := setResourceVersion(ac, ptr.To("1")); err != nil {
+			t.Fatal(err)
+		}
+		if rv := reflect.ValueOf(ac).Elem().FieldByName("ResourceVersion").Interface().(*string); rv == nil || *rv != "1" {
+			t.Errorf("%T: resourceVersion %v after setting it", ac, rv)
+		}
+		if err := setResourceVersion(ac, nil); err != nil {
+			t.Fatal(err)
+		}
+		if rv := reflect.ValueOf(ac).Elem().FieldByName("ResourceVersion").Interface().(*string); rv != nil {
+			t.Errorf("%T: resourceVersion %q after clearing it", ac, *rv)
+		}
+	}
+	if err := setResourceVersion(&struct{ Name string }{}, nil); err == nil {
+		t.Error("no error for a type without a resourceVersion")
 	}
 }

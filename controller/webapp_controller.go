@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,12 +129,23 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp) (observation, error) {
 	key := client.ObjectKeyFromObject(app)
 	opts := writeOpts{owner: app.UID}
+	// The children this reconcile creates are told in one event ("Created Deployment web, Service web"), not one
+	// each: a new WebApp costs one event.
+	created := []string{}
+	ctx = context.WithValue(ctx, createdKey{}, &created)
 	obs, depErr := r.applyDeployment(ctx, app, opts)
 	svc, svcErr := ensure(ctx, r, "Service", key, func(*corev1.Service) *corev1ac.ServiceApplyConfiguration { return desiredService(app) },
 		corev1ac.ExtractService, opts)
 	r.record(ctx, app, "Service", svc.written(), svcErr)
-	return obs, errors.Join(depErr, svcErr, r.applyPDB(ctx, app, opts))
+	pdbErr := r.applyPDB(ctx, app, opts)
+	if len(created) > 0 {
+		r.event(app, childRef(app, "Deployment"), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(created, ", "))
+	}
+	return obs, errors.Join(depErr, svcErr, pdbErr)
 }
+
+// createdKey marks a reconcile's context; record adds to the list it carries the kinds of the children created.
+type createdKey struct{}
 
 // applyDeployment writes the Deployment. When its config hash cannot be computed, the Deployment is left as it is
 // and only observed, so the status reports it rather than a missing one.
@@ -213,7 +225,11 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kin
 	case err != nil, !w.sent, !w.changed:
 		// A failed read, a refusal not sent again, or an apply that changed nothing: no news.
 	case !w.existed:
-		r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
+		if created, ok := ctx.Value(createdKey{}).(*[]string); ok {
+			*created = append(*created, name)
+		} else {
+			r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
+		}
 	case w.configChanged && app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change but the configuration it refers to did: the new hash rolls the pods.
 		r.event(app, child, corev1.EventTypeNormal, "ConfigChanged", "Apply", "Rolling %s: a ConfigMap or Secret it uses changed", name)

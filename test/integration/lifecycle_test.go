@@ -105,7 +105,7 @@ func TestEventsTellWhatHappened(t *testing.T) {
 				got = append(got, e.Reason+": "+e.Note)
 			}
 		}
-		for _, want := range []string{"Created: Created Deployment web", "Created: Created Service web", "DriftRepaired: Put back Deployment web"} {
+		for _, want := range []string{"Created: Created Deployment web, Service web", "DriftRepaired: Put back Deployment web"} {
 			if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want) }) {
 				return fmt.Errorf("no event %q in %q", want, got)
 			}
