@@ -290,10 +290,13 @@ func ownedFieldsMatch[T any](desired, owned any) (bool, error) {
 // setResourceVersion sets the resourceVersion of the apply configuration ac (nil: none).
 func setResourceVersion(ac any, rv *string) error {
 	v := reflect.ValueOf(ac)
-	if v.Kind() == reflect.Pointer && !v.IsNil() {
-		if f := v.Elem().FieldByName("ResourceVersion"); f.IsValid() && f.CanSet() && f.Type() == reflect.TypeFor[*string]() {
-			f.Set(reflect.ValueOf(rv))
-			return nil
+	if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+		if sf, ok := v.Elem().Type().FieldByName("ResourceVersion"); ok && sf.Type == reflect.TypeFor[*string]() {
+			// An error, not a panic, when the embedded object metadata is nil.
+			if f, err := v.Elem().FieldByIndexErr(sf.Index); err == nil && f.CanSet() {
+				f.Set(reflect.ValueOf(rv))
+				return nil
+			}
 		}
 	}
 	return fmt.Errorf("%T has no resourceVersion to set", ac)

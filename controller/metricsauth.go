@@ -80,7 +80,7 @@ func (a *metricsAuth) filter(log logr.Logger, next http.Handler) (http.Handler, 
 		}
 		status, err := a.authenticate(req.Context(), token)
 		if err != nil {
-			log.Error(err, "reviewing a metrics caller's token")
+			logFailure(log, req, err, "reviewing a metrics caller's token")
 			http.Error(w, "Authentication failed", http.StatusInternalServerError)
 			return
 		}
@@ -92,7 +92,7 @@ func (a *metricsAuth) filter(log logr.Logger, next http.Handler) (http.Handler, 
 		verb := strings.ToLower(req.Method)
 		allowed, err := a.authorize(req.Context(), status.User, verb, req.URL.Path)
 		if err != nil {
-			log.Error(err, "reviewing a metrics caller's access", "user", status.User.Username)
+			logFailure(log, req, err, "reviewing a metrics caller's access", "user", status.User.Username)
 			http.Error(w, "Authorization for user "+status.User.Username+" failed", http.StatusInternalServerError)
 			return
 		}
@@ -103,6 +103,16 @@ func (a *metricsAuth) filter(log logr.Logger, next http.Handler) (http.Handler, 
 		}
 		next.ServeHTTP(w, req)
 	}), nil
+}
+
+// logFailure logs a failed review as an error, unless the caller went away meanwhile (anyone can do that, so it is
+// not worth more than a debug line).
+func logFailure(log logr.Logger, req *http.Request, err error, msg string, kv ...any) {
+	if req.Context().Err() != nil {
+		log.V(4).Info(msg+": the caller went away", append(kv, "error", err.Error())...)
+		return
+	}
+	log.Error(err, msg, kv...)
 }
 
 // bearerToken is the token of an "Authorization: Bearer" header.
@@ -125,7 +135,10 @@ func (a *metricsAuth) authenticate(ctx context.Context, token string) (authentic
 	if err != nil {
 		return authenticationv1.TokenReviewStatus{}, err
 	}
-	a.users.put(key, tr.Status, a.now(), tokenReviewTTL)
+	// A review that failed on the server's side (its authenticator erred) is not remembered: it may pass next time.
+	if tr.Status.Error == "" || tr.Status.Authenticated {
+		a.users.put(key, tr.Status, a.now(), tokenReviewTTL)
+	}
 	return tr.Status, nil
 }
 
@@ -163,13 +176,20 @@ func (a *metricsAuth) authorize(ctx context.Context, user authenticationv1.UserI
 func accessKey(user authenticationv1.UserInfo, verb, path string) string {
 	var b strings.Builder
 	part := func(s string) { fmt.Fprintf(&b, "%d:%s", len(s), s) }
+	list := func(l []string) {
+		fmt.Fprintf(&b, "%d[", len(l))
+		for _, s := range l {
+			part(s)
+		}
+	}
 	for _, s := range []string{user.Username, user.UID, verb, path} {
 		part(s)
 	}
-	part(strings.Join(user.Groups, "\x00"))
-	for _, k := range slices.Sorted(maps.Keys(user.Extra)) {
-		part(k)
-		part(strings.Join(user.Extra[k], "\x00"))
+	list(user.Groups)
+	keys := slices.Sorted(maps.Keys(user.Extra))
+	list(keys)
+	for _, k := range keys {
+		list(user.Extra[k])
 	}
 	return b.String()
 }
@@ -203,10 +223,14 @@ func (c *ttlCache[V]) put(key string, v V, now time.Time, ttl time.Duration) {
 		c.m = map[string]ttlEntry[V]{}
 	}
 	if len(c.m) >= maxCached {
-		// Full: drop what expired, and everything when that is not enough (the API server is asked again).
+		// Full: drop what expired, then, when that is not enough, entries at random (map order) down to three
+		// quarters, so a flood of new callers evicts only part of what the regular ones need.
 		maps.DeleteFunc(c.m, func(_ string, e ttlEntry[V]) bool { return !now.Before(e.expires) })
-		if len(c.m) >= maxCached {
-			clear(c.m)
+		for k := range c.m {
+			if len(c.m) < maxCached*3/4 {
+				break
+			}
+			delete(c.m, k)
 		}
 	}
 	c.m[key] = ttlEntry[V]{value: v, expires: now.Add(ttl)}

@@ -124,7 +124,7 @@ func TestMetricsAuthAsksOnceWhileTheAnswerHolds(t *testing.T) {
 		{0, "stranger-token", http.StatusForbidden, 3, 3},                 // its token review holds; the denial expired (30 s)
 		{5 * time.Minute, "reader-token", http.StatusOK, 4, 4},            // both expired
 		{0, "forged-token", http.StatusUnauthorized, 5, 4},                // not authenticated: no access review
-		{10 * time.Second, "forged-token", http.StatusUnauthorized, 5, 4}, // the failed review holds too
+		{10 * time.Second, "forged-token", http.StatusUnauthorized, 6, 4}, // a review that erred is not remembered
 	}
 	for i, s := range steps {
 		now = now.Add(s.after)

@@ -239,6 +239,11 @@ func TestResyncEnqueuesWhatMayHaveChanged(t *testing.T) {
 	if got := env.resync(t, r); !slices.Equal(got, []string{"api", "web"}) {
 		t.Errorf("web's status changed by someone else: the resync enqueues %v, want [api web]", got)
 	}
+	// A WebApp whose reconcile returned an error is the controller's backoff's to retry, not the resync's.
+	r.converged.settle(reqFor(api).NamespacedName, "", errors.New("the server is currently unable to handle the request"))
+	if got := env.resync(t, r); !slices.Equal(got, []string{"web"}) {
+		t.Errorf("api failing: the resync enqueues %v, want [web]", got)
+	}
 }
 
 // Someone else changes what we own, or the WebApp's spec changes: the next reconcile puts the children in line,

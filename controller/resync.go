@@ -74,7 +74,7 @@ func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.
 		return
 	}
 	for _, app := range apps {
-		if r.converged.matches(client.ObjectKeyFromObject(app), r.fingerprint(ctx, app)) {
+		if r.converged.leftAlone(client.ObjectKeyFromObject(app), r.fingerprint(ctx, app)) {
 			continue
 		}
 		select {
@@ -156,7 +156,19 @@ func (r *WebAppReconciler) peek(ctx context.Context, kind string, key types.Name
 			return obj.GetUID(), obj.GetResourceVersion(), nil
 		}
 	}
-	obj := fingerprintKinds()[kind]
+	var obj client.Object
+	switch kind {
+	case "WebApp":
+		obj = &webappv1.WebApp{}
+	case "Deployment":
+		obj = &appsv1.Deployment{}
+	case "Service":
+		obj = &corev1.Service{}
+	case "PodDisruptionBudget":
+		obj = &policyv1.PodDisruptionBudget{}
+	default:
+		obj = metadataOnly(kind)
+	}
 	if err := r.Client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); err != nil {
 		return "", "", err
 	}
@@ -186,10 +198,32 @@ func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv1.WebAp
 	return apps, nil
 }
 
+// retrying marks a WebApp whose last reconcile returned an error: the controller retries it with backoff, which
+// a resync must not cut short (during an outage every WebApp would be retried every period).
+const retrying = "\x00retrying"
+
 func (m *convergedMemo) matches(key types.NamespacedName, fp string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return fp != "" && m.m[key] == fp
+}
+
+// leftAlone reports whether the resync leaves the WebApp of key, whose fingerprint is now fp, alone: nothing it
+// reads changed since a reconcile that sent nothing, or the controller's backoff is retrying it.
+func (m *convergedMemo) leftAlone(key types.NamespacedName, fp string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	have := m.m[key]
+	return have == retrying || fp != "" && have == fp
+}
+
+// settle records how a reconcile of key ended: with err (returned, so retried with backoff), converged at fp, or
+// neither (fp ""), for the next resync to look at again.
+func (m *convergedMemo) settle(key types.NamespacedName, fp string, err error) {
+	if err != nil {
+		fp = retrying
+	}
+	m.set(key, fp)
 }
 
 // set remembers fp for key ("" forgets).

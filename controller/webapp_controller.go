@@ -96,12 +96,16 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
-		// Being deleted: release the children if the policy says so, then let the WebApp go.
-		return ctrl.Result{}, r.finalize(ctx, app)
+		// Being deleted: release the children if the policy says so, then let the WebApp go. Done, it waits for
+		// other finalizers with nothing left for a resync to do.
+		err := r.finalize(ctx, app)
+		r.converged.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
+		return ctrl.Result{}, err
 	}
 	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
 	// operator never blocks deleting a WebApp.
 	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
+		r.converged.settle(req.NamespacedName, "", err)
 		return ctrl.Result{}, err
 	}
 	// Nothing changed since a reconcile that found everything as desired: it would decide the same again.
@@ -120,7 +124,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if applyErr != nil || statusErr != nil || held > 0 || *wrote {
 		fp = ""
 	}
-	r.converged.set(req.NamespacedName, fp)
+	r.converged.settle(req.NamespacedName, fp, err)
 	return res, err
 }
 
@@ -139,7 +143,11 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 	r.record(ctx, app, "Service", svc.written(), svcErr)
 	pdbErr := r.applyPDB(ctx, app, opts)
 	if len(created) > 0 {
-		r.event(app, childRef(app, "Deployment"), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(created, ", "))
+		names := make([]string, len(created))
+		for i, kind := range created {
+			names[i] = kind + " " + app.Name
+		}
+		r.event(app, childRef(app, created[0]), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(names, ", "))
 	}
 	return obs, errors.Join(depErr, svcErr, pdbErr)
 }
@@ -226,7 +234,7 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kin
 		// A failed read, a refusal not sent again, or an apply that changed nothing: no news.
 	case !w.existed:
 		if created, ok := ctx.Value(createdKey{}).(*[]string); ok {
-			*created = append(*created, name)
+			*created = append(*created, kind)
 		} else {
 			r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
 		}

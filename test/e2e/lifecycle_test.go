@@ -141,8 +141,9 @@ func TestLeaderElection(t *testing.T) {
 	applyWebApp(t, ns, "web", `{"image":"nginx:1.25","replicas":2}`)
 	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
 	if isLeader(second) || second.metric(t, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp"}) != 0 ||
-		second.metric(t, "webapp_operator_applies_total", map[string]string{"result": "sent"}) != 0 {
-		t.Fatalf("the non-leader reconciled or wrote")
+		second.metric(t, "webapp_operator_applies_total", map[string]string{"result": "sent"}) != 0 ||
+		second.metric(t, "webapp_operator_resyncs_total", nil) != 0 {
+		t.Fatalf("the non-leader reconciled, resynced or wrote")
 	}
 
 	// SIGKILL: the leader cannot release the lease; the other takes over once it expires.
