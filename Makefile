@@ -14,7 +14,8 @@ GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 SEED ?= 1
 COUNT ?= 200
 # The scale benchmark (make bench-scale): N WebApps beside U unrelated Deployments, the manager's resync, its
-# workers (also the floor client's concurrency) and more manager flags (ARGS), FLOOR=0 to skip the floor.
+# workers (also the floor client's concurrency) and more manager flags (ARGS); the floor runs in a fresh cluster
+# with the same load (FLOOR=same: in the operator's cluster afterwards, one preload instead of two; FLOOR=0: none).
 N ?= 1000
 U ?= 5000
 RESYNC ?= 10s
@@ -99,10 +100,11 @@ bench: ## Run the benchmarks and print their figures.
 	go test -run '^$$' -bench . -benchmem ./controller/...
 
 .PHONY: bench-scale
-bench-scale: build ## Measure N WebApps beside U Deployments against the floor, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=; minutes).
+bench-scale: build ## Measure N WebApps beside U Deployments against the floor, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=1|same|0; minutes).
 	bin=$$(test/tools/install.sh) && go build -o bin/benchscale ./test/cmd/benchscale && \
 		WEBAPP_TOOLS_BIN="$$bin" bin/benchscale -n $(N) -u $(U) -resync $(RESYNC) -workers $(WORKERS) \
-		-floor=$$( [ "$(FLOOR)" = 0 ] && echo false || echo true ) -args "$(ARGS)"
+		-floor=$$( [ "$(FLOOR)" = 0 ] && echo false || echo true ) -fresh-floor=$$( [ "$(FLOOR)" = same ] && echo false || echo true ) \
+		-args "$(ARGS)"
 
 ##@ Build and run
 

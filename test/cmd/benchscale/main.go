@@ -74,7 +74,7 @@ func main() {
 	flag.StringVar(&args, "args", "", "more manager flags, space-separated (--kube-api-qps=100 ...)")
 	flag.BoolVar(&c.operator, "operator", true, "measure the operator")
 	flag.BoolVar(&c.floor, "floor", true, "measure the floor")
-	flag.BoolVar(&c.freshFloor, "fresh-floor", false, "measure the floor in a fresh cluster with the same load (else in the operator's cluster, "+
+	flag.BoolVar(&c.freshFloor, "fresh-floor", true, "measure the floor in a fresh cluster with the same load (false: in the operator's cluster, "+
 		"in a namespace of its own after the operator was stopped: the same load plus the operator's idle objects, and one preload instead of two)")
 	flag.StringVar(&c.dir, "dir", "", "where the clusters' logs and the manager's log go (default: a new temporary directory)")
 	flag.Parse()
