@@ -74,7 +74,7 @@ func TestMetricsAuthFilter(t *testing.T) {
 			var logged strings.Builder
 			log := funcr.New(func(prefix, args string) { logged.WriteString(prefix + args + "\n") }, funcr.Options{Verbosity: 10})
 			reached := false
-			h, err := (&fakeReviews{}).auth(&now).filter(log, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached = true }))
+			h, err := (&fakeReviews{}).auth(&now).filter(log, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
 			if err != nil {
 				t.Fatal(err)
 			}

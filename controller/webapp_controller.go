@@ -116,7 +116,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	ctx, wrote := withWriteFlag(ctx)
 	obs, applyErr := r.applyChildren(ctx, app)
 	held, statusErr := r.applyStatus(ctx, app, obs, applyErr)
-	res, err := r.result(ctx, applyErr, statusErr)
+	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
@@ -373,17 +373,17 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 // policy) or that is not ours cannot succeed by retrying soon: the error shows in Ready and the WebApp waits for
 // the next resync (or a change to it or its children). Success waits for the next resync too: the resync loop
 // enqueues every WebApp whose last reconcile sent something or failed.
-func (r *WebAppReconciler) result(ctx context.Context, applyErr, statusErr error) (ctrl.Result, error) {
+func (r *WebAppReconciler) result(ctx context.Context, applyErr, statusErr error) error {
 	err := errors.Join(applyErr, statusErr)
 	if err == nil {
-		return ctrl.Result{}, nil
+		return nil
 	}
 	if statusErr == nil && onlyWaiting(applyErr) {
 		// Logged quietly: Ready and an event already say it, and it repeats at every resync until something changes.
 		log.FromContext(ctx).V(1).Info("children refused; retrying at the next resync", "error", err.Error(), "resyncPeriod", r.requeueAfter().String())
-		return ctrl.Result{}, nil
+		return nil
 	}
-	return ctrl.Result{}, err
+	return err
 }
 
 // onlyWaiting reports whether every error joined in err is a refusal that only a change can fix.
