@@ -121,8 +121,8 @@ type cacheStores map[string]toolscache.Store
 // storesOf returns the stores of c's informers for the kinds a fingerprint reads.
 func storesOf(ctx context.Context, c cache.Cache) (cacheStores, error) {
 	stores := cacheStores{}
-	for kind, obj := range fingerprintKinds() {
-		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	for _, kind := range fingerprintKinds {
+		inf, err := c.GetInformer(ctx, cachedObject(kind), cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, err
 		}
@@ -133,11 +133,22 @@ func storesOf(ctx context.Context, c cache.Cache) (cacheStores, error) {
 	return stores, nil
 }
 
-// fingerprintKinds are the kinds a fingerprint reads, each with an empty object of it.
-func fingerprintKinds() map[string]client.Object {
-	return map[string]client.Object{
-		"WebApp": &webappv1.WebApp{}, "Deployment": &appsv1.Deployment{}, "Service": &corev1.Service{},
-		"PodDisruptionBudget": &policyv1.PodDisruptionBudget{}, "ConfigMap": metadataOnly("ConfigMap"), "Secret": metadataOnly("Secret"),
+// fingerprintKinds are the kinds a fingerprint reads.
+var fingerprintKinds = []string{"WebApp", "Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "Secret"}
+
+// cachedObject is an empty object of kind as the cache keeps it (ConfigMaps and Secrets: their metadata only).
+func cachedObject(kind string) client.Object {
+	switch kind {
+	case "WebApp":
+		return &webappv1.WebApp{}
+	case "Deployment":
+		return &appsv1.Deployment{}
+	case "Service":
+		return &corev1.Service{}
+	case "PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}
+	default:
+		return metadataOnly(kind)
 	}
 }
 
@@ -156,19 +167,7 @@ func (r *WebAppReconciler) peek(ctx context.Context, kind string, key types.Name
 			return obj.GetUID(), obj.GetResourceVersion(), nil
 		}
 	}
-	var obj client.Object
-	switch kind {
-	case "WebApp":
-		obj = &webappv1.WebApp{}
-	case "Deployment":
-		obj = &appsv1.Deployment{}
-	case "Service":
-		obj = &corev1.Service{}
-	case "PodDisruptionBudget":
-		obj = &policyv1.PodDisruptionBudget{}
-	default:
-		obj = metadataOnly(kind)
-	}
+	obj := cachedObject(kind)
 	if err := r.Client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); err != nil {
 		return "", "", err
 	}

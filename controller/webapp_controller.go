@@ -446,7 +446,7 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		return err
 	}
 	r.stores = stores
-	if len(stores) < len(fingerprintKinds()) {
+	if len(stores) < len(fingerprintKinds) {
 		log.FromContext(ctx).Info("the resync reads some kinds through the client: the cache keeps no single store of them", "stores", slices.Sorted(maps.Keys(stores)))
 	}
 	resync := make(chan event.GenericEvent)

@@ -126,13 +126,9 @@ func run(ctx context.Context, c config) error {
 		}
 		op.print(c)
 		if c.floor && !c.freshFloor {
-			if err := e.prepare(ctx, c, floorNamespace); err != nil {
+			if fl, err = measureFloor(ctx, c, e, floorNamespace, "the operator's cluster, namespace "+floorNamespace); err != nil {
 				return err
 			}
-			if fl, err = runFloor(ctx, c, e); err != nil {
-				return fmt.Errorf("floor: %w", err)
-			}
-			fl.print(c, "the operator's cluster, namespace "+floorNamespace)
 		}
 		e.stop()
 	}
@@ -142,13 +138,9 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 		defer e.stop()
-		if err := e.prepare(ctx, c, namespace); err != nil {
+		if fl, err = measureFloor(ctx, c, e, namespace, "a fresh cluster"); err != nil {
 			return err
 		}
-		if fl, err = runFloor(ctx, c, e); err != nil {
-			return fmt.Errorf("floor: %w", err)
-		}
-		fl.print(c, "a fresh cluster")
 		e.stop()
 	}
 	printLoad("end")
@@ -163,6 +155,19 @@ func run(ctx context.Context, c config) error {
 			op.cpuPerAppResync.Seconds()*1e6, float64(op.peakRSS)/(1<<20))
 	}
 	return nil
+}
+
+// measureFloor creates the WebApps of the floor in namespace ns of e's cluster and measures the floor there.
+func measureFloor(ctx context.Context, c config, e *env, ns, where string) (*floorResult, error) {
+	if err := e.prepare(ctx, c, ns); err != nil {
+		return nil, err
+	}
+	fl, err := runFloor(ctx, c, e)
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	fl.print(c, where)
+	return fl, nil
 }
 
 // env is a loaded cluster with the counting proxy in front of it.
