@@ -22,6 +22,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=example.com, Version=v1
+	case v1.SchemeGroupVersion.WithKind("RetainedField"):
+		return &apisv1.RetainedFieldApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RollingUpdate"):
 		return &apisv1.RollingUpdateApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceSpec"):

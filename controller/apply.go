@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
 )
 
 // object is every kind the operator writes: a pointer to an API struct.
@@ -69,6 +71,7 @@ type writeOpts struct {
 	createOnly   bool      // refuse the apply (errExists) rather than change an existing object
 	owner        types.UID // a child's WebApp: an object controlled by anything else is never taken over ("" for the WebApp itself)
 	onlyIfExists bool      // never create the object (the WebApp itself)
+	readFirst    bool      // read a cache miss from the API server before trying to create it (a child known not to be ours)
 	status       bool      // write the status subresource
 }
 
@@ -80,6 +83,8 @@ type outcome[PT client.Object] struct {
 	existed, sent bool
 	// changed: the server changed the object (created it, or its resourceVersion moved).
 	changed bool
+	// retained: fields our apply let go of that other field managers keep (children only).
+	retained []webappv1.RetainedField
 }
 
 // written is what a write did, for the events and metrics.
@@ -93,41 +98,26 @@ func (o outcome[PT]) written() written {
 }
 
 // ensure is the one write decision, for children, finalizer and status: it applies desired(current), forced, unless
-// what our manager owns already says the same. A cache miss is a create-only apply (refused if the object exists)
-// and a cache's "different" is confirmed with the API server, so a stale cache costs a read, never a write, and an
-// object that is not ours is never taken over.
+// what our manager owns already says the same. A missing object is only ever created by a create-only apply
+// (refused if the object exists), and a cache's "different" is confirmed with the API server, so a stale cache
+// costs a read, never a write, and an object that is not ours is never taken over, not even one created between
+// our read and our write.
 func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
 	err := r.Client.Get(ctx, key, cur)
-	if apierrors.IsNotFound(err) && !o.onlyIfExists && !r.sent.known(kind, key) {
-		// Not in the cache and never seen: most likely it does not exist. A create-only apply asks the server
-		// without a read first: it creates the object, or is refused with a conflict if one of that name exists
-		// (without our label, or created since), which is then read and judged below like any other.
-		create := o
-		create.createOnly = true
-		res, createErr := send(ctx, r, kind, key, desired(nil), create, outcome[PT]{})
-		if !errors.Is(createErr, errExists) {
-			return res, createErr
-		}
-		if err = r.reader().Get(ctx, key, cur); err == nil {
-			// Remembered as seen, so the next cache miss reads it rather than trying to create it again.
-			r.sent.remember(kind, key, cur, [sha256.Size]byte{})
-		}
-	}
-	if apierrors.IsNotFound(err) {
-		// Deleted, not yet in the cache, or without our label: only the API server knows.
+	if apierrors.IsNotFound(err) && (o.onlyIfExists || o.readFirst || r.sent.known(kind, key)) {
+		// Deleted, not yet in the cache, or without our label: only the API server knows. (A child never seen is
+		// most likely missing: the create-only apply below asks the server without a read first.)
 		err = r.reader().Get(ctx, key, cur)
 	}
 	switch {
 	case apierrors.IsNotFound(err) && o.onlyIfExists:
 		return outcome[PT]{}, nil
 	case apierrors.IsNotFound(err):
-		want := desired(nil)
-		if refused := r.sent.refusal(kind, key, nil, want); refused != nil {
-			return outcome[PT]{}, refused
+		if res, found, err := create(ctx, r, kind, key, desired, o, cur); !found {
+			return res, err
 		}
-		return send(ctx, r, kind, key, want, o, outcome[PT]{})
 	case err != nil:
 		return outcome[PT]{}, &childError{kind: kind, key: key, err: err, read: true}
 	}
@@ -147,7 +137,9 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		case apierrors.IsNotFound(err) && o.onlyIfExists:
 			return outcome[PT]{}, nil
 		case apierrors.IsNotFound(err):
-			return send(ctx, r, kind, key, desired(nil), o, outcome[PT]{})
+			if res, found, err := create(ctx, r, kind, key, desired, o, fresh); !found {
+				return res, err
+			}
 		case err != nil:
 			return res, &childError{kind: kind, key: key, err: err, read: true}
 		}
@@ -162,6 +154,28 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		return res, nil
 	}
 	return send(ctx, r, kind, key, want, o, res)
+}
+
+// create sends desired(nil) as a create-only apply. When an object of that name exists after all (without our
+// label, or created since), it is read into into and found says so: the caller judges it like any other.
+func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+	desired func(current PT) AC, o writeOpts, into PT) (res outcome[PT], found bool, err error) {
+	want := desired(nil)
+	if refused := r.sent.refusal(kind, key, nil, want); refused != nil {
+		return outcome[PT]{}, false, refused
+	}
+	o.createOnly = true
+	res, err = send(ctx, r, kind, key, want, o, outcome[PT]{})
+	if !errors.Is(err, errExists) {
+		return res, false, err
+	}
+	if err := r.reader().Get(ctx, key, into); err != nil {
+		// Gone again since the refusal (NotFound), or unreadable: retried.
+		return outcome[PT]{}, false, &childError{kind: kind, key: key, err: err, read: true}
+	}
+	// Remembered as seen, so the next cache miss reads it rather than trying to create it again.
+	r.sent.remember(kind, key, into, [sha256.Size]byte{})
+	return outcome[PT]{}, true, nil
 }
 
 // decide returns desired(cur) and whether our manager owns exactly that on cur; unreadable fields (a duplicate
@@ -211,6 +225,8 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	if err != nil {
 		return res, err
 	}
+	// Whether this apply lets go of fields our manager owns: then other managers may keep them (see retained.go).
+	letsGo := o.owner != "" && res.existed && releases(res.before, want)
 	if o.createOnly {
 		// With a resourceVersion that no live object has, the apply can change none: a missing object is created
 		// (the server wipes the resourceVersion of an object created by an apply), an existing one refuses it.
@@ -255,6 +271,12 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		log.FromContext(ctx).Info("apply changed nothing on the server; not sending it again until the object changes", "kind", kind)
 	}
 	r.sent.remember(kind, key, applied, sum)
+	if letsGo {
+		// The apply's answer carries no managedFields: who holds what we let go of is read from the server.
+		if err := r.reader().Get(ctx, key, applied); err == nil {
+			res.retained = retainedFields(kind, res.before, applied)
+		}
+	}
 	return res, nil
 }
 
@@ -433,46 +455,94 @@ func (m *sentMemo) forget(key types.NamespacedName) {
 	}
 }
 
-// release hands a child to nobody by re-applying what our manager owns on it less our owner reference, guarded by
-// its resourceVersion: only ownership changes, so no spec (even one the server refuses) can block a deletion.
-func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
-	owner types.UID, extract func(PT, string) (AC, error)) (bool, error) {
+// release hands a child to nobody by re-applying what our manager owns on it less our owner reference. The apply
+// carries the child's UID and resourceVersion: the server refuses it if the child was deleted (it is never
+// re-created) or changed since our read. Only ownership changes, so no spec (even one the server refuses) can block
+// a deletion. An owner reference that another manager also owns survives that apply (a child applied or created
+// from an exported manifest); it is then removed by a guarded patch, so the garbage collector never takes a
+// released child. A child our manager alone created after the WebApp's deletion began (a reconcile that still saw
+// the WebApp alive re-created a child the user deleted with it) is deleted instead: the user deleted it.
+func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, app *webappv1.WebApp,
+	extract func(PT, string) (AC, error)) (releaseResult, error) {
+	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
 	cur := PT(new(T))
 	if err := r.reader().Get(ctx, key, cur); err != nil {
-		return false, client.IgnoreNotFound(err)
+		return released, client.IgnoreNotFound(err)
 	}
-	refs := cur.GetOwnerReferences()
-	i := slices.IndexFunc(refs, func(ref metav1.OwnerReference) bool { return ref.UID == owner })
+	i := ownerIndex(cur, app.UID)
 	if i < 0 {
 		// Already released, or never ours to release.
-		return false, nil
+		return released, nil
 	}
-	owned, err := extract(cur, FieldManager)
-	if err != nil {
-		return true, removeGuarded(ctx, r.Client, cur, "/metadata/ownerReferences", refs, i)
+	if recreatedDuringDeletion(cur, app) {
+		uid := cur.GetUID()
+		return deletedInstead, client.IgnoreNotFound(r.Client.Delete(ctx, cur, client.Preconditions{UID: &uid}))
 	}
-	u := &unstructured.Unstructured{}
-	if err := roundTrip(owned, &u.Object); err != nil {
-		return false, fmt.Errorf("releasing %s %s: %w", kind, key, err)
-	}
-	var kept []any
-	ownRefs, _, _ := unstructured.NestedSlice(u.Object, "metadata", "ownerReferences")
-	for _, ref := range ownRefs {
-		if m, ok := ref.(map[string]any); !ok || m["uid"] != string(owner) {
-			kept = append(kept, ref)
+	if owned, err := extract(cur, FieldManager); err == nil {
+		u := &unstructured.Unstructured{}
+		if err := roundTrip(owned, &u.Object); err != nil {
+			return released, fmt.Errorf("releasing %s %s: %w", kind, key, err)
+		}
+		var kept []any
+		ownRefs, _, _ := unstructured.NestedSlice(u.Object, "metadata", "ownerReferences")
+		for _, ref := range ownRefs {
+			if m, ok := ref.(map[string]any); !ok || m["uid"] != string(app.UID) {
+				kept = append(kept, ref)
+			}
+		}
+		if err := unstructured.SetNestedSlice(u.Object, kept, "metadata", "ownerReferences"); err != nil {
+			return released, err
+		}
+		// The UID makes the server refuse (a conflict) rather than create a child deleted since our read; the
+		// resourceVersion, rather than write back fields someone changed since.
+		u.SetUID(cur.GetUID())
+		u.SetResourceVersion(cur.GetResourceVersion())
+		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return sentRelease, err
+		}
+		// Did our owner reference go? Only if no other manager owns it too: the server says, not the apply's answer
+		// (it has no managedFields, and our reference may be all that another manager still holds).
+		if err := r.reader().Get(ctx, key, cur); err != nil {
+			return sentRelease, client.IgnoreNotFound(err)
+		}
+		if i = ownerIndex(cur, app.UID); i < 0 {
+			r.sent.forget(key)
+			return sentRelease, nil
 		}
 	}
-	if err := unstructured.SetNestedSlice(u.Object, kept, "metadata", "ownerReferences"); err != nil {
-		return false, err
+	// What we own cannot be read, or another manager keeps our reference: remove exactly the entry we saw.
+	err := removeGuarded(ctx, r.Client, cur, "/metadata/ownerReferences", cur.GetOwnerReferences(), i)
+	if err == nil {
+		r.sent.forget(key)
 	}
-	// The resourceVersion makes the apply fail rather than write back fields someone changed since our read.
-	u.SetResourceVersion(cur.GetResourceVersion())
-	markWrite(ctx)
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return true, client.IgnoreNotFound(err)
+	return sentRelease, err
+}
+
+// releaseResult is what release did.
+type releaseResult int
+
+const (
+	released       releaseResult = iota // nothing to do: the child is missing or not owned by the WebApp
+	sentRelease                         // our owner reference was taken off (or the attempt failed)
+	deletedInstead                      // the child was re-created by us during the deletion, and deleted
+)
+
+// ownerIndex is the index of the owner reference to uid in obj's, or -1.
+func ownerIndex(obj client.Object, uid types.UID) int {
+	return slices.IndexFunc(obj.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == uid })
+}
+
+// recreatedDuringDeletion reports whether obj was created by our manager alone, no earlier than app's deletion
+// began (timestamps have seconds only: the same second counts).
+func recreatedDuringDeletion(obj client.Object, app *webappv1.WebApp) bool {
+	created := obj.GetCreationTimestamp()
+	if app.DeletionTimestamp == nil || created.Before(app.DeletionTimestamp) {
+		return false
 	}
-	r.sent.forget(key)
-	return true, nil
+	mf := obj.GetManagedFields()
+	return len(mf) > 0 && !slices.ContainsFunc(mf, func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager != FieldManager && e.Subresource == ""
+	})
 }
 
 // removeGuarded removes list[i] at path with a JSON patch that first tests the whole list, for the one thing

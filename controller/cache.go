@@ -20,9 +20,9 @@ import (
 
 // CacheOptions keep only what the operator needs in memory: Deployments, Services and PodDisruptionBudgets that
 // carry our managed-by label (a cluster with thousands of unrelated ones costs nothing); of them and of WebApps,
-// only our field manager's entries of managedFields (see onlyOurFields); of ConfigMaps and
-// Secrets only name, namespace, UID and resourceVersion (their data is read when a WebApp refers to them); and
-// only one namespace's objects when namespace is set.
+// only our field manager's entries of managedFields (see onlyOurFields); of ConfigMaps, Secrets, ResourceQuotas and
+// Namespaces only name, namespace, UID and resourceVersion (a ConfigMap's or Secret's data is read when a WebApp
+// refers to it); and only one namespace's objects when namespace is set.
 func CacheOptions(namespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -32,6 +32,8 @@ func CacheOptions(namespace string) cache.Options {
 		&policyv1.PodDisruptionBudget{}: {Label: ours, Transform: onlyOurFields},
 		metadataOnly("ConfigMap"):       {Transform: slimMetadata},
 		metadataOnly("Secret"):          {Transform: slimMetadata},
+		metadataOnly("ResourceQuota"):   {Transform: slimMetadata},
+		metadataOnly("Namespace"):       {Transform: slimMetadata},
 	}}
 	if namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}

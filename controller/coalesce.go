@@ -20,13 +20,15 @@ import (
 const DefaultProgressInterval = 10 * time.Second
 
 // statusPace remembers, per WebApp, the shape of the status last written (observedGeneration and each
-// condition's type, status, reason and observedGeneration) and when.
+// condition's type, status, reason and observedGeneration) and when. It is kept by name with the WebApp's UID: a
+// WebApp deleted and created again under the same name is another one, which owes nothing to the old one's pace.
 type statusPace struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]statusWrite
 }
 
 type statusWrite struct {
+	uid   types.UID
 	shape string
 	at    time.Time
 }
@@ -70,27 +72,27 @@ func deref[T any](p *T) T {
 
 // wait returns how long the status want of key must wait: zero unless its shape equals that of the status last
 // written for key less than interval ago.
-func (p *statusPace) wait(key types.NamespacedName, want *webappv1ac.WebAppApplyConfiguration, interval time.Duration, now time.Time) time.Duration {
+func (p *statusPace) wait(key types.NamespacedName, uid types.UID, want *webappv1ac.WebAppApplyConfiguration, interval time.Duration, now time.Time) time.Duration {
 	if interval <= 0 {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	last, ok := p.m[key]
-	if !ok || last.shape != shape(want) || !progressing(want) {
+	if !ok || last.uid != uid || last.shape != shape(want) || !progressing(want) {
 		return 0
 	}
 	return max(last.at.Add(interval).Sub(now), 0)
 }
 
-// written notes a status write of key.
-func (p *statusPace) written(key types.NamespacedName, want *webappv1ac.WebAppApplyConfiguration, now time.Time) {
+// written notes a status write of key, the WebApp uid.
+func (p *statusPace) written(key types.NamespacedName, uid types.UID, want *webappv1ac.WebAppApplyConfiguration, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
 		p.m = map[types.NamespacedName]statusWrite{}
 	}
-	p.m[key] = statusWrite{shape: shape(want), at: now}
+	p.m[key] = statusWrite{uid: uid, shape: shape(want), at: now}
 }
 
 func (p *statusPace) forget(key types.NamespacedName) {

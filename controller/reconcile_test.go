@@ -239,10 +239,22 @@ func TestResyncEnqueuesWhatMayHaveChanged(t *testing.T) {
 	if got := env.resync(t, r); !slices.Equal(got, []string{"api", "web"}) {
 		t.Errorf("web's status changed by someone else: the resync enqueues %v, want [api web]", got)
 	}
-	// A WebApp whose reconcile returned an error is the controller's backoff's to retry, not the resync's.
-	r.converged.settle(reqFor(api).NamespacedName, "", errors.New("the server is currently unable to handle the request"))
+	// A WebApp whose reconcile returned an error is the controller's backoff's to retry, not the resync's...
+	env.get(t, api, api)
+	r.converged.settle(reqFor(api).NamespacedName, r.fingerprint(context.Background(), api), errors.New("the server is currently unable to handle the request"))
 	if got := env.resync(t, r); !slices.Equal(got, []string{"web"}) {
 		t.Errorf("api failing: the resync enqueues %v, want [web]", got)
+	}
+	// ...until something it reads changes: that may be the fix, and is not left to wait out the backoff.
+	api.Status.AvailableReplicas = 99
+	if err := env.Status().Update(context.Background(), api); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.resync(t, r); !slices.Equal(got, []string{"api", "web"}) {
+		t.Errorf("api failing, its inputs changed: the resync enqueues %v, want [api web]", got)
+	}
+	if got := r.converged.failingIn(api.Namespace); !slices.Equal(got, []types.NamespacedName{reqFor(api).NamespacedName}) {
+		t.Errorf("failing WebApps of the namespace: %v, want [api]", got)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 )
@@ -197,9 +198,10 @@ func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv1.WebAp
 	return apps, nil
 }
 
-// retrying marks a WebApp whose last reconcile returned an error: the controller retries it with backoff, which
-// a resync must not cut short (during an outage every WebApp would be retried every period).
-const retrying = "\x00retrying"
+// retrying marks a WebApp whose last reconcile returned an error, followed by its fingerprint then: the controller
+// retries it with backoff, which a resync must not cut short while nothing it reads changed (during an outage every
+// WebApp would be retried every period). What changed may have fixed it: that is not left to the backoff.
+const retrying = "\x00retrying;"
 
 func (m *convergedMemo) matches(key types.NamespacedName, fp string) bool {
 	m.mu.Lock()
@@ -208,21 +210,54 @@ func (m *convergedMemo) matches(key types.NamespacedName, fp string) bool {
 }
 
 // leftAlone reports whether the resync leaves the WebApp of key, whose fingerprint is now fp, alone: nothing it
-// reads changed since a reconcile that sent nothing, or the controller's backoff is retrying it.
+// reads changed since a reconcile that sent nothing, or since the failure the controller's backoff is retrying.
 func (m *convergedMemo) leftAlone(key types.NamespacedName, fp string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	have := m.m[key]
-	return have == retrying || fp != "" && have == fp
+	if failedAt, ok := strings.CutPrefix(have, retrying); ok {
+		return failedAt == fp
+	}
+	return fp != "" && have == fp
 }
 
-// settle records how a reconcile of key ended: with err (returned, so retried with backoff), converged at fp, or
-// neither (fp ""), for the next resync to look at again.
+// settle records how a reconcile of key ended: with err (returned, so retried with backoff) when its inputs were
+// fp, converged at fp, or neither (fp ""), for the next resync to look at again.
 func (m *convergedMemo) settle(key types.NamespacedName, fp string, err error) {
 	if err != nil {
-		fp = retrying
+		fp = retrying + fp
 	}
 	m.set(key, fp)
+}
+
+// failingWebAppsIn maps a ResourceQuota, or a Namespace, to the WebApps of its namespace that are failing: a quota
+// raised or removed, or a namespace relabelled (the policies of admission often select namespaces by label), may be
+// what fixes a write the server denied, and that WebApp is retried at once rather than at the end of its backoff.
+func (r *WebAppReconciler) failingWebAppsIn(_ context.Context, o client.Object) []reconcile.Request {
+	ns := o.GetNamespace()
+	if ns == "" {
+		// A Namespace is its own namespace.
+		ns = o.GetName()
+	}
+	keys := r.converged.failingIn(ns)
+	reqs := make([]reconcile.Request, len(keys))
+	for i, key := range keys {
+		reqs[i] = reconcile.Request{NamespacedName: key}
+	}
+	return reqs
+}
+
+// failingIn lists the WebApps of namespace whose last reconcile failed and that the backoff is retrying.
+func (m *convergedMemo) failingIn(namespace string) []types.NamespacedName {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []types.NamespacedName
+	for key, fp := range m.m {
+		if key.Namespace == namespace && strings.HasPrefix(fp, retrying) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
 
 // set remembers fp for key ("" forgets).

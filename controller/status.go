@@ -29,12 +29,17 @@ const (
 	ReasonInvalidChild             = "InvalidChild"
 	ReasonApplyForbidden           = "ApplyForbidden"
 	ReasonReconcileError           = "ReconcileError"
+	ReasonFieldsRetained           = "FieldsRetained"
 )
 
-// observation is the Deployment as the status may report it.
+// observation is the Deployment as the status may report it, and the fields of children other managers keep.
 type observation struct {
 	dep   *appsv1.Deployment // ours, as it is now; nil when it does not exist
 	known bool               // false when it could not be read or is not ours: then nothing is claimed from it
+	// err is the failure to write this generation's Deployment: then its rollout is not this generation's.
+	err error
+	// retained are fields the WebApp no longer sets that other field managers keep on its children.
+	retained []webappv1.RetainedField
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -45,10 +50,10 @@ func observe(out outcome[*appsv1.Deployment], err error) observation {
 	case errors.As(err, &ce) && ce.notOurs != "":
 		return observation{}
 	case out.obj != nil:
-		return observation{dep: out.obj, known: true}
+		return observation{dep: out.obj, known: true, err: err}
 	default:
 		// Missing is known when the server answered (a refused create included); a failed read tells nothing.
-		return observation{known: err == nil || out.sent || (errors.As(err, &ce) && ce.waiting())}
+		return observation{known: err == nil || out.sent || (errors.As(err, &ce) && ce.waiting()), err: err}
 	}
 }
 
@@ -86,6 +91,9 @@ func desiredStatus(app, cur *webappv1.WebApp, obs observation, applyErr error, n
 	if available != 0 {
 		st.WithAvailableReplicas(available)
 	}
+	for _, f := range obs.retained {
+		st.WithRetainedFields(webappv1ac.RetainedField().WithKind(f.Kind).WithField(f.Field).WithManagers(f.Managers...))
+	}
 	return webappv1ac.WebApp(app.Name, app.Namespace).WithStatus(st)
 }
 
@@ -103,14 +111,20 @@ func isNotOurs(err error) bool {
 // the state (never a timestamp), so an unchanged state yields identical conditions and no write.
 type rollout struct {
 	done, stuck, unknown bool
+	notApplied           bool // this generation's Deployment apply failed: nothing is claimed of its rollout
+	retained             []webappv1.RetainedField
 	reason, msg          string
 }
 
 func rolloutOf(app *webappv1.WebApp, obs observation, applyErr error) rollout {
 	want, dep := app.Spec.Replicas, obs.dep
 	switch {
-	case !obs.known:
+	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}
+	case obs.err != nil:
+		// The Deployment still has an older spec: its rollout, even a complete one, is not this generation's.
+		return rollout{notApplied: true, reason: applyErrorReason(obs.err),
+			msg: fmt.Sprintf("Generation %d of the spec was not applied to the Deployment: %s", app.Generation, errorMessage(obs.err))}
 	case dep == nil:
 		return rollout{reason: ReasonDeploymentMissing, msg: "Deployment has not been created yet"}
 	case dep.Status.ObservedGeneration < dep.Generation:
@@ -128,7 +142,8 @@ func rolloutOf(app *webappv1.WebApp, obs observation, applyErr error) rollout {
 	case dep.Status.AvailableReplicas != want || dep.Status.ReadyReplicas != want:
 		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
 	default:
-		return rollout{done: true, reason: ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
+		return rollout{done: true, reason: ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want),
+			retained: obs.retained}
 	}
 }
 
@@ -150,6 +165,9 @@ func readyCondition(app *webappv1.WebApp, r rollout, applyErr error) metav1.Cond
 			// Nothing was found wrong; what is there could not be read.
 			c.Status = metav1.ConditionUnknown
 		}
+	case r.done && len(r.retained) > 0:
+		// Rolled out, but with fields of an older spec that another manager keeps: not fully applied.
+		c.Reason, c.Message = ReasonFieldsRetained, retainedMessage(app, r.retained)
 	case r.done:
 		c.Status = metav1.ConditionTrue
 	}
@@ -165,6 +183,8 @@ func progressingCondition(app *webappv1.WebApp, r rollout) metav1.Condition {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonRolloutComplete
 	case r.stuck:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonProgressDeadlineExceeded
+	case r.notApplied:
+		c.Status, c.Reason = metav1.ConditionFalse, r.reason
 	case r.unknown:
 		c.Status, c.Reason = metav1.ConditionUnknown, r.reason
 	}
@@ -196,6 +216,14 @@ func applyErrorReason(err error) string {
 	default:
 		return ReasonReconcileError
 	}
+}
+
+// readyReason is the reason of app's stored Ready condition, or "".
+func readyReason(app *webappv1.WebApp) string {
+	if c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 // deploymentConditionReason is the reason of dep's condition of type t, or "" when it has none.

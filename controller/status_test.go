@@ -39,6 +39,9 @@ func TestReadyCondition(t *testing.T) {
 	notOurs := &childError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, notOurs: "is controlled by Helm x"}
 	T, F, U := metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown
 	seen := func(d *appsv1.Deployment) observation { return observation{dep: d, known: true} }
+	// failed is a Deployment whose apply of this generation failed with err: it still has an older spec.
+	failed := func(d *appsv1.Deployment, err error) observation { return observation{dep: d, known: true, err: err} }
+	retained := []webappv1.RetainedField{{Kind: "Deployment", Field: `.spec.template.spec.containers[name="app"].env[name="DEBUG"]`, Managers: []string{"kubectl-create"}}}
 	cases := []struct {
 		name        string
 		obs         observation
@@ -59,8 +62,17 @@ func TestReadyCondition(t *testing.T) {
 		{"progress deadline", seen(deployment(2, 2, 3, 3, 3, 0, 0, pde)), nil, F, ReasonProgressDeadlineExceeded, "progress deadline", F, ReasonProgressDeadlineExceeded},
 		// A spec change fixed the stuck rollout: the old ProgressDeadlineExceeded is about the old spec.
 		{"progress deadline of an older spec", seen(deployment(3, 2, 3, 3, 3, 0, 0, pde)), nil, F, ReasonDeploymentProgressing, "not observed", T, ReasonRollingOut},
-		{"invalid child", seen(deployment(2, 2, 3, 3, 3, 3, 3)), invalid, F, ReasonInvalidChild, "field is immutable", F, ReasonRolloutComplete},
-		{"conflict", seen(deployment(2, 2, 3, 3, 3, 3, 3)), conflict, F, ReasonApplyConflict, "1 conflict", F, ReasonRolloutComplete},
+		// The Deployment refused this generation: the rollout it completed is an older one's, never claimed.
+		{"invalid deployment", failed(deployment(2, 2, 3, 3, 3, 3, 3), invalid), invalid, F, ReasonInvalidChild, "field is immutable", F, ReasonInvalidChild},
+		{"conflict", failed(deployment(2, 2, 3, 3, 3, 3, 3), conflict), conflict, F, ReasonApplyConflict, "1 conflict", F, ReasonApplyConflict},
+		{"forbidden on update", failed(deployment(2, 2, 3, 3, 3, 3, 3), forbidden), forbidden, F, ReasonApplyForbidden, "exceeded quota", F, ReasonApplyForbidden},
+		// Only the Service failed: the Deployment has this generation, and its rollout is complete.
+		{"invalid service", seen(deployment(2, 2, 3, 3, 3, 3, 3)), invalid, F, ReasonInvalidChild, "field is immutable", F, ReasonRolloutComplete},
+		// Rolled out, but a field of an older spec stays: not Ready, and the message says which and whose.
+		{"fields retained", observation{dep: deployment(2, 2, 3, 3, 3, 3, 3), known: true, retained: retained}, nil, F, ReasonFieldsRetained,
+			`Deployment web .spec.template.spec.containers[name="app"].env[name="DEBUG"] (held by kubectl-create)`, F, ReasonRolloutComplete},
+		{"fields retained while rolling out", observation{dep: deployment(2, 2, 3, 3, 3, 3, 1), known: true, retained: retained}, nil, F,
+			ReasonDeploymentProgressing, "1/3 replicas available", T, ReasonRollingOut},
 		{"forbidden on create", seen(nil), forbidden, F, ReasonApplyForbidden, "exceeded quota", T, ReasonRollingOut},
 		// Someone else's Deployment: nothing is claimed from it.
 		{"not ours", observation{}, notOurs, F, ReasonChildNotOwned, "will not take it over", U, ReasonChildNotOwned},

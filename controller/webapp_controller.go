@@ -82,6 +82,7 @@ func (r *WebAppReconciler) forget(key types.NamespacedName) {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=resourcequotas;namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile applies the WebApp's finalizer (Orphan policy only), its Deployment, Service and PodDisruptionBudget,
@@ -105,7 +106,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
 	// operator never blocks deleting a WebApp.
 	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
-		r.converged.settle(req.NamespacedName, "", err)
+		r.converged.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
 		return ctrl.Result{}, err
 	}
 	// Nothing changed since a reconcile that found everything as desired: it would decide the same again.
@@ -121,7 +122,8 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
-	if applyErr != nil || statusErr != nil || held > 0 || *wrote {
+	if err == nil && (applyErr != nil || statusErr != nil || held > 0 || *wrote) {
+		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
 	r.converged.settle(req.NamespacedName, fp, err)
@@ -129,10 +131,12 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 // applyChildren writes the Deployment, the Service and the PodDisruptionBudget of app (each only where what we own
-// differs from desired) and returns what the status may say of the Deployment.
+// differs from desired) and returns what the status may say of the Deployment and of fields other managers keep.
 func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp) (observation, error) {
 	key := client.ObjectKeyFromObject(app)
-	opts := writeOpts{owner: app.UID}
+	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
+	// restart it sends nothing the server would refuse.
+	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == ReasonChildNotOwned}
 	// The children this reconcile creates are told in one event ("Created Deployment web, Service web"), not one
 	// each: a new WebApp costs one event.
 	created := []string{}
@@ -141,7 +145,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 	svc, svcErr := ensure(ctx, r, "Service", key, func(*corev1.Service) *corev1ac.ServiceApplyConfiguration { return desiredService(app) },
 		corev1ac.ExtractService, opts)
 	r.record(ctx, app, "Service", svc.written(), svcErr)
-	pdbErr := r.applyPDB(ctx, app, opts)
+	pdbRetained, pdbErr := r.applyPDB(ctx, app, opts)
 	if len(created) > 0 {
 		names := make([]string, len(created))
 		for i, kind := range created {
@@ -149,14 +153,58 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 		}
 		r.event(app, childRef(app, created[0]), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(names, ", "))
 	}
+	obs.retained = r.retained(ctx, app, map[string][]webappv1.RetainedField{
+		"Deployment": obs.retained, "Service": svc.retained, "PodDisruptionBudget": pdbRetained})
 	return obs, errors.Join(depErr, svcErr, pdbErr)
+}
+
+// retained is the list for status.retainedFields: what this reconcile's applies let go of and other managers keep
+// (fresh, by kind), and what the status listed before that the child, read from the API server, still has.
+func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, fresh map[string][]webappv1.RetainedField) []webappv1.RetainedField {
+	listed := app.Status.RetainedFields
+	if len(listed) > 0 && r.sent.behind("WebAppStatus", client.ObjectKeyFromObject(app), app) {
+		// The cache has not yet seen our last status write: the list is read from the server, so none is lost.
+		live := &webappv1.WebApp{}
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(app), live); err == nil {
+			listed = live.Status.RetainedFields
+		}
+	}
+	var out []webappv1.RetainedField
+	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+		out = append(out, fresh[kind]...)
+		if !slices.ContainsFunc(listed, func(f webappv1.RetainedField) bool { return f.Kind == kind }) {
+			continue
+		}
+		obj := cachedObject(kind)
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(app), obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			// Unknown: still listed, rather than claimed applied.
+			obj = nil
+		}
+		for _, f := range listed {
+			if f.Kind != kind || slices.ContainsFunc(out, func(o webappv1.RetainedField) bool { return o.Kind == kind && o.Field == f.Field }) {
+				continue
+			}
+			if obj == nil {
+				out = append(out, f)
+			} else {
+				out = append(out, stillRetained(kind, []webappv1.RetainedField{f}, obj)...)
+			}
+		}
+	}
+	if len(out) > maxRetained {
+		out = out[:maxRetained]
+	}
+	return out
 }
 
 // createdKey marks a reconcile's context; record adds to the list it carries the kinds of the children created.
 type createdKey struct{}
 
 // applyDeployment writes the Deployment. When its config hash cannot be computed, the Deployment is left as it is
-// and only observed, so the status reports it rather than a missing one.
+// and only observed, so the status reports it rather than a missing one (and no rollout of this generation).
 func (r *WebAppReconciler) applyDeployment(ctx context.Context, app *webappv1.WebApp, opts writeOpts) (observation, error) {
 	key := client.ObjectKeyFromObject(app)
 	hash, err := r.configHash(ctx, app)
@@ -165,7 +213,10 @@ func (r *WebAppReconciler) applyDeployment(ctx context.Context, app *webappv1.We
 		desired, err = desiredDeployment(app, hash)
 	}
 	if err != nil {
-		return r.observeDeployment(ctx, key, app.UID), &childError{kind: "Deployment", key: key, err: err, read: true}
+		err = &childError{kind: "Deployment", key: key, err: err, read: true}
+		obs := r.observeDeployment(ctx, key, app.UID)
+		obs.err = err
+		return obs, err
 	}
 	dep, err := ensure(ctx, r, "Deployment", key, func(*appsv1.Deployment) *appsv1ac.DeploymentApplyConfiguration { return desired },
 		appsv1ac.ExtractDeployment, opts)
@@ -173,7 +224,9 @@ func (r *WebAppReconciler) applyDeployment(ctx context.Context, app *webappv1.We
 	// A new config hash on an existing Deployment is a config rollout, not drift.
 	w.configChanged = dep.before != nil && dep.before.Spec.Template.Annotations[ConfigHashAnnotation] != hash
 	r.record(ctx, app, "Deployment", w, err)
-	return observe(dep, err), err
+	obs := observe(dep, err)
+	obs.retained = dep.retained
+	return obs, err
 }
 
 // observeDeployment is the Deployment as the cache has it, for a status written without applying it.
@@ -187,16 +240,16 @@ func (r *WebAppReconciler) observeDeployment(ctx context.Context, key types.Name
 }
 
 // applyPDB writes the PodDisruptionBudget, or deletes it when one replica leaves nothing to protect.
-func (r *WebAppReconciler) applyPDB(ctx context.Context, app *webappv1.WebApp, opts writeOpts) error {
+func (r *WebAppReconciler) applyPDB(ctx context.Context, app *webappv1.WebApp, opts writeOpts) ([]webappv1.RetainedField, error) {
 	desired := desiredPDB(app)
 	if desired == nil {
-		return r.deletePDB(ctx, app)
+		return nil, r.deletePDB(ctx, app)
 	}
 	pdb, err := ensure(ctx, r, "PodDisruptionBudget", client.ObjectKeyFromObject(app),
 		func(*policyv1.PodDisruptionBudget) *policyv1ac.PodDisruptionBudgetApplyConfiguration { return desired },
 		policyv1ac.ExtractPodDisruptionBudget, opts)
 	r.record(ctx, app, "PodDisruptionBudget", pdb.written(), err)
-	return err
+	return pdb.retained, err
 }
 
 // deletePDB deletes the WebApp's PodDisruptionBudget, if there is one and the WebApp controls it. Deleting is the
@@ -325,24 +378,28 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 // releaseChildren takes our owner reference off the children, changing nothing else: they keep running.
 func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.WebApp) error {
 	key := client.ObjectKeyFromObject(app)
-	released := func(kind string, sent bool, err error) error {
-		if err != nil {
+	done := func(kind string, did releaseResult, err error) error {
+		switch {
+		case err != nil:
 			appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 			r.event(app, childRef(app, kind), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", kind, app.Name, err)
 			return &childError{kind: kind, key: key, err: err}
-		}
-		if sent {
+		case did == sentRelease:
 			appliesTotal.WithLabelValues(kind, resultSent).Inc()
 			r.event(app, childRef(app, kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", kind, app.Name)
+		case did == deletedInstead:
+			appliesTotal.WithLabelValues(kind, resultDeleted).Inc()
+			r.event(app, childRef(app, kind), corev1.EventTypeNormal, "Deleted", "Release",
+				"Deleted %s %s: it had been deleted with the WebApp and was re-created before the operator saw the deletion", kind, app.Name)
 		}
 		return nil
 	}
-	sent, depErr := release(ctx, r, "Deployment", key, app.UID, appsv1ac.ExtractDeployment)
-	depErr = released("Deployment", sent, depErr)
-	sent, svcErr := release(ctx, r, "Service", key, app.UID, corev1ac.ExtractService)
-	svcErr = released("Service", sent, svcErr)
-	sent, pdbErr := release(ctx, r, "PodDisruptionBudget", key, app.UID, policyv1ac.ExtractPodDisruptionBudget)
-	pdbErr = released("PodDisruptionBudget", sent, pdbErr)
+	did, err := release(ctx, r, "Deployment", app, appsv1ac.ExtractDeployment)
+	depErr := done("Deployment", did, err)
+	did, err = release(ctx, r, "Service", app, corev1ac.ExtractService)
+	svcErr := done("Service", did, err)
+	did, err = release(ctx, r, "PodDisruptionBudget", app, policyv1ac.ExtractPodDisruptionBudget)
+	pdbErr := done("PodDisruptionBudget", did, err)
 	return errors.Join(depErr, svcErr, pdbErr)
 }
 
@@ -353,7 +410,7 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 	now := r.now()
 	key := client.ObjectKeyFromObject(app)
 	// The shape of the status (what is never held back) does not depend on the current transition times.
-	if held := r.pace.wait(key, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 {
+	if held := r.pace.wait(key, app.UID, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 {
 		return held, nil
 	}
 	var sent *webappv1ac.WebAppApplyConfiguration
@@ -362,7 +419,7 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 		return sent
 	}, webappv1ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
 	if out.sent && err == nil {
-		r.pace.written(key, sent, now.Time)
+		r.pace.written(key, app.UID, sent, now.Time)
 	}
 	// A WebApp deleted meanwhile needs no status.
 	return 0, client.IgnoreNotFound(err)
@@ -436,7 +493,8 @@ var metadataChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 
 // SetupWithManager watches WebApps and the Deployments, Services and PodDisruptionBudgets they control, so a
 // change to any of them (an edit, a deletion, a rollout's progress) reconciles the owning WebApp within moments;
-// and the metadata only of ConfigMaps and Secrets, so a change to one a WebApp refers to rolls its pods.
+// the metadata only of ConfigMaps and Secrets, so a change to one a WebApp refers to rolls its pods; and the
+// metadata only of ResourceQuotas and Namespaces, so a change that may fix a denied write retries it at once.
 func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv1.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
@@ -463,6 +521,9 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("secret")), builder.OnlyMetadata).
+		// A quota or namespace change may fix a denied write: the failing WebApps there are retried at once.
+		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.failingWebAppsIn), builder.OnlyMetadata).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.failingWebAppsIn), builder.OnlyMetadata).
 		// The periodic resync: WebApps a reconcile could decide differently for, from resyncLoop.
 		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
 		Named("webapp").

@@ -182,8 +182,10 @@ type ServiceSpec struct {
 	// +optional
 	Type corev1.ServiceType `json:"type,omitempty"`
 
-	// Annotations are added to the Service (a cloud load balancer's settings, say).
+	// Annotations are added to the Service (a cloud load balancer's settings, say). kubectl's
+	// last-applied-configuration annotation is refused: it is kubectl's record of a client-side apply, not a setting.
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!('kubectl.kubernetes.io/last-applied-configuration' in self)",message="service.annotations must not set kubectl.kubernetes.io/last-applied-configuration: it is kubectl's own record of a client-side apply"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
@@ -228,6 +230,32 @@ type WebAppStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// RetainedFields are fields of the children that the WebApp no longer sets but that stay, because another
+	// field manager also owns them (a child re-created from an exported manifest, say). While there are any, Ready
+	// is False with reason FieldsRetained: the spec is not fully applied until they are removed or released.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	RetainedFields []RetainedField `json:"retainedFields,omitempty"`
+}
+
+// RetainedField is a field of a child that the WebApp no longer sets and that another field manager still holds.
+type RetainedField struct {
+	// Kind is the child's kind: Deployment, Service or PodDisruptionBudget (the child has the WebApp's name).
+	// +kubebuilder:validation:MaxLength=64
+	Kind string `json:"kind"`
+
+	// Field is the field's path, as Server-Side Apply names it, e.g.
+	// .spec.template.spec.containers[name="app"].env[name="DEBUG"].
+	// +kubebuilder:validation:MaxLength=1024
+	Field string `json:"field"`
+
+	// Managers are the field managers that hold it (metadata.managedFields of the child).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	Managers []string `json:"managers"`
 }
 
 // WebApp runs a container image as a Deployment and exposes it with a Service of the same name.

@@ -33,6 +33,21 @@ var schemaYAML = typed.YAMLObject(`types:
   scalar: string
 - name: com.github.example.webapp-operator.apis.v1.PodSecurity
   scalar: string
+- name: com.github.example.webapp-operator.apis.v1.RetainedField
+  map:
+    fields:
+    - name: field
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: managers
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
 - name: com.github.example.webapp-operator.apis.v1.RollingUpdate
   map:
     fields:
@@ -186,6 +201,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: replicas
       type:
         scalar: numeric
+    - name: retainedFields
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v1.RetainedField
+          elementRelationship: atomic
     - name: selector
       type:
         scalar: string

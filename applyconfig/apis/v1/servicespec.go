@@ -19,7 +19,8 @@ import (
 type ServiceSpecApplyConfiguration struct {
 	// Type is ClusterIP (the default), NodePort or LoadBalancer.
 	Type *corev1.ServiceType `json:"type,omitempty"`
-	// Annotations are added to the Service (a cloud load balancer's settings, say).
+	// Annotations are added to the Service (a cloud load balancer's settings, say). kubectl's
+	// last-applied-configuration annotation is refused: it is kubectl's record of a client-side apply, not a setting.
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 

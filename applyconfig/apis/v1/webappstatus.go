@@ -29,6 +29,10 @@ type WebAppStatusApplyConfiguration struct {
 	URL *string `json:"url,omitempty"`
 	// Conditions are the latest observations of the WebApp's state; Ready is the summary.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// RetainedFields are fields of the children that the WebApp no longer sets but that stay, because another
+	// field manager also owns them (a child re-created from an exported manifest, say). While there are any, Ready
+	// is False with reason FieldsRetained: the spec is not fully applied until they are removed or released.
+	RetainedFields []RetainedFieldApplyConfiguration `json:"retainedFields,omitempty"`
 }
 
 // WebAppStatusApplyConfiguration constructs a declarative configuration of the WebAppStatus type for use with
@@ -86,6 +90,19 @@ func (b *WebAppStatusApplyConfiguration) WithConditions(values ...*metav1.Condit
 			panic("nil value passed to WithConditions")
 		}
 		b.Conditions = append(b.Conditions, *values[i])
+	}
+	return b
+}
+
+// WithRetainedFields adds the given value to the RetainedFields field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the RetainedFields field.
+func (b *WebAppStatusApplyConfiguration) WithRetainedFields(values ...*RetainedFieldApplyConfiguration) *WebAppStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithRetainedFields")
+		}
+		b.RetainedFields = append(b.RetainedFields, *values[i])
 	}
 	return b
 }

@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/applyconfigurations"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	smdtyped "sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+// Server-Side Apply removes a field we stop sending only when no other field manager owns it too. A child that
+// another manager co-owns (re-created from an exported manifest, or applied whole under another manager) keeps
+// such a field, and with it a part of an older spec. Nothing in the object then says that the field was ours, so
+// what an apply let go of and found kept is remembered in the WebApp's status (status.retainedFields), and looked
+// at again while it is listed.
+
+// maxRetained bounds status.retainedFields (its CRD MaxItems).
+const maxRetained = 64
+
+// retainedFields lists, for a child of kind, the fields our manager owned in before and no longer owns in after
+// (the object as our apply left it), that other managers of after still own: each with those managers.
+func retainedFields(kind string, before, after client.Object) []webappv1.RetainedField {
+	if before == nil || after == nil {
+		return nil
+	}
+	ours, err := fieldSet(before.GetManagedFields(), FieldManager)
+	if err != nil || ours.Empty() {
+		return nil
+	}
+	now, err := fieldSet(after.GetManagedFields(), FieldManager)
+	if err != nil {
+		return nil
+	}
+	released := ours.Difference(now)
+	if released.Empty() {
+		return nil
+	}
+	return heldBy(kind, released, after.GetManagedFields())
+}
+
+// stillRetained keeps of listed, the retained fields of a child of kind reported before, those that obj (read from
+// the API server, with every manager's entry) still has under another manager and our manager does not own again.
+func stillRetained(kind string, listed []webappv1.RetainedField, obj client.Object) []webappv1.RetainedField {
+	if obj == nil {
+		return nil
+	}
+	ours, err := fieldSet(obj.GetManagedFields(), FieldManager)
+	if err != nil {
+		return nil
+	}
+	var kept []webappv1.RetainedField
+	for _, f := range listed {
+		if f.Kind != kind {
+			continue
+		}
+		var managers []string
+		for _, e := range obj.GetManagedFields() {
+			if e.Manager == FieldManager || e.Subresource != "" || !slices.Contains(f.Managers, e.Manager) {
+				continue
+			}
+			if set, err := entrySet(e); err == nil && hasPath(set, f.Field) && !hasPath(ours, f.Field) {
+				managers = append(managers, e.Manager)
+			}
+		}
+		if len(managers) > 0 {
+			slices.Sort(managers)
+			f.Managers = slices.Compact(managers)
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
+
+// heldBy is the part of set that the entries of other managers (main resource only) own, as retained fields: the
+// top-most paths only (an env entry, not each of its fields), each with the managers owning it, sorted by path.
+func heldBy(kind string, set *fieldpath.Set, entries []metav1.ManagedFieldsEntry) []webappv1.RetainedField {
+	byPath := map[string][]string{}
+	var order []string
+	for _, e := range entries {
+		if e.Manager == FieldManager || e.Subresource != "" {
+			continue
+		}
+		theirs, err := entrySet(e)
+		if err != nil {
+			continue
+		}
+		held := set.Intersection(theirs)
+		held.Iterate(func(p fieldpath.Path) {
+			if hasStrictPrefixIn(held, p) {
+				return
+			}
+			s := p.String()
+			if _, seen := byPath[s]; !seen {
+				order = append(order, s)
+			}
+			byPath[s] = append(byPath[s], e.Manager)
+		})
+	}
+	slices.Sort(order)
+	var out []webappv1.RetainedField
+	for _, s := range order {
+		managers := byPath[s]
+		slices.Sort(managers)
+		out = append(out, webappv1.RetainedField{Kind: kind, Field: s, Managers: slices.Compact(managers)})
+	}
+	return out
+}
+
+// hasStrictPrefixIn reports whether a proper prefix of p is itself in set: then p is a part of a field listed whole.
+func hasStrictPrefixIn(set *fieldpath.Set, p fieldpath.Path) bool {
+	for i := 1; i < len(p); i++ {
+		if set.Has(p[:i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPath reports whether set holds a path whose string form is path, or a field below it.
+func hasPath(set *fieldpath.Set, path string) bool {
+	found := false
+	set.Iterate(func(p fieldpath.Path) {
+		s := p.String()
+		found = found || s == path || strings.HasPrefix(s, path+".") || strings.HasPrefix(s, path+"[")
+	})
+	return found
+}
+
+// fieldSet is the set of fields manager owns on the main resource (by apply or update), from entries.
+func fieldSet(entries []metav1.ManagedFieldsEntry, manager string) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	for _, e := range entries {
+		if e.Manager != manager || e.Subresource != "" {
+			continue
+		}
+		s, err := entrySet(e)
+		if err != nil {
+			return nil, err
+		}
+		set = set.Union(s)
+	}
+	return set, nil
+}
+
+func entrySet(e metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	if e.FieldsV1 == nil {
+		return set, nil
+	}
+	if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
+		return nil, fmt.Errorf("reading the fields of manager %s: %w", e.Manager, err)
+	}
+	return set, nil
+}
+
+// retainedMessage is Ready's message while fields are retained: which, by whom, and how to let them go.
+func retainedMessage(app *webappv1.WebApp, fields []webappv1.RetainedField) string {
+	var b strings.Builder
+	b.WriteString("Fields this WebApp no longer sets stay on its children because another field manager also owns them: ")
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s %s (held by %s)", f.Kind, app.Name, f.Field, strings.Join(f.Managers, ", "))
+	}
+	b.WriteString(". Remove them from the object (kubectl edit), or have that manager apply without them; " +
+		"the WebApp is Ready once no other manager holds them.")
+	return truncate(b.String())
+}
+
+// childTypes knows the schema of the built-in kinds, to turn an apply configuration into the set of its fields.
+var childTypes = applyconfigurations.NewTypeConverter(NewScheme())
+
+// releases reports whether applying want to before lets go of a field our manager owns there (or cannot tell).
+func releases(before client.Object, want any) bool {
+	if before == nil || reflect.ValueOf(before).IsNil() {
+		return false
+	}
+	ours, err := fieldSet(before.GetManagedFields(), FieldManager)
+	if err != nil {
+		return true
+	}
+	if ours.Empty() {
+		return false
+	}
+	u := &unstructured.Unstructured{}
+	if err := roundTrip(want, &u.Object); err != nil {
+		return true
+	}
+	tv, err := childTypes.ObjectToTyped(u, smdtyped.AllowDuplicates)
+	if err != nil {
+		return true
+	}
+	sent, err := tv.ToFieldSet()
+	if err != nil {
+		return true
+	}
+	return !ours.Difference(sent).Empty()
+}
