@@ -66,6 +66,25 @@ const createOnlyVersion = "1"
 // errExists is a create-only apply's refusal: an object of that name exists.
 var errExists = errors.New("the object exists")
 
+// errOwnerGoing stops a reconcile that would re-create a child of a WebApp the API server says is being deleted,
+// or gone: the deletion's own reconcile follows.
+var errOwnerGoing = errors.New("the WebApp is being deleted")
+
+// ownerAlive returns errOwnerGoing unless the WebApp of key, as the API server has it, is owner and not being
+// deleted.
+func ownerAlive(ctx context.Context, r *WebAppReconciler, key types.NamespacedName, owner types.UID) error {
+	app := &webappv1.WebApp{}
+	switch err := r.reader().Get(ctx, key, app); {
+	case apierrors.IsNotFound(err):
+		return errOwnerGoing
+	case err != nil:
+		return &childError{kind: "WebApp", key: key, err: err, read: true}
+	case app.UID != owner || app.DeletionTimestamp != nil:
+		return errOwnerGoing
+	}
+	return nil
+}
+
 // writeOpts are the parts of a write that do not depend on the object's kind.
 type writeOpts struct {
 	createOnly   bool      // refuse the apply (errExists) rather than change an existing object
@@ -160,6 +179,13 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 // label, or created since), it is read into into and found says so: the caller judges it like any other.
 func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, o writeOpts, into PT) (res outcome[PT], found bool, err error) {
+	if o.owner != "" && r.sent.known(kind, key) {
+		// A child we had is gone. If the user deleted it with the WebApp (`kubectl delete webapp/web
+		// deployment/web`, the cache seeing the child's deletion first), it must stay deleted: ask the server.
+		if err := ownerAlive(ctx, r, key, o.owner); err != nil {
+			return outcome[PT]{}, false, err
+		}
+	}
 	want := desired(nil)
 	if refused := r.sent.refusal(kind, key, nil, want); refused != nil {
 		return outcome[PT]{}, false, refused
@@ -460,28 +486,23 @@ func (m *sentMemo) forget(key types.NamespacedName) {
 // re-created) or changed since our read. Only ownership changes, so no spec (even one the server refuses) can block
 // a deletion. An owner reference that another manager also owns survives that apply (a child applied or created
 // from an exported manifest); it is then removed by a guarded patch, so the garbage collector never takes a
-// released child. A child our manager alone created after the WebApp's deletion began (a reconcile that still saw
-// the WebApp alive re-created a child the user deleted with it) is deleted instead: the user deleted it.
+// released child. It reports whether it sent anything.
 func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, app *webappv1.WebApp,
-	extract func(PT, string) (AC, error)) (releaseResult, error) {
+	extract func(PT, string) (AC, error)) (bool, error) {
 	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
 	cur := PT(new(T))
 	if err := r.reader().Get(ctx, key, cur); err != nil {
-		return released, client.IgnoreNotFound(err)
+		return false, client.IgnoreNotFound(err)
 	}
 	i := ownerIndex(cur, app.UID)
 	if i < 0 {
 		// Already released, or never ours to release.
-		return released, nil
-	}
-	if recreatedDuringDeletion(cur, app) {
-		uid := cur.GetUID()
-		return deletedInstead, client.IgnoreNotFound(r.Client.Delete(ctx, cur, client.Preconditions{UID: &uid}))
+		return false, nil
 	}
 	if owned, err := extract(cur, FieldManager); err == nil {
 		u := &unstructured.Unstructured{}
 		if err := roundTrip(owned, &u.Object); err != nil {
-			return released, fmt.Errorf("releasing %s %s: %w", kind, key, err)
+			return false, fmt.Errorf("releasing %s %s: %w", kind, key, err)
 		}
 		var kept []any
 		ownRefs, _, _ := unstructured.NestedSlice(u.Object, "metadata", "ownerReferences")
@@ -491,23 +512,23 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 			}
 		}
 		if err := unstructured.SetNestedSlice(u.Object, kept, "metadata", "ownerReferences"); err != nil {
-			return released, err
+			return false, err
 		}
 		// The UID makes the server refuse (a conflict) rather than create a child deleted since our read; the
 		// resourceVersion, rather than write back fields someone changed since.
 		u.SetUID(cur.GetUID())
 		u.SetResourceVersion(cur.GetResourceVersion())
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return sentRelease, err
+			return true, err
 		}
 		// Did our owner reference go? Only if no other manager owns it too: the server says, not the apply's answer
 		// (it has no managedFields, and our reference may be all that another manager still holds).
 		if err := r.reader().Get(ctx, key, cur); err != nil {
-			return sentRelease, client.IgnoreNotFound(err)
+			return true, client.IgnoreNotFound(err)
 		}
 		if i = ownerIndex(cur, app.UID); i < 0 {
 			r.sent.forget(key)
-			return sentRelease, nil
+			return true, nil
 		}
 	}
 	// What we own cannot be read, or another manager keeps our reference: remove exactly the entry we saw.
@@ -515,34 +536,12 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 	if err == nil {
 		r.sent.forget(key)
 	}
-	return sentRelease, err
+	return true, err
 }
-
-// releaseResult is what release did.
-type releaseResult int
-
-const (
-	released       releaseResult = iota // nothing to do: the child is missing or not owned by the WebApp
-	sentRelease                         // our owner reference was taken off (or the attempt failed)
-	deletedInstead                      // the child was re-created by us during the deletion, and deleted
-)
 
 // ownerIndex is the index of the owner reference to uid in obj's, or -1.
 func ownerIndex(obj client.Object, uid types.UID) int {
 	return slices.IndexFunc(obj.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == uid })
-}
-
-// recreatedDuringDeletion reports whether obj was created by our manager alone, no earlier than app's deletion
-// began (timestamps have seconds only: the same second counts).
-func recreatedDuringDeletion(obj client.Object, app *webappv1.WebApp) bool {
-	created := obj.GetCreationTimestamp()
-	if app.DeletionTimestamp == nil || created.Before(app.DeletionTimestamp) {
-		return false
-	}
-	mf := obj.GetManagedFields()
-	return len(mf) > 0 && !slices.ContainsFunc(mf, func(e metav1.ManagedFieldsEntry) bool {
-		return e.Manager != FieldManager && e.Subresource == ""
-	})
 }
 
 // removeGuarded removes list[i] at path with a JSON patch that first tests the whole list, for the one thing

@@ -116,6 +116,11 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	ctx, wrote := withWriteFlag(ctx)
 	obs, applyErr := r.applyChildren(ctx, app)
+	if errors.Is(applyErr, errOwnerGoing) {
+		// The cache is behind a deletion: the WebApp's own event brings the reconcile that handles it.
+		r.converged.settle(req.NamespacedName, "", nil)
+		return ctrl.Result{}, nil
+	}
 	held, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {
@@ -378,28 +383,24 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 // releaseChildren takes our owner reference off the children, changing nothing else: they keep running.
 func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.WebApp) error {
 	key := client.ObjectKeyFromObject(app)
-	done := func(kind string, did releaseResult, err error) error {
-		switch {
-		case err != nil:
+	released := func(kind string, sent bool, err error) error {
+		if err != nil {
 			appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 			r.event(app, childRef(app, kind), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", kind, app.Name, err)
 			return &childError{kind: kind, key: key, err: err}
-		case did == sentRelease:
+		}
+		if sent {
 			appliesTotal.WithLabelValues(kind, resultSent).Inc()
 			r.event(app, childRef(app, kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", kind, app.Name)
-		case did == deletedInstead:
-			appliesTotal.WithLabelValues(kind, resultDeleted).Inc()
-			r.event(app, childRef(app, kind), corev1.EventTypeNormal, "Deleted", "Release",
-				"Deleted %s %s: it had been deleted with the WebApp and was re-created before the operator saw the deletion", kind, app.Name)
 		}
 		return nil
 	}
-	did, err := release(ctx, r, "Deployment", app, appsv1ac.ExtractDeployment)
-	depErr := done("Deployment", did, err)
-	did, err = release(ctx, r, "Service", app, corev1ac.ExtractService)
-	svcErr := done("Service", did, err)
-	did, err = release(ctx, r, "PodDisruptionBudget", app, policyv1ac.ExtractPodDisruptionBudget)
-	pdbErr := done("PodDisruptionBudget", did, err)
+	sent, err := release(ctx, r, "Deployment", app, appsv1ac.ExtractDeployment)
+	depErr := released("Deployment", sent, err)
+	sent, err = release(ctx, r, "Service", app, corev1ac.ExtractService)
+	svcErr := released("Service", sent, err)
+	sent, err = release(ctx, r, "PodDisruptionBudget", app, policyv1ac.ExtractPodDisruptionBudget)
+	pdbErr := released("PodDisruptionBudget", sent, err)
 	return errors.Join(depErr, svcErr, pdbErr)
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,6 +177,13 @@ func (w *writeCounter) takeConfigReads() []string {
 	s := w.configReads
 	w.configReads = nil
 	return s
+}
+
+// snapshot returns the writes seen so far (since the last take).
+func (w *writeCounter) snapshot() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.seen)
 }
 
 // take returns the writes seen so far and forgets them.

@@ -1,0 +1,134 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+// entry is a managedFields entry of manager on the main resource, with fields in the server's FieldsV1 form.
+func entry(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "apps/v1", FieldsType: "FieldsV1",
+		FieldsV1: metav1.NewFieldsV1(fields)}
+}
+
+func withFields(entries ...metav1.ManagedFieldsEntry) *appsv1.Deployment {
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ManagedFields: entries}}
+}
+
+const (
+	// Our container with env A and DEBUG, and replicas.
+	fieldsAD = `{"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:name":{},"f:env":{"k:{\"name\":\"A\"}":{".":{},"f:name":{},"f:value":{}},"k:{\"name\":\"DEBUG\"}":{".":{},"f:name":{},"f:value":{}}}}}}}}}`
+	// The same without DEBUG.
+	fieldsA = `{"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:name":{},"f:env":{"k:{\"name\":\"A\"}":{".":{},"f:name":{},"f:value":{}}}}}}}}}`
+	// Another writer's own env var, nothing of ours.
+	fieldsX = `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:env":{"k:{\"name\":\"X\"}":{".":{},"f:name":{},"f:value":{}}}}}}}}}`
+	debugPath = `.spec.template.spec.containers[name="app"].env[name="DEBUG"]`
+)
+
+func TestRetainedFields(t *testing.T) {
+	cases := []struct {
+		name          string
+		before, after *appsv1.Deployment
+		want          []webappv1.RetainedField
+	}{
+		{"nothing let go", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)), nil},
+		{"let go, nobody else holds it", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("other", metav1.ManagedFieldsOperationUpdate, fieldsX)), nil},
+		{"let go, the creator holds it: the env entry, listed whole", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+			[]webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}}}},
+		{"two managers hold it", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD),
+				entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+			[]webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create", "ops"}}}},
+		{"a subresource's manager is not a co-owner", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), func() metav1.ManagedFieldsEntry {
+				e := entry("hpa", metav1.ManagedFieldsOperationUpdate, fieldsAD)
+				e.Subresource = "scale"
+				return e
+			}()), nil},
+		{"before owned nothing of ours", withFields(), withFields(entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := retainedFields("Deployment", tc.before, tc.after)
+			if !slices.EqualFunc(got, tc.want, sameRetained) {
+				t.Errorf("retainedFields = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func sameRetained(a, b webappv1.RetainedField) bool {
+	return a.Kind == b.Kind && a.Field == b.Field && slices.Equal(a.Managers, b.Managers)
+}
+
+func TestStillRetained(t *testing.T) {
+	listed := []webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}},
+		{Kind: "Service", Field: ".metadata.labels.x", Managers: []string{"ops"}}}
+	cases := []struct {
+		name string
+		obj  *appsv1.Deployment
+		want []webappv1.RetainedField
+	}{
+		{"still held", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+			listed[:1]},
+		{"removed by the user", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsA)),
+			nil},
+		{"ours again (the spec sets it again)", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+			nil},
+		{"held by a manager not listed", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD)),
+			nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stillRetained("Deployment", listed, tc.obj); !slices.EqualFunc(got, tc.want, sameRetained) {
+				t.Errorf("stillRetained = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// releases decides whether an apply lets go of something: only then is the server asked who keeps it.
+func TestReleases(t *testing.T) {
+	app := newApp("web", 3, 80, "nginx")
+	want := mustDeployment(t, app)
+	cases := []struct {
+		name   string
+		before *appsv1.Deployment
+		want   any
+		lets   bool
+	}{
+		{"nothing owned yet", withFields(), want, false},
+		{"owns what is sent, and less", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:spec":{"f:replicas":{}}}`)), want, false},
+		{"owns an env var no longer sent", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)), want, true},
+		{"another manager's fields are not ours to let go", withFields(entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)), want, false},
+		{"a Service apply against a Deployment's fields cannot be read: asked", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			corev1ac.Service("web", "ns"), true},
+		{"nil before", nil, want, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := releases(tc.before, tc.want); got != tc.lets {
+				t.Errorf("releases = %v, want %v", got, tc.lets)
+			}
+		})
+	}
+}
+
+func TestRetainedMessageNamesFieldManagerAndRemedy(t *testing.T) {
+	msg := retainedMessage(newApp("web", 1, 80, "nginx"), []webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"a", "b"}}})
+	for _, want := range []string{"Deployment web " + debugPath + " (held by a, b)", "kubectl edit", "apply without them"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+}

@@ -1,0 +1,394 @@
+package integration
+
+// The promise under other actors (issue 15): what people and other controllers do between the operator's reads and
+// writes. Each test makes one interleaving deterministic, with the fault hook of startOperatorWith acting at the
+// exact request where the race would fall.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/testutil"
+)
+
+// applyPatchTo reports whether req is a Server-Side Apply of the object at path (e.g. "deployments/web").
+func applyPatchTo(req *http.Request, ns, path string) bool {
+	return req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/"+path) &&
+		req.Header.Get("Content-Type") == string(types.ApplyYAMLPatchType)
+}
+
+// exported is obj as `kubectl get -o yaml` prints it, ready for `kubectl create -f` or an apply: without the fields
+// the server sets.
+func exported[T client.Object](obj T) T {
+	obj.SetUID("")
+	obj.SetResourceVersion("")
+	obj.SetCreationTimestamp(metav1.Time{})
+	obj.SetManagedFields(nil)
+	obj.SetGeneration(0)
+	return obj
+}
+
+// deleteWebApp deletes WebApp web and waits until it is gone.
+func deleteWebApp(t *testing.T, ns string) {
+	t.Helper()
+	if err := k8s.Delete(context.Background(), &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, wait10s, "WebApp gone", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", &webappv1.WebApp{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// A child deleted while the release reads it (`kubectl delete webapp/web deployment/web`) stays deleted: the
+// release's apply carries the child's UID, which the server refuses for a missing object instead of creating one.
+func TestAReleaseNeverResurrectsADeletedChild(t *testing.T) {
+	ns := newNamespace(t)
+	var armed atomic.Bool
+	var deleted atomic.Int32
+	startOperatorWith(t, ns, time.Second, operatorOptions{fault: func(req *http.Request) *http.Response {
+		// The user's delete of the Deployment lands between the release's read and its apply.
+		if armed.Load() && applyPatchTo(req, ns, "deployments/web") && deleted.Add(1) == 1 {
+			if err := k8s.Delete(req.Context(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+				t.Errorf("deleting the Deployment: %v", err)
+			}
+		}
+		return nil
+	}})
+	createWebApp(t, ns, "web", 1, 80)
+	waitChildren(t, ns, "web")
+	setPolicy(t, ns, webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, true)
+	armed.Store(true)
+	deleteWebApp(t, ns)
+	if deleted.Load() == 0 {
+		t.Fatal("the release sent no apply of the Deployment: the race was not exercised")
+	}
+	// Two resyncs later it is still missing, and the Service was released, not deleted.
+	waitResyncs(t, 2, 30*time.Second)
+	if err := get(context.Background(), ns, "web", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Deployment the user deleted is back (err %v)", err)
+	}
+	svc := &corev1.Service{}
+	if err := get(context.Background(), ns, "web", svc); err != nil || len(svc.OwnerReferences) != 0 {
+		t.Errorf("Service: err %v, owner references %+v; want it kept without an owner", err, svc.OwnerReferences)
+	}
+}
+
+// `kubectl delete deployment/web webapp/web`, the operator's cache seeing the Deployment's deletion before the
+// WebApp's: the reconcile that would re-create the Deployment asks the server first, and it stays deleted.
+func TestAChildDeletedWithItsWebAppIsNotRecreated(t *testing.T) {
+	ns := newNamespace(t)
+	var armed atomic.Bool
+	var once sync.Once
+	startOperatorWith(t, ns, time.Second, operatorOptions{fault: func(req *http.Request) *http.Response {
+		// The operator reads the missing Deployment before re-creating it: the user's delete of the WebApp lands now,
+		// after the cache showed the WebApp alive.
+		if armed.Load() && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/deployments/web") {
+			once.Do(func() {
+				if err := k8s.Delete(req.Context(), &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+					t.Errorf("deleting the WebApp: %v", err)
+				}
+			})
+		}
+		return nil
+	}})
+	createWebApp(t, ns, "web", 1, 80)
+	dep, _ := waitChildren(t, ns, "web")
+	setPolicy(t, ns, webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, true)
+	armed.Store(true)
+	if err := k8s.Delete(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, wait10s, "WebApp gone", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", &webappv1.WebApp{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	waitResyncs(t, 2, 30*time.Second)
+	if err := get(context.Background(), ns, "web", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Deployment deleted with its WebApp was re-created (err %v)", err)
+	}
+}
+
+// Another manager that applied the exported Deployment co-owns our owner reference: the release still takes it off
+// (the garbage collector would otherwise delete the "released" child), with the guarded patch.
+func TestAReleasedChildLosesAnOwnerReferenceAnotherManagerHolds(t *testing.T) {
+	ns, app := runningWebApp(t, 1, time.Second)
+	setPolicy(t, ns, webappv1.DeletionPolicyOrphan)
+	waitFinalizer(t, ns, true)
+	ctx := context.Background()
+	dep := &appsv1.Deployment{}
+	if err := get(ctx, ns, "web", dep); err != nil {
+		t.Fatal(err)
+	}
+	dep = exported(dep)
+	dep.Labels["team"] = "ops"
+	dep.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+	dep.Status = appsv1.DeploymentStatus{}
+	// `kubectl apply --server-side --field-manager=ops -f exported.yaml`
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(u, "status")
+	if err := k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner("ops"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	deleteWebApp(t, ns)
+	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+		if err := get(ctx, ns, "web", o); err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(o.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == app.UID }); i >= 0 {
+			t.Errorf("%T keeps the owner reference to the deleted WebApp: the garbage collector would delete it", o)
+		}
+	}
+	if err := get(ctx, ns, "web", dep); err != nil || dep.Labels["team"] != "ops" {
+		t.Errorf("the other manager's label is gone (err %v, labels %v)", err, dep.Labels)
+	}
+}
+
+// A Deployment re-created from its export (`kubectl create -f`) is co-owned field by field by its creator: a field
+// the WebApp then stops setting stays. Status says which, whose, and is not Ready until it goes; after a restart
+// it still says so, without a write.
+func TestAFieldAnotherManagerKeepsIsReportedUntilItGoes(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	op := startOperator(t, ns, time.Second)
+	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: webappv1.WebAppSpec{Image: "nginx:1.25", Env: []corev1.EnvVar{{Name: "DEBUG", Value: "true"}, {Name: "MODE", Value: "prod"}}}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	dep, _ := waitChildren(t, ns, "web")
+	op.stop()
+	// The user deletes the Deployment and creates it again from the export, while the operator is away.
+	if err := k8s.Delete(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	dep = exported(dep)
+	dep.Status = appsv1.DeploymentStatus{}
+	testutil.Eventually(t, wait10s, "Deployment re-created from its export", func(ctx context.Context) error {
+		return k8s.Create(ctx, dep.DeepCopy(), client.FieldOwner("kubectl-create"))
+	})
+	op = startOperator(t, ns, time.Second)
+	markAvailable(t, ns, "web")
+	waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+
+	// The WebApp stops setting DEBUG: kubectl-create still holds it.
+	updateSpec(t, ns, func(app *webappv1.WebApp) { app.Spec.Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}} })
+	markAvailable(t, ns, "web")
+	debug := `.spec.template.spec.containers[name="app"].env[name="DEBUG"]`
+	got := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonFieldsRetained, debug, "kubectl-create")
+	want := []webappv1.RetainedField{{Kind: "Deployment", Field: debug, Managers: []string{"kubectl-create"}}}
+	if !slices.EqualFunc(got.Status.RetainedFields, want, func(a, b webappv1.RetainedField) bool {
+		return a.Kind == b.Kind && a.Field == b.Field && slices.Equal(a.Managers, b.Managers)
+	}) {
+		t.Errorf("status.retainedFields = %+v, want %+v", got.Status.RetainedFields, want)
+	}
+	if p := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing); p == nil || p.Reason != controller.ReasonRolloutComplete {
+		t.Errorf("Progressing = %+v, want RolloutComplete (the rollout is done; a field is left)", p)
+	}
+
+	// A restarted operator remembers nothing, and still reports it without writing.
+	op.stop()
+	op = startOperator(t, ns, time.Second)
+	waitResyncs(t, 3, 30*time.Second)
+	if w := op.writes.take(); len(w) != 0 {
+		t.Errorf("%d writes after a restart: %q", len(w), w)
+	}
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonFieldsRetained, debug)
+
+	// The user removes it (`kubectl edit`): Ready.
+	intrude(t, ns, "web", &appsv1.Deployment{}, func(d *appsv1.Deployment) {
+		c := &d.Spec.Template.Spec.Containers[0]
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "DEBUG" })
+	})
+	markAvailable(t, ns, "web")
+	got = waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	if len(got.Status.RetainedFields) != 0 {
+		t.Errorf("status.retainedFields = %+v after the field went", got.Status.RetainedFields)
+	}
+}
+
+// A spec the Deployment API refuses: status never reports the old Deployment's finished rollout as this
+// generation's.
+func TestARefusedDeploymentIsNeverReportedRolledOut(t *testing.T) {
+	ns, _ := runningWebApp(t, 1, time.Second)
+	markAvailable(t, ns, "web")
+	waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	gen := updateSpec(t, ns, func(app *webappv1.WebApp) {
+		app.Spec.Image = "nginx:1.27"
+		app.Spec.PodLabels = map[string]string{"tier": "has space"}
+	})
+	got := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonInvalidChild)
+	p := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing)
+	if p == nil || p.ObservedGeneration != gen || p.Status != metav1.ConditionFalse || p.Reason != controller.ReasonInvalidChild ||
+		!strings.Contains(p.Message, fmt.Sprintf("Generation %d of the spec was not applied", gen)) {
+		t.Errorf("Progressing = %+v, want False InvalidChild at generation %d: the Deployment still runs nginx:1.25", p, gen)
+	}
+}
+
+// A write denied by a quota, and the quota then removed: the WebApp is retried at once, not at the end of its
+// backoff (here 10 s and more by then).
+func TestAFixedQuotaIsNotWaitedOutInTheBackoff(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	// No quota controller runs here, so the quota has no status and admission denies every Deployment (403).
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-deployments"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/deployments.apps": resource.MustParse("0")}}}
+	if err := k8s.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	op := startOperator(t, ns, time.Second)
+	createWebApp(t, ns, "web", 1, 80)
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonApplyForbidden)
+	// Eleven denials: the controller's backoff (5 ms doubling) waits 10 s before the next.
+	testutil.Eventually(t, time.Minute, "11 denied Deployment applies", func(context.Context) error {
+		n := 0
+		for _, w := range op.writes.snapshot() {
+			if strings.HasSuffix(w, "/namespaces/"+ns+"/deployments/web") {
+				n++
+			}
+		}
+		if n < 11 {
+			return fmt.Errorf("%d so far", n)
+		}
+		return nil
+	})
+	if err := k8s.Delete(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	fixed := time.Now()
+	testutil.Eventually(t, 3*time.Second, "Deployment created within 3 s of the fix", func(ctx context.Context) error {
+		return get(ctx, ns, "web", &appsv1.Deployment{})
+	})
+	t.Logf("Deployment created %v after the quota went", time.Since(fixed).Round(time.Millisecond))
+}
+
+// A WebApp at rest that cannot take over a Service of its name sends nothing after a restart, not even a request
+// the server refuses: its status says the Service is not ours, so the Service is read before anything is sent.
+func TestAChildNotOursCostsNoRequestAfterARestart(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 81}}}}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	op := startOperator(t, ns, time.Second)
+	createWebApp(t, ns, "web", 1, 80)
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonChildNotOwned)
+	op.stop()
+	second := startOperator(t, ns, time.Second)
+	waitResyncs(t, 3, 30*time.Second)
+	if w := second.writes.take(); len(w) != 0 {
+		t.Errorf("%d write requests after a restart (refused ones count): %q", len(w), w)
+	}
+}
+
+// A Service created by someone else between the operator's read (the child is gone) and its re-creation is never
+// taken over: re-creation is create-only too.
+func TestRecreationNeverTakesOverAnObjectCreatedMeanwhile(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	var armed atomic.Bool
+	var once sync.Once
+	startOperatorWith(t, ns, time.Second, operatorOptions{fault: func(req *http.Request) *http.Response {
+		if armed.Load() && applyPatchTo(req, ns, "services/web") {
+			once.Do(func() {
+				foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{"owner": "someone"}},
+					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 81}}}}
+				if err := k8s.Create(req.Context(), foreign); err != nil {
+					t.Errorf("creating the foreign Service: %v", err)
+				}
+			})
+		}
+		return nil
+	}})
+	createWebApp(t, ns, "web", 1, 80)
+	_, svc := waitChildren(t, ns, "web")
+	armed.Store(true)
+	if err := k8s.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonChildNotOwned, "Service")
+	got := &corev1.Service{}
+	if err := get(ctx, ns, "web", got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OwnerReferences) != 0 || got.Labels["owner"] != "someone" || len(testutil.AppliedBy(got.ManagedFields, controller.FieldManager, "")) != 0 ||
+		got.Spec.Ports[0].Port != 81 {
+		t.Errorf("the foreign Service was taken over: owners %+v labels %v ports %+v", got.OwnerReferences, got.Labels, got.Spec.Ports)
+	}
+}
+
+// A WebApp deleted and created again under the same name is another WebApp: its first status is written at once,
+// not held by the old one's pace.
+func TestAWebAppReplacedUnderItsNameGetsItsStatusAtOnce(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	startOperator(t, ns, time.Minute)
+	createWebApp(t, ns, "web", 1, 80)
+	waitChildren(t, ns, "web")
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	deleteWebApp(t, ns)
+	// What the garbage collector would do (none runs here).
+	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+		o.SetNamespace(ns)
+		o.SetName("web")
+		if err := k8s.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := time.Now()
+	app := createWebApp(t, ns, "web", 1, 80)
+	testutil.Eventually(t, 5*time.Second, "the new WebApp's status within 5 s", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", app); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+		if c == nil || c.Reason != controller.ReasonDeploymentProgressing {
+			return fmt.Errorf("Ready = %+v", c)
+		}
+		return nil
+	})
+	t.Logf("status written %v after the new WebApp was created", time.Since(created).Round(time.Millisecond))
+}
+
+// kubectl's last-applied annotation cannot be asked for on the Service: the cache drops it, so it would cost a
+// write after every restart. The API server refuses it, naming it.
+func TestLastAppliedInServiceAnnotationsIsRefused(t *testing.T) {
+	ns := newNamespace(t)
+	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv1.WebAppSpec{Image: "nginx:1.25",
+		Service: webappv1.ServiceSpec{Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}}}}
+	err := k8s.Create(context.Background(), app)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "must not set kubectl.kubernetes.io/last-applied-configuration") {
+		t.Errorf("create: %v, want Invalid naming the annotation", err)
+	}
+}
