@@ -31,6 +31,8 @@ type statusWrite struct {
 	uid   types.UID
 	shape string
 	at    time.Time
+	// retained is the status.retainedFields written, for a reconcile whose cached WebApp is behind that write.
+	retained []webappv1.RetainedField
 }
 
 // shape is what of a status is written at once when it changes: everything but counts and messages.
@@ -45,6 +47,10 @@ func shape(ac *webappv1ac.WebAppApplyConfiguration) string {
 	}
 	for _, c := range st.Conditions {
 		fmt.Fprintf(&b, "|%s=%s/%s/%d", deref(c.Type), deref(c.Status), deref(c.Reason), deref(c.ObservedGeneration))
+	}
+	// A retained field is known only when the apply that let go of it finds it kept: it is written at once.
+	for _, f := range st.RetainedFields {
+		fmt.Fprintf(&b, "|retained %s %s %v", deref(f.Kind), deref(f.Field), f.Managers)
 	}
 	return b.String()
 }
@@ -92,7 +98,24 @@ func (p *statusPace) written(key types.NamespacedName, uid types.UID, want *weba
 	if p.m == nil {
 		p.m = map[types.NamespacedName]statusWrite{}
 	}
-	p.m[key] = statusWrite{uid: uid, shape: shape(want), at: now}
+	var retained []webappv1.RetainedField
+	if want.Status != nil {
+		for _, f := range want.Status.RetainedFields {
+			retained = append(retained, webappv1.RetainedField{Kind: deref(f.Kind), Field: deref(f.Field), Managers: f.Managers})
+		}
+	}
+	p.m[key] = statusWrite{uid: uid, shape: shape(want), at: now, retained: retained}
+}
+
+// lastRetained is the status.retainedFields of the last status written for key, the WebApp uid, if one was.
+func (p *statusPace) lastRetained(key types.NamespacedName, uid types.UID) ([]webappv1.RetainedField, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last, ok := p.m[key]
+	if !ok || last.uid != uid {
+		return nil, false
+	}
+	return last.retained, true
 }
 
 func (p *statusPace) forget(key types.NamespacedName) {

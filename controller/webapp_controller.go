@@ -166,11 +166,13 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 // retained is the list for status.retainedFields: what this reconcile's applies let go of and other managers keep
 // (fresh, by kind), and what the status listed before that the child, read from the API server, still has.
 func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, fresh map[string][]webappv1.RetainedField) []webappv1.RetainedField {
+	key := client.ObjectKeyFromObject(app)
 	listed := app.Status.RetainedFields
-	if len(listed) > 0 && r.sent.behind("WebAppStatus", client.ObjectKeyFromObject(app), app) {
-		// The cache has not yet seen our last status write: the list is read from the server, so none is lost.
-		live := &webappv1.WebApp{}
-		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(app), live); err == nil {
+	if r.sent.behind("WebAppStatus", key, app) {
+		// The cache has not yet seen our last status write: the list is the one written, so none is lost.
+		if written, ok := r.pace.lastRetained(key, app.UID); ok {
+			listed = written
+		} else if live := (&webappv1.WebApp{}); r.reader().Get(ctx, key, live) == nil {
 			listed = live.Status.RetainedFields
 		}
 	}
@@ -181,7 +183,7 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, f
 			continue
 		}
 		obj := cachedObject(kind)
-		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(app), obj); err != nil {
+		if err := r.reader().Get(ctx, key, obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}

@@ -259,10 +259,14 @@ func TestARefusedDeploymentIsNeverReportedRolledOut(t *testing.T) {
 func TestAFixedQuotaIsNotWaitedOutInTheBackoff(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	// No quota controller runs here, so the quota has no status and admission denies every Deployment (403).
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-deployments"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/deployments.apps": resource.MustParse("0")}}}
 	if err := k8s.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	// What the quota controller would write (none runs here): admission then denies every Deployment (403).
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{"count/deployments.apps": resource.MustParse("0")}}
+	if err := k8s.Status().Update(ctx, quota); err != nil {
 		t.Fatal(err)
 	}
 	op := startOperator(t, ns, time.Second)
