@@ -28,7 +28,7 @@ const (
 	// The same without DEBUG.
 	fieldsA = `{"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:name":{},"f:env":{"k:{\"name\":\"A\"}":{".":{},"f:name":{},"f:value":{}}}}}}}}}`
 	// Another writer's own env var, nothing of ours.
-	fieldsX = `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:env":{"k:{\"name\":\"X\"}":{".":{},"f:name":{},"f:value":{}}}}}}}}}`
+	fieldsX   = `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:env":{"k:{\"name\":\"X\"}":{".":{},"f:name":{},"f:value":{}}}}}}}}}`
 	debugPath = `.spec.template.spec.containers[name="app"].env[name="DEBUG"]`
 )
 
