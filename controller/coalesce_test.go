@@ -1,0 +1,60 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+)
+
+// progressStatus is a status whose Ready is False with reason DeploymentProgressing (the one a pace may hold),
+// with the retained fields given.
+func progressStatus(retained ...string) *webappv1ac.WebAppApplyConfiguration {
+	st := webappv1ac.WebAppStatus().WithObservedGeneration(1).WithConditions(metav1ac.Condition().
+		WithType(webappv1.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(ReasonDeploymentProgressing).WithObservedGeneration(1))
+	for _, f := range retained {
+		st.WithRetainedFields(webappv1ac.RetainedField().WithKind("Deployment").WithField(f).WithManagers("ops"))
+	}
+	return webappv1ac.WebApp("web", "ns").WithStatus(st)
+}
+
+func TestStatusPace(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		name string
+		uid  types.UID
+		want *webappv1ac.WebAppApplyConfiguration
+		at   time.Time
+		wait time.Duration
+	}{
+		{"progress alone waits out the interval", "a", progressStatus(), t0.Add(3 * time.Second), 7 * time.Second},
+		{"after the interval, written", "a", progressStatus(), t0.Add(11 * time.Second), 0},
+		// Another WebApp of the same name (deleted and created again) owes nothing to the old one's pace.
+		{"a new WebApp under the name", "b", progressStatus(), t0.Add(3 * time.Second), 0},
+		// A retained field is found once, by the apply that lets go of it: never held.
+		{"a retained field is written at once", "a", progressStatus(".spec.x"), t0.Add(3 * time.Second), 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &statusPace{}
+			p.written(key, "a", progressStatus(), t0)
+			if got := p.wait(key, tc.uid, tc.want, 10*time.Second, tc.at); got != tc.wait {
+				t.Errorf("wait = %v, want %v", got, tc.wait)
+			}
+		})
+	}
+	p := &statusPace{}
+	p.written(key, "a", progressStatus(".spec.x"), t0)
+	if got, ok := p.lastRetained(key, "a"); !ok || len(got) != 1 || got[0].Field != ".spec.x" || got[0].Managers[0] != "ops" {
+		t.Errorf("lastRetained = %+v, %v; want the one written", got, ok)
+	}
+	if _, ok := p.lastRetained(key, "b"); ok {
+		t.Error("lastRetained of another WebApp of the same name: found, want none")
+	}
+}
