@@ -31,11 +31,11 @@ func retainedFields(kind string, before, after client.Object) []webappv1.Retaine
 	if before == nil || after == nil {
 		return nil
 	}
-	ours, err := fieldSet(before.GetManagedFields(), FieldManager)
+	ours, err := ourFields(before.GetManagedFields())
 	if err != nil || ours.Empty() {
 		return nil
 	}
-	now, err := fieldSet(after.GetManagedFields(), FieldManager)
+	now, err := ourFields(after.GetManagedFields())
 	if err != nil {
 		return nil
 	}
@@ -52,7 +52,7 @@ func stillRetained(kind string, listed []webappv1.RetainedField, obj client.Obje
 	if obj == nil {
 		return nil
 	}
-	ours, err := fieldSet(obj.GetManagedFields(), FieldManager)
+	ours, err := ourFields(obj.GetManagedFields())
 	if err != nil {
 		return nil
 	}
@@ -134,11 +134,11 @@ func hasPath(set *fieldpath.Set, path string) bool {
 	return found
 }
 
-// fieldSet is the set of fields manager owns on the main resource (by apply or update), from entries.
-func fieldSet(entries []metav1.ManagedFieldsEntry, manager string) (*fieldpath.Set, error) {
+// ourFields is the set of fields our manager owns on the main resource, from entries.
+func ourFields(entries []metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 	set := &fieldpath.Set{}
 	for _, e := range entries {
-		if e.Manager != manager || e.Subresource != "" {
+		if e.Manager != FieldManager || e.Subresource != "" {
 			continue
 		}
 		s, err := entrySet(e)
@@ -184,7 +184,7 @@ func releases(before client.Object, want any) bool {
 	if before == nil || reflect.ValueOf(before).IsNil() {
 		return false
 	}
-	ours, err := fieldSet(before.GetManagedFields(), FieldManager)
+	ours, err := ourFields(before.GetManagedFields())
 	if err != nil {
 		return true
 	}

@@ -54,9 +54,15 @@ func deleteWebApp(t *testing.T, ns string) {
 	if err := k8s.Delete(context.Background(), &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
 		t.Fatal(err)
 	}
+	waitWebAppGone(t, ns)
+}
+
+// waitWebAppGone waits until WebApp web is gone (its deletion complete).
+func waitWebAppGone(t *testing.T, ns string) {
+	t.Helper()
 	testutil.Eventually(t, wait10s, "WebApp gone", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", &webappv1.WebApp{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (err %w)", err)
 		}
 		return nil
 	})
@@ -123,12 +129,7 @@ func TestAChildDeletedWithItsWebAppIsNotRecreated(t *testing.T) {
 	if err := k8s.Delete(context.Background(), dep); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, wait10s, "WebApp gone", func(ctx context.Context) error {
-		if err := get(ctx, ns, "web", &webappv1.WebApp{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
-	})
+	waitWebAppGone(t, ns)
 	waitResyncs(t, 2, 30*time.Second)
 	if err := get(context.Background(), ns, "web", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Deployment deleted with its WebApp was re-created (err %v)", err)
