@@ -15,6 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/controller/metricsauth"
 )
 
 // Defaults of the client and worker flags, chosen by `make bench-scale` (see the README, "Scale").
@@ -142,7 +143,7 @@ func metricsOptions(o options) metricsserver.Options {
 	m := metricsserver.Options{BindAddress: o.metricsAddr}
 	if o.metricsSecure {
 		m.SecureServing = true
-		m.FilterProvider = controller.MetricsAuthFilter
+		m.FilterProvider = metricsauth.Filter
 	}
 	return m
 }

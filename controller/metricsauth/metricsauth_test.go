@@ -1,4 +1,4 @@
-package controller
+package metricsauth
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func (f *fakeReviews) auth(now *time.Time) *metricsAuth {
 	}
 }
 
-func TestMetricsAuthFilter(t *testing.T) {
+func TestFilter(t *testing.T) {
 	cases := []struct {
 		name, method, header string
 		want                 int
