@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -109,7 +106,8 @@ type outcome[PT client.Object] struct {
 // written is what a write did, for the events and metrics.
 type written struct {
 	existed, sent, changed bool
-	configChanged          bool // the Deployment's config hash changed
+	deleted                bool // the object was deleted (an optional child the WebApp no longer needs)
+	configChanged          bool // the config hash the object carries changed
 }
 
 func (o outcome[PT]) written() written {
@@ -125,7 +123,7 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
 	err := r.Client.Get(ctx, key, cur)
-	if apierrors.IsNotFound(err) && (o.onlyIfExists || o.readFirst || r.sent.known(kind, key)) {
+	if apierrors.IsNotFound(err) && (o.onlyIfExists || o.readFirst || r.mem.known(kind, key)) {
 		// Deleted, not yet in the cache, or without our label: only the API server knows. (A child never seen is
 		// most likely missing: the create-only apply below asks the server without a read first.)
 		err = r.reader().Get(ctx, key, cur)
@@ -143,12 +141,12 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	res := outcome[PT]{obj: cur, before: cur, existed: true}
 	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
 	if err == nil && !same {
-		if refused := r.sent.refusal(kind, key, cur, want); refused != nil {
+		if refused := r.mem.refusal(kind, key, cur, want); refused != nil {
 			// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
 			return res, refused
 		}
 	}
-	if err == nil && !same && r.sent.behind(kind, key, cur) {
+	if err == nil && !same && r.mem.behind(kind, key, cur) {
 		// The cache has not yet seen our own last write: what differs may be only that. Ask the server. (A cache
 		// that has seen it is trusted: a difference there is one on the server, or was a moment ago.)
 		fresh := PT(new(T))
@@ -179,7 +177,7 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 // label, or created since), it is read into into and found says so: the caller judges it like any other.
 func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, o writeOpts, into PT) (res outcome[PT], found bool, err error) {
-	if o.owner != "" && r.sent.known(kind, key) {
+	if o.owner != "" && r.mem.known(kind, key) {
 		// A child we had is gone. If the user deleted it with the WebApp (`kubectl delete webapp/web
 		// deployment/web`, the cache seeing the child's deletion first), it must stay deleted: ask the server.
 		if err := ownerAlive(ctx, r, key, o.owner); err != nil {
@@ -187,7 +185,7 @@ func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		}
 	}
 	want := desired(nil)
-	if refused := r.sent.refusal(kind, key, nil, want); refused != nil {
+	if refused := r.mem.refusal(kind, key, nil, want); refused != nil {
 		return outcome[PT]{}, false, refused
 	}
 	o.createOnly = true
@@ -200,7 +198,7 @@ func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		return outcome[PT]{}, false, &childError{kind: kind, key: key, err: err, read: true}
 	}
 	// Remembered as seen, so the next cache miss reads it rather than trying to create it again.
-	r.sent.remember(kind, key, into, [sha256.Size]byte{})
+	r.mem.remember(kind, key, into, [sha256.Size]byte{})
 	return outcome[PT]{}, true, nil
 }
 
@@ -219,7 +217,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	if err != nil {
 		return want, false, err
 	}
-	if r.sent.matches(kind, key, cur, sum) {
+	if r.mem.sentMatches(kind, key, cur, sum) {
 		return want, true, nil
 	}
 	owned, err := extract(cur, FieldManager)
@@ -233,7 +231,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	}
 	if same {
 		// Until the object changes, this decision holds: the next resync needs no extraction.
-		r.sent.remember(kind, key, cur, sum)
+		r.mem.remember(kind, key, cur, sum)
 	} else if l := log.FromContext(ctx).V(2); l.Enabled() {
 		// What differs, for the reader of a no-op apply's report.
 		wantJSON, _ := json.Marshal(want)
@@ -260,7 +258,6 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 			return res, fmt.Errorf("%s %s: %w", kind, key, err)
 		}
 	}
-	markWrite(ctx)
 	if o.status {
 		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
 	} else {
@@ -278,7 +275,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 		ce := &childError{kind: kind, key: key, err: err}
 		if ce.waiting() {
-			r.sent.refused(kind, key, res.before, sum, ce)
+			r.mem.refused(kind, key, res.before, sum, ce)
 		}
 		return res, ce
 	}
@@ -296,7 +293,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		noopAppliesTotal.WithLabelValues(kind).Inc()
 		log.FromContext(ctx).Info("apply changed nothing on the server; not sending it again until the object changes", "kind", kind)
 	}
-	r.sent.remember(kind, key, applied, sum)
+	r.mem.remember(kind, key, applied, sum)
 	if letsGo {
 		// The apply's answer carries no managedFields: who holds what we let go of is read from the server.
 		if err := r.reader().Get(ctx, key, applied); err == nil {
@@ -368,120 +365,6 @@ func hashOf(v any) ([sha256.Size]byte, error) {
 	return sha256.Sum256(data), nil
 }
 
-// sentMemo remembers, per object, the desired state last sent or found owned, with the object's UID and
-// resourceVersion: until either changes no comparison or write is needed, so a difference only we see (a server
-// default we do not know of) costs one no-op apply per restart, never one per resync.
-type sentMemo struct {
-	mu sync.Mutex
-	m  map[sentKey]sentEntry
-}
-
-type sentKey struct {
-	kind string
-	key  types.NamespacedName
-}
-
-type sentEntry struct {
-	uid  types.UID
-	rv   string
-	hash [sha256.Size]byte
-	// refusal is the server's refusal of exactly this desired state; it is not sent again before refusedUntil
-	// unless the object or the desired state changes.
-	refusal      error
-	refusedUntil time.Time
-}
-
-// RefusedRetryAfter is how long an apply the server refused (invalid, or denied by an admission policy) is not
-// sent again while neither the WebApp's desired state nor the object changes; then it is tried once more, in case
-// a policy changed.
-var RefusedRetryAfter = 5 * time.Minute
-
-// refusal returns the error the server gave for exactly want on obj (nil: the object does not exist), if it is
-// still to be believed.
-func (m *sentMemo) refusal(kind string, key types.NamespacedName, obj client.Object, want any) error {
-	sum, err := hashOf(want)
-	if err != nil {
-		return nil
-	}
-	uid, rv := identity(obj)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.m[sentKey{kind, key}]
-	if !ok || e.refusal == nil || e.uid != uid || e.rv != rv || e.hash != sum || time.Now().After(e.refusedUntil) {
-		return nil
-	}
-	return e.refusal
-}
-
-// refused remembers that the server refused the desired state hashed sum on obj (nil: the object does not exist).
-func (m *sentMemo) refused(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte, err error) {
-	uid, rv := identity(obj)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = map[sentKey]sentEntry{}
-	}
-	m.m[sentKey{kind, key}] = sentEntry{uid: uid, rv: rv, hash: sum, refusal: err, refusedUntil: time.Now().Add(RefusedRetryAfter)}
-}
-
-func identity(obj client.Object) (types.UID, string) {
-	if obj == nil || reflect.ValueOf(obj).IsNil() {
-		return "", ""
-	}
-	return obj.GetUID(), obj.GetResourceVersion()
-}
-
-// known reports whether the object was ever written or found by us (and not forgotten since).
-func (m *sentMemo) known(kind string, key types.NamespacedName) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := m.m[sentKey{kind, key}]
-	return ok
-}
-
-// behind reports whether obj, as the cache has it, may be older than what our own last write of it returned:
-// its resourceVersion is lower (resourceVersions of one resource are ordered), or cannot be compared.
-func (m *sentMemo) behind(kind string, key types.NamespacedName, obj client.Object) bool {
-	m.mu.Lock()
-	e, ok := m.m[sentKey{kind, key}]
-	m.mu.Unlock()
-	if !ok || e.rv == "" || e.uid != obj.GetUID() {
-		return ok
-	}
-	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), e.rv)
-	return err != nil || c < 0
-}
-
-func (m *sentMemo) matches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.m[sentKey{kind, key}]
-	return ok && e.refusal == nil && e.uid == obj.GetUID() && e.rv == obj.GetResourceVersion() && e.hash == sum
-}
-
-func (m *sentMemo) remember(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) {
-	if obj.GetResourceVersion() == "" {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = map[sentKey]sentEntry{}
-	}
-	m.m[sentKey{kind, key}] = sentEntry{uid: obj.GetUID(), rv: obj.GetResourceVersion(), hash: sum}
-}
-
-// forget drops what is remembered of the objects named key (a WebApp that is gone, and its children).
-func (m *sentMemo) forget(key types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k := range m.m {
-		if k.key == key {
-			delete(m.m, k)
-		}
-	}
-}
-
 // release hands a child to nobody by re-applying what our manager owns on it less our owner reference. The apply
 // carries the child's UID and resourceVersion: the server refuses it if the child was deleted (it is never
 // re-created) or changed since our read. Only ownership changes, so no spec (even one the server refuses) can block
@@ -528,14 +411,14 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 			return true, client.IgnoreNotFound(err)
 		}
 		if i = ownerIndex(cur, app.UID); i < 0 {
-			r.sent.forget(key)
+			r.mem.forgetSent(key)
 			return true, nil
 		}
 	}
 	// What we own cannot be read, or another manager keeps our reference: remove exactly the entry we saw.
 	err := removeGuarded(ctx, r.Client, cur, "/metadata/ownerReferences", cur.GetOwnerReferences(), i)
 	if err == nil {
-		r.sent.forget(key)
+		r.mem.forgetSent(key)
 	}
 	return true, err
 }
@@ -548,7 +431,6 @@ func ownerIndex(obj client.Object, uid types.UID) int {
 // removeGuarded removes list[i] at path with a JSON patch that first tests the whole list, for the one thing
 // Server-Side Apply cannot do: take an entry away from another field manager that also owns it.
 func removeGuarded[E any](ctx context.Context, c client.Client, obj client.Object, path string, list []E, i int) error {
-	markWrite(ctx)
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": list},
 		{"op": "remove", "path": fmt.Sprintf("%s/%d", path, i)},

@@ -4,9 +4,6 @@ import (
 	"maps"
 	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,7 +15,7 @@ import (
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 )
 
-// CacheOptions keep only what the operator needs in memory: Deployments, Services and PodDisruptionBudgets that
+// CacheOptions keep only what the operator needs in memory: children (of every kind in children) that
 // carry our managed-by label (a cluster with thousands of unrelated ones costs nothing); of them and of WebApps,
 // only our field manager's entries of managedFields (see onlyOurFields); of ConfigMaps, Secrets, ResourceQuotas and
 // Namespaces only name, namespace, UID and resourceVersion (a ConfigMap's or Secret's data is read when a WebApp
@@ -26,15 +23,15 @@ import (
 func CacheOptions(namespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&webappv1.WebApp{}:              {Transform: onlyOurFields},
-		&appsv1.Deployment{}:            {Label: ours, Transform: onlyOurFields},
-		&corev1.Service{}:               {Label: ours, Transform: onlyOurFields},
-		&policyv1.PodDisruptionBudget{}: {Label: ours, Transform: onlyOurFields},
-		metadataOnly("ConfigMap"):       {Transform: slimMetadata},
-		metadataOnly("Secret"):          {Transform: slimMetadata},
-		metadataOnly("ResourceQuota"):   {Transform: slimMetadata},
-		metadataOnly("Namespace"):       {Transform: slimMetadata},
+		&webappv1.WebApp{}:            {Transform: onlyOurFields},
+		metadataOnly("ConfigMap"):     {Transform: slimMetadata},
+		metadataOnly("Secret"):        {Transform: slimMetadata},
+		metadataOnly("ResourceQuota"): {Transform: slimMetadata},
+		metadataOnly("Namespace"):     {Transform: slimMetadata},
 	}}
+	for _, c := range children {
+		o.ByObject[c.object()] = cache.ByObject{Label: ours, Transform: onlyOurFields}
+	}
 	if namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}

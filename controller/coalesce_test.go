@@ -42,19 +42,19 @@ func TestStatusPace(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &statusPace{}
-			p.written(key, "a", progressStatus(), t0)
-			if got := p.wait(key, tc.uid, tc.want, 10*time.Second, tc.at); got != tc.wait {
+			m := &memory{}
+			m.statusWritten(key, "a", progressStatus(), t0)
+			if got := m.statusWait(key, tc.uid, tc.want, 10*time.Second, tc.at); got != tc.wait {
 				t.Errorf("wait = %v, want %v", got, tc.wait)
 			}
 		})
 	}
-	p := &statusPace{}
-	p.written(key, "a", progressStatus(".spec.x"), t0)
-	if got, ok := p.lastRetained(key, "a"); !ok || len(got) != 1 || got[0].Field != ".spec.x" || got[0].Managers[0] != "ops" {
+	m := &memory{}
+	m.statusWritten(key, "a", progressStatus(".spec.x"), t0)
+	if got, ok := m.lastRetained(key, "a"); !ok || len(got) != 1 || got[0].Field != ".spec.x" || got[0].Managers[0] != "ops" {
 		t.Errorf("lastRetained = %+v, %v; want the one written", got, ok)
 	}
-	if _, ok := p.lastRetained(key, "b"); ok {
+	if _, ok := m.lastRetained(key, "b"); ok {
 		t.Error("lastRetained of another WebApp of the same name: found, want none")
 	}
 }

@@ -70,28 +70,15 @@ func (r *WebAppReconciler) configHash(ctx context.Context, app *webappv1.WebApp)
 		return "", err
 	}
 	memoKey := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
-	r.configMu.Lock()
-	memo, ok := r.configMemo[memoKey]
-	r.configMu.Unlock()
-	if ok && memo.versions == versions {
-		return memo.hash, nil
+	if hash, ok := r.mem.configHash(memoKey, versions); ok {
+		return hash, nil
 	}
 	hash, err := r.readConfigHash(ctx, app.Namespace, refs)
 	if err != nil {
 		return "", err
 	}
-	r.configMu.Lock()
-	if r.configMemo == nil {
-		r.configMemo = map[types.NamespacedName]configMemo{}
-	}
-	r.configMemo[memoKey] = configMemo{versions: versions, hash: hash}
-	r.configMu.Unlock()
+	r.mem.configHashed(memoKey, versions, hash)
 	return hash, nil
-}
-
-// configMemo is the config hash last computed for a WebApp and the resourceVersions it was computed from.
-type configMemo struct {
-	versions, hash string
 }
 
 // configVersions lists "ref@resourceVersion" of every reference, from the metadata cache.
@@ -170,13 +157,6 @@ func (r *WebAppReconciler) readConfig(ctx context.Context, kind string, key type
 		data[k] = mac.Sum(nil)
 	}
 	return true, data, nil
-}
-
-// forgetConfig drops the memo of a WebApp that is gone.
-func (r *WebAppReconciler) forgetConfig(key types.NamespacedName) {
-	r.configMu.Lock()
-	delete(r.configMemo, key)
-	r.configMu.Unlock()
 }
 
 // webAppsReferring maps a ConfigMap or Secret to the WebApps of its namespace whose environment refers to it.

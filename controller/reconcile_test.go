@@ -228,7 +228,7 @@ func TestResyncEnqueuesWhatMayHaveChanged(t *testing.T) {
 	env.reconcile(t, r, web)
 	env.reconcile(t, r, api)
 	env.get(t, web, web)
-	r.converged.set(reqFor(web).NamespacedName, r.fingerprint(context.Background(), web))
+	r.mem.settle(reqFor(web).NamespacedName, r.fingerprint(context.Background(), web), nil)
 	if got := env.resync(t, r); !slices.Equal(got, []string{"api"}) {
 		t.Errorf("the resync enqueues %v, want [api] (web converged, api never did)", got)
 	}
@@ -241,7 +241,7 @@ func TestResyncEnqueuesWhatMayHaveChanged(t *testing.T) {
 	}
 	// A WebApp whose reconcile returned an error is the controller's backoff's to retry, not the resync's...
 	env.get(t, api, api)
-	r.converged.settle(reqFor(api).NamespacedName, r.fingerprint(context.Background(), api), errors.New("the server is currently unable to handle the request"))
+	r.mem.settle(reqFor(api).NamespacedName, r.fingerprint(context.Background(), api), errors.New("the server is currently unable to handle the request"))
 	if got := env.resync(t, r); !slices.Equal(got, []string{"web"}) {
 		t.Errorf("api failing: the resync enqueues %v, want [web]", got)
 	}
@@ -253,7 +253,7 @@ func TestResyncEnqueuesWhatMayHaveChanged(t *testing.T) {
 	if got := env.resync(t, r); !slices.Equal(got, []string{"api", "web"}) {
 		t.Errorf("api failing, its inputs changed: the resync enqueues %v, want [api web]", got)
 	}
-	if got := r.converged.failingIn(api.Namespace); !slices.Equal(got, []types.NamespacedName{reqFor(api).NamespacedName}) {
+	if got := r.mem.failingIn(api.Namespace); !slices.Equal(got, []types.NamespacedName{reqFor(api).NamespacedName}) {
 		t.Errorf("failing WebApps of the namespace: %v, want [api]", got)
 	}
 }
@@ -402,5 +402,30 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 	ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
 	if ready == nil || ready.Reason != ReasonChildNotOwned || !strings.Contains(ready.Message, "Service ns/web already exists and is not managed by webapp-operator") {
 		t.Errorf("Ready = %+v", ready)
+	}
+}
+
+// What is remembered of a WebApp is one record, and a deleted WebApp leaves none behind: the memory is bounded by
+// the WebApps that exist.
+func TestADeletedWebAppLeavesNothingInMemory(t *testing.T) {
+	apps := []*webappv1.WebApp{newApp("web", 3, 80, "nginx:1.25"), newApp("api", 1, 80, "nginx:1.25")}
+	apps[1].Spec.Env = []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "k"}}}}
+	env := newFakeEnv(t, apps[0], apps[1])
+	r := &WebAppReconciler{Client: env}
+	for _, app := range apps {
+		env.reconcile(t, r, app)
+	}
+	if n := r.mem.size(); n != 2 {
+		t.Fatalf("%d records for 2 WebApps", n)
+	}
+	for i, app := range apps {
+		if err := env.Delete(context.Background(), app); err != nil {
+			t.Fatal(err)
+		}
+		env.reconcile(t, r, app)
+		if n := r.mem.size(); n != len(apps)-1-i {
+			t.Errorf("%d records after %d of %d WebApps were deleted", n, i+1, len(apps))
+		}
 	}
 }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,29 +20,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 )
-
-// convergedMemo remembers, per WebApp, the state of everything a reconcile reads (the WebApp, its Deployment,
-// Service and PodDisruptionBudget, and the referenced ConfigMaps and Secrets, by UID and resourceVersion in the
-// cache) when a reconcile of that state sent nothing and failed nowhere. While all of it stays as it was, a
-// resync would decide the same again: it is skipped, with no desired state built, hashed or compared.
-type convergedMemo struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]string
-}
-
-// wroteKey marks a reconcile's context; send sets the flag it carries when it sends anything.
-type wroteKey struct{}
-
-func withWriteFlag(ctx context.Context) (context.Context, *bool) {
-	wrote := new(bool)
-	return context.WithValue(ctx, wroteKey{}, wrote), wrote
-}
-
-func markWrite(ctx context.Context) {
-	if wrote, ok := ctx.Value(wroteKey{}).(*bool); ok {
-		*wrote = true
-	}
-}
 
 // resyncLoop is the periodic resync. Every period it walks the cached WebApps and enqueues those a reconcile could
 // decide differently for: those whose inputs changed since their last reconcile that sent nothing and failed
@@ -75,7 +48,7 @@ func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.
 		return
 	}
 	for _, app := range apps {
-		if r.converged.leftAlone(client.ObjectKeyFromObject(app), r.fingerprint(ctx, app)) {
+		if r.mem.leftAlone(client.ObjectKeyFromObject(app), r.fingerprint(ctx, app)) {
 			continue
 		}
 		select {
@@ -93,8 +66,8 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv1.WebApp
 	var b strings.Builder
 	b.WriteString(string(app.UID) + "@" + app.ResourceVersion)
 	key := client.ObjectKeyFromObject(app)
-	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
-		switch uid, rv, err := r.peek(ctx, kind, key); {
+	for _, c := range children {
+		switch uid, rv, err := r.peek(ctx, c.kind, key); {
 		case err == nil:
 			b.WriteString(";" + string(uid) + "@" + rv)
 		case apierrors.IsNotFound(err):
@@ -122,7 +95,7 @@ type cacheStores map[string]toolscache.Store
 // storesOf returns the stores of c's informers for the kinds a fingerprint reads.
 func storesOf(ctx context.Context, c cache.Cache) (cacheStores, error) {
 	stores := cacheStores{}
-	for _, kind := range fingerprintKinds {
+	for _, kind := range fingerprintKinds() {
 		inf, err := c.GetInformer(ctx, cachedObject(kind), cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, err
@@ -134,23 +107,25 @@ func storesOf(ctx context.Context, c cache.Cache) (cacheStores, error) {
 	return stores, nil
 }
 
-// fingerprintKinds are the kinds a fingerprint reads.
-var fingerprintKinds = []string{"WebApp", "Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "Secret"}
+// fingerprintKinds are the kinds a fingerprint reads: the WebApp, its children, and the ConfigMaps and Secrets it
+// refers to.
+func fingerprintKinds() []string {
+	kinds := []string{"WebApp"}
+	for _, c := range children {
+		kinds = append(kinds, c.kind)
+	}
+	return append(kinds, "ConfigMap", "Secret")
+}
 
 // cachedObject is an empty object of kind as the cache keeps it (ConfigMaps and Secrets: their metadata only).
 func cachedObject(kind string) client.Object {
-	switch kind {
-	case "WebApp":
-		return &webappv1.WebApp{}
-	case "Deployment":
-		return &appsv1.Deployment{}
-	case "Service":
-		return &corev1.Service{}
-	case "PodDisruptionBudget":
-		return &policyv1.PodDisruptionBudget{}
-	default:
-		return metadataOnly(kind)
+	if c := childKindOf(kind); c != nil {
+		return c.object()
 	}
+	if kind == "WebApp" {
+		return &webappv1.WebApp{}
+	}
+	return metadataOnly(kind)
 }
 
 // peek returns the UID and resourceVersion of the cached object of kind and key, or a NotFound error.
@@ -198,38 +173,6 @@ func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv1.WebAp
 	return apps, nil
 }
 
-// retrying marks a WebApp whose last reconcile returned an error, followed by its fingerprint then: the controller
-// retries it with backoff, which a resync must not cut short while nothing it reads changed (during an outage every
-// WebApp would be retried every period). What changed may have fixed it: that is not left to the backoff.
-const retrying = "\x00retrying;"
-
-func (m *convergedMemo) matches(key types.NamespacedName, fp string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return fp != "" && m.m[key] == fp
-}
-
-// leftAlone reports whether the resync leaves the WebApp of key, whose fingerprint is now fp, alone: nothing it
-// reads changed since a reconcile that sent nothing, or since the failure the controller's backoff is retrying.
-func (m *convergedMemo) leftAlone(key types.NamespacedName, fp string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	have := m.m[key]
-	if failedAt, ok := strings.CutPrefix(have, retrying); ok {
-		return failedAt == fp
-	}
-	return fp != "" && have == fp
-}
-
-// settle records how a reconcile of key ended: with err (returned, so retried with backoff) when its inputs were
-// fp, converged at fp, or neither (fp ""), for the next resync to look at again.
-func (m *convergedMemo) settle(key types.NamespacedName, fp string, err error) {
-	if err != nil {
-		fp = retrying + fp
-	}
-	m.set(key, fp)
-}
-
 // failingWebAppsIn maps a ResourceQuota, or a Namespace, to the WebApps of its namespace that are failing: a quota
 // raised or removed, or a namespace relabelled (the policies of admission often select namespaces by label), may be
 // what fixes a write the server denied, and that WebApp is retried at once rather than at the end of its backoff.
@@ -239,37 +182,10 @@ func (r *WebAppReconciler) failingWebAppsIn(_ context.Context, o client.Object) 
 		// A Namespace is its own namespace.
 		ns = o.GetName()
 	}
-	keys := r.converged.failingIn(ns)
+	keys := r.mem.failingIn(ns)
 	reqs := make([]reconcile.Request, len(keys))
 	for i, key := range keys {
 		reqs[i] = reconcile.Request{NamespacedName: key}
 	}
 	return reqs
-}
-
-// failingIn lists the WebApps of namespace whose last reconcile failed and that the backoff is retrying.
-func (m *convergedMemo) failingIn(namespace string) []types.NamespacedName {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var keys []types.NamespacedName
-	for key, fp := range m.m {
-		if key.Namespace == namespace && strings.HasPrefix(fp, retrying) {
-			keys = append(keys, key)
-		}
-	}
-	return keys
-}
-
-// set remembers fp for key ("" forgets).
-func (m *convergedMemo) set(key types.NamespacedName, fp string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if fp == "" {
-		delete(m.m, key)
-		return
-	}
-	if m.m == nil {
-		m.m = map[types.NamespacedName]string{}
-	}
-	m.m[key] = fp
 }

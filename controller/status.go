@@ -44,13 +44,17 @@ type observation struct {
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
 // ours is never reported on; one that could not be read is unknown, not missing.
-func observe(out outcome[*appsv1.Deployment], err error) observation {
+func observe(out childOutcome, err error) observation {
 	var ce *childError
+	dep, _ := out.obj.(*appsv1.Deployment)
 	switch {
 	case errors.As(err, &ce) && ce.notOurs != "":
 		return observation{}
-	case out.obj != nil:
-		return observation{dep: out.obj, known: true, err: err}
+	case dep != nil:
+		return observation{dep: dep, known: true, err: err}
+	case errors.As(err, &ce) && ce.read:
+		// Nothing could be read, or the Deployment cannot be built and is not in the cache as ours.
+		return observation{err: err}
 	default:
 		// Missing is known when the server answered (a refused create included); a failed read tells nothing.
 		return observation{known: err == nil || out.sent || (errors.As(err, &ce) && ce.waiting()), err: err}

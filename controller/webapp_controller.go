@@ -9,19 +9,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,20 +53,8 @@ type WebAppReconciler struct {
 	// (DefaultProgressInterval when zero; negative: never).
 	ProgressInterval time.Duration
 
-	pace       statusPace    // per WebApp: the shape of the status last written, and when
-	converged  convergedMemo // per WebApp: the state a reconcile that sent nothing saw
-	configMu   sync.Mutex
-	configMemo map[types.NamespacedName]configMemo // per WebApp: the config hash and what it was computed from
-	sent       sentMemo                            // per object written: what was last sent or found owned
-	stores     cacheStores                         // the cache's stores, read in place by the resync (none: the client)
-}
-
-// forget drops what is remembered of a WebApp that is gone.
-func (r *WebAppReconciler) forget(key types.NamespacedName) {
-	r.forgetConfig(key)
-	r.sent.forget(key)
-	r.pace.forget(key)
-	r.converged.set(key, "")
+	mem    memory      // what is remembered of each WebApp between reconciles
+	stores cacheStores // the cache's stores, read in place by the resync (none: the client)
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -92,7 +74,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		// Deleted: garbage collection removes the children through their owner references.
 		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
+			r.mem.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -100,67 +82,85 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// Being deleted: release the children if the policy says so, then let the WebApp go. Done, it waits for
 		// other finalizers with nothing left for a resync to do.
 		err := r.finalize(ctx, app)
-		r.converged.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
+		r.mem.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
 		return ctrl.Result{}, err
 	}
 	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
 	// operator never blocks deleting a WebApp.
-	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
-		r.converged.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
+	finWrote, err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan)
+	if err != nil {
+		r.mem.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
 		return ctrl.Result{}, err
 	}
 	// Nothing changed since a reconcile that found everything as desired: it would decide the same again.
 	fp := r.fingerprint(ctx, app)
-	if r.converged.matches(req.NamespacedName, fp) {
+	if r.mem.matches(req.NamespacedName, fp) {
 		return ctrl.Result{}, nil
 	}
-	ctx, wrote := withWriteFlag(ctx)
-	obs, applyErr := r.applyChildren(ctx, app)
+	kids, applyErr := r.applyChildren(ctx, app)
 	if errors.Is(applyErr, errOwnerGoing) {
 		// The cache is behind a deletion: the WebApp's own event brings the reconcile that handles it.
-		r.converged.settle(req.NamespacedName, "", nil)
+		r.mem.settle(req.NamespacedName, "", nil)
 		return ctrl.Result{}, nil
 	}
-	held, statusErr := r.applyStatus(ctx, app, obs, applyErr)
+	held, statusWrote, statusErr := r.applyStatus(ctx, app, kids.observation(), applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
-	if err == nil && (applyErr != nil || statusErr != nil || held > 0 || *wrote) {
+	if err == nil && (applyErr != nil || statusErr != nil || held > 0 || finWrote || kids.wrote || statusWrote) {
 		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
-	r.converged.settle(req.NamespacedName, fp, err)
+	r.mem.settle(req.NamespacedName, fp, err)
 	return res, err
 }
 
-// applyChildren writes the Deployment, the Service and the PodDisruptionBudget of app (each only where what we own
-// differs from desired) and returns what the status may say of the Deployment and of fields other managers keep.
-func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp) (observation, error) {
-	key := client.ObjectKeyFromObject(app)
+// childrenOutcome is what writing a WebApp's children found and did, by kind.
+type childrenOutcome struct {
+	byKind   map[string]childOutcome
+	errs     map[string]error
+	retained []webappv1.RetainedField
+	wrote    bool // a write was sent
+}
+
+// observation is what the status may say of the Deployment, and the fields other managers keep.
+func (c childrenOutcome) observation() observation {
+	out, err := c.byKind["Deployment"], c.errs["Deployment"]
+	obs := observe(out, err)
+	obs.retained = c.retained
+	return obs
+}
+
+// applyChildren writes each kind of child of app (only where what we own differs from desired; an optional child
+// the WebApp no longer needs is deleted) and returns what it found and did.
+func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp) (childrenOutcome, error) {
+	in := inputs{}
+	in.configHash, in.configErr = r.configHash(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
 	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == ReasonChildNotOwned}
-	// The children this reconcile creates are told in one event ("Created Deployment web, Service web"), not one
-	// each: a new WebApp costs one event.
-	created := []string{}
-	ctx = context.WithValue(ctx, createdKey{}, &created)
-	obs, depErr := r.applyDeployment(ctx, app, opts)
-	svc, svcErr := ensure(ctx, r, "Service", key, func(*corev1.Service) *corev1ac.ServiceApplyConfiguration { return desiredService(app) },
-		corev1ac.ExtractService, opts)
-	r.record(ctx, app, "Service", svc.written(), svcErr)
-	pdbRetained, pdbErr := r.applyPDB(ctx, app, opts)
-	if len(created) > 0 {
-		names := make([]string, len(created))
-		for i, kind := range created {
-			names[i] = kind + " " + app.Name
+	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}}
+	fresh := map[string][]webappv1.RetainedField{}
+	var created []string
+	var errs []error
+	for _, c := range children {
+		out, err := c.write(ctx, r, app, in, opts)
+		if r.record(ctx, app, c.kind, out.written, err) {
+			created = append(created, c.kind+" "+app.Name)
 		}
-		r.event(app, childRef(app, created[0]), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(names, ", "))
+		res.byKind[c.kind], res.errs[c.kind], fresh[c.kind] = out, err, out.retained
+		res.wrote = res.wrote || out.sent
+		errs = append(errs, err)
 	}
-	obs.retained = r.retained(ctx, app, map[string][]webappv1.RetainedField{
-		"Deployment": obs.retained, "Service": svc.retained, "PodDisruptionBudget": pdbRetained})
-	return obs, errors.Join(depErr, svcErr, pdbErr)
+	if len(created) > 0 {
+		// One event names every child this reconcile created: a new WebApp costs one event, not one per child.
+		first, _, _ := strings.Cut(created[0], " ")
+		r.event(app, childRef(app, first), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(created, ", "))
+	}
+	res.retained = r.retained(ctx, app, fresh)
+	return res, errors.Join(errs...)
 }
 
 // retained is the list for status.retainedFields: what this reconcile's applies let go of and other managers keep
@@ -168,21 +168,22 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, fresh map[string][]webappv1.RetainedField) []webappv1.RetainedField {
 	key := client.ObjectKeyFromObject(app)
 	listed := app.Status.RetainedFields
-	if r.sent.behind("WebAppStatus", key, app) {
+	if r.mem.behind("WebAppStatus", key, app) {
 		// The cache has not yet seen our last status write: the list is the one written, so none is lost.
-		if written, ok := r.pace.lastRetained(key, app.UID); ok {
+		if written, ok := r.mem.lastRetained(key, app.UID); ok {
 			listed = written
 		} else if live := (&webappv1.WebApp{}); r.reader().Get(ctx, key, live) == nil {
 			listed = live.Status.RetainedFields
 		}
 	}
 	var out []webappv1.RetainedField
-	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+	for _, c := range children {
+		kind := c.kind
 		out = append(out, fresh[kind]...)
 		if !slices.ContainsFunc(listed, func(f webappv1.RetainedField) bool { return f.Kind == kind }) {
 			continue
 		}
-		obj := cachedObject(kind)
+		obj := c.object()
 		if err := r.reader().Get(ctx, key, obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
@@ -207,97 +208,24 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, f
 	return out
 }
 
-// createdKey marks a reconcile's context; record adds to the list it carries the kinds of the children created.
-type createdKey struct{}
-
-// applyDeployment writes the Deployment. When its config hash cannot be computed, the Deployment is left as it is
-// and only observed, so the status reports it rather than a missing one (and no rollout of this generation).
-func (r *WebAppReconciler) applyDeployment(ctx context.Context, app *webappv1.WebApp, opts writeOpts) (observation, error) {
-	key := client.ObjectKeyFromObject(app)
-	hash, err := r.configHash(ctx, app)
-	var desired *appsv1ac.DeploymentApplyConfiguration
-	if err == nil {
-		desired, err = desiredDeployment(app, hash)
-	}
-	if err != nil {
-		err = &childError{kind: "Deployment", key: key, err: err, read: true}
-		obs := r.observeDeployment(ctx, key, app.UID)
-		obs.err = err
-		return obs, err
-	}
-	dep, err := ensure(ctx, r, "Deployment", key, func(*appsv1.Deployment) *appsv1ac.DeploymentApplyConfiguration { return desired },
-		appsv1ac.ExtractDeployment, opts)
-	w := dep.written()
-	// A new config hash on an existing Deployment is a config rollout, not drift.
-	w.configChanged = dep.before != nil && dep.before.Spec.Template.Annotations[ConfigHashAnnotation] != hash
-	r.record(ctx, app, "Deployment", w, err)
-	obs := observe(dep, err)
-	obs.retained = dep.retained
-	return obs, err
-}
-
-// observeDeployment is the Deployment as the cache has it, for a status written without applying it.
-func (r *WebAppReconciler) observeDeployment(ctx context.Context, key types.NamespacedName, owner types.UID) observation {
-	dep := &appsv1.Deployment{}
-	switch err := r.Client.Get(ctx, key, dep); {
-	case err != nil, notOursReason(dep, owner) != "":
-		return observation{}
-	}
-	return observation{dep: dep, known: true}
-}
-
-// applyPDB writes the PodDisruptionBudget, or deletes it when one replica leaves nothing to protect.
-func (r *WebAppReconciler) applyPDB(ctx context.Context, app *webappv1.WebApp, opts writeOpts) ([]webappv1.RetainedField, error) {
-	desired := desiredPDB(app)
-	if desired == nil {
-		return nil, r.deletePDB(ctx, app)
-	}
-	pdb, err := ensure(ctx, r, "PodDisruptionBudget", client.ObjectKeyFromObject(app),
-		func(*policyv1.PodDisruptionBudget) *policyv1ac.PodDisruptionBudgetApplyConfiguration { return desired },
-		policyv1ac.ExtractPodDisruptionBudget, opts)
-	r.record(ctx, app, "PodDisruptionBudget", pdb.written(), err)
-	return pdb.retained, err
-}
-
-// deletePDB deletes the WebApp's PodDisruptionBudget, if there is one and the WebApp controls it. Deleting is the
-// one write that is not an apply: an object cannot be removed by applying less of it.
-func (r *WebAppReconciler) deletePDB(ctx context.Context, app *webappv1.WebApp) error {
-	pdb := &policyv1.PodDisruptionBudget{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(app), pdb)
-	if err != nil || notOursReason(pdb, app.UID) != "" {
-		return client.IgnoreNotFound(err)
-	}
-	// The UID precondition makes sure we delete the PDB we saw, never one created since.
-	markWrite(ctx)
-	err = r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		appliesTotal.WithLabelValues("PodDisruptionBudget", resultFailed).Inc()
-		r.event(app, pdb, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting PodDisruptionBudget %s failed: %v", app.Name, err)
-		return &childError{kind: "PodDisruptionBudget", key: client.ObjectKeyFromObject(pdb), err: err}
-	}
-	appliesTotal.WithLabelValues("PodDisruptionBudget", resultDeleted).Inc()
-	r.event(app, pdb, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted PodDisruptionBudget %s: a single replica has nothing to protect", app.Name)
-	return nil
-}
-
 // record tells the user, by an event on the WebApp that names the child as related object, about the writes worth
-// a `kubectl describe` line. An apply that changed nothing on the server is no news.
-func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, w written, err error) {
+// a `kubectl describe` line, and counts them. An apply that changed nothing on the server is no news. It reports a
+// creation rather than telling it: one event names all the children a reconcile created.
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, w written, err error) (created bool) {
 	name, child := kind+" "+app.Name, childRef(app, kind)
 	switch {
+	case w.deleted && err != nil:
+		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
+		r.event(app, child, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting %s failed: %v", name, err)
+	case w.deleted:
+		appliesTotal.WithLabelValues(kind, resultDeleted).Inc()
+		r.event(app, child, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s: the WebApp's spec no longer asks for it", name)
 	case err != nil && w.sent:
 		r.event(app, child, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
 	case err != nil, !w.sent, !w.changed:
 		// A failed read, a refusal not sent again, or an apply that changed nothing: no news.
 	case !w.existed:
-		if created, ok := ctx.Value(createdKey{}).(*[]string); ok {
-			*created = append(*created, kind)
-		} else {
-			r.event(app, child, corev1.EventTypeNormal, "Created", "Apply", "Created %s", name)
-		}
+		created = true
 	case w.configChanged && app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change but the configuration it refers to did: the new hash rolls the pods.
 		r.event(app, child, corev1.EventTypeNormal, "ConfigChanged", "Apply", "Rolling %s: a ConfigMap or Secret it uses changed", name)
@@ -309,17 +237,18 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kin
 		r.event(app, child, corev1.EventTypeNormal, "Updated", "Apply", "Applied generation %d of the spec to %s", app.Generation, name)
 	}
 	if w.sent {
-		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !w.existed, "changed", w.changed, "error", err)
+		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !w.existed, "changed", w.changed, "deleted", w.deleted, "error", err)
 	}
+	return created
 }
-
-// childAPIVersion is the apiVersion of each child kind, for the related object of events.
-var childAPIVersion = map[string]string{"Deployment": "apps/v1", "Service": "v1", "PodDisruptionBudget": "policy/v1"}
 
 // childRef names app's child of kind, as the related object of an event.
 func childRef(app *webappv1.WebApp, kind string) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind, APIVersion: childAPIVersion[kind]},
-		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
+	ref := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind}, ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
+	if c := childKindOf(kind); c != nil {
+		ref.APIVersion = c.apiVersion
+	}
+	return ref
 }
 
 func (r *WebAppReconciler) event(app *webappv1.WebApp, related runtime.Object, eventType, reason, action, note string, args ...any) {
@@ -329,9 +258,10 @@ func (r *WebAppReconciler) event(app *webappv1.WebApp, related runtime.Object, e
 }
 
 // ensureFinalizer makes our field manager own exactly our finalizer when want is set, and nothing on the WebApp's
-// main resource otherwise. A finalizer we do not want that another manager also set (a restored manifest that
-// carried it) survives that apply; it is then removed with a guarded JSON patch, since nothing else will.
-func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) error {
+// main resource otherwise, and reports whether it wrote. A finalizer we do not want that another manager also set
+// (a restored manifest that carried it) survives that apply; it is then removed with a guarded JSON patch, since
+// nothing else will.
+func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) (bool, error) {
 	key := client.ObjectKeyFromObject(app)
 	out, err := ensure(ctx, r, "WebApp", key, func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
 		desired := webappv1ac.WebApp(app.Name, app.Namespace)
@@ -340,13 +270,15 @@ func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.We
 		}
 		return desired
 	}, webappv1ac.ExtractWebApp, writeOpts{onlyIfExists: true})
+	wrote := out.sent
 	if err == nil && !want && out.obj != nil && controllerutil.ContainsFinalizer(out.obj, webappv1.Finalizer) {
+		wrote = true
 		err = r.removeFinalizer(ctx, key)
 	}
 	if err = client.IgnoreNotFound(err); err != nil {
-		return fmt.Errorf("writing the finalizer of WebApp %s: %w", app.Name, err)
+		return wrote, fmt.Errorf("writing the finalizer of WebApp %s: %w", app.Name, err)
 	}
-	return nil
+	return wrote, nil
 }
 
 // removeFinalizer removes our finalizer, which another manager also owns, from the WebApp as the server has it.
@@ -379,42 +311,39 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 			return err
 		}
 	}
-	return r.ensureFinalizer(ctx, app, false)
+	_, err := r.ensureFinalizer(ctx, app, false)
+	return err
 }
 
 // releaseChildren takes our owner reference off the children, changing nothing else: they keep running.
 func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.WebApp) error {
 	key := client.ObjectKeyFromObject(app)
-	released := func(kind string, sent bool, err error) error {
-		if err != nil {
-			appliesTotal.WithLabelValues(kind, resultFailed).Inc()
-			r.event(app, childRef(app, kind), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", kind, app.Name, err)
-			return &childError{kind: kind, key: key, err: err}
+	var errs []error
+	for _, c := range children {
+		sent, err := c.release(ctx, r, app)
+		switch {
+		case err != nil:
+			appliesTotal.WithLabelValues(c.kind, resultFailed).Inc()
+			r.event(app, childRef(app, c.kind), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", c.kind, app.Name, err)
+			errs = append(errs, &childError{kind: c.kind, key: key, err: err})
+		case sent:
+			appliesTotal.WithLabelValues(c.kind, resultSent).Inc()
+			r.event(app, childRef(app, c.kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", c.kind, app.Name)
 		}
-		if sent {
-			appliesTotal.WithLabelValues(kind, resultSent).Inc()
-			r.event(app, childRef(app, kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", kind, app.Name)
-		}
-		return nil
 	}
-	sent, err := release(ctx, r, "Deployment", app, appsv1ac.ExtractDeployment)
-	depErr := released("Deployment", sent, err)
-	sent, err = release(ctx, r, "Service", app, corev1ac.ExtractService)
-	svcErr := released("Service", sent, err)
-	sent, err = release(ctx, r, "PodDisruptionBudget", app, policyv1ac.ExtractPodDisruptionBudget)
-	pdbErr := released("PodDisruptionBudget", sent, err)
-	return errors.Join(depErr, svcErr, pdbErr)
+	return errors.Join(errs...)
 }
 
-// applyStatus applies the status of app's snapshot, unless it equals the status we already own. A change of
-// progress alone (counts, messages) within ProgressInterval of the last status write is held back: it returns how
-// long, and the status is not written now (the condition statuses, reasons and observedGeneration are never held).
-func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, obs observation, applyErr error) (time.Duration, error) {
+// applyStatus applies the status of app's snapshot, unless it equals the status we already own, and reports
+// whether it wrote. A change of progress alone (counts, messages) within ProgressInterval of the last status write
+// is held back: it returns how long, and the status is not written now (the condition statuses, reasons,
+// observedGeneration and retained fields are never held).
+func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, obs observation, applyErr error) (time.Duration, bool, error) {
 	now := r.now()
 	key := client.ObjectKeyFromObject(app)
 	// The shape of the status (what is never held back) does not depend on the current transition times.
-	if held := r.pace.wait(key, app.UID, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 {
-		return held, nil
+	if held := r.mem.statusWait(key, app.UID, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 {
+		return held, false, nil
 	}
 	var sent *webappv1ac.WebAppApplyConfiguration
 	out, err := ensure(ctx, r, "WebAppStatus", key, func(cur *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
@@ -422,10 +351,10 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 		return sent
 	}, webappv1ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
 	if out.sent && err == nil {
-		r.pace.written(key, app.UID, sent, now.Time)
+		r.mem.statusWritten(key, app.UID, sent, now.Time)
 	}
 	// A WebApp deleted meanwhile needs no status.
-	return 0, client.IgnoreNotFound(err)
+	return 0, out.sent, client.IgnoreNotFound(err)
 }
 
 // result sorts the errors. Transient ones (the server unavailable, a conflict, a quota) are returned and retried
@@ -507,21 +436,23 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		return err
 	}
 	r.stores = stores
-	if len(stores) < len(fingerprintKinds) {
+	if len(stores) < len(fingerprintKinds()) {
 		log.FromContext(ctx).Info("the resync reads some kinds through the client: the cache keeps no single store of them", "stores", slices.Sorted(maps.Keys(stores)))
 	}
 	resync := make(chan event.GenericEvent)
 	if err := mgr.Add(r.resyncLoop(resync)); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	for _, c := range children {
+		// Any change to a child (an edit, a deletion, a rollout's progress) reconciles its WebApp at once.
+		b = b.Owns(c.object())
+	}
+	return b.
 		// Our own status writes do not bring the WebApp back: they change neither its generation nor its metadata.
 		For(&webappv1.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, metadataChanged))).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("secret")), builder.OnlyMetadata).
 		// A quota or namespace change may fix a denied write: the failing WebApps there are retried at once.

@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"context"
+	"reflect"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+// children are the kinds of child a WebApp has, each declared once. Everything the controller does with a kind
+// follows from its entry: the write decision (ensure) and its events and metrics, the deletion of an optional child
+// the WebApp no longer needs, the release on an Orphan deletion, the watch (Owns), the cache's label selector and
+// transform, the resync's fingerprint, the retained fields in status, and the related object of events. Adding a
+// kind is one entry here, its builder in desired.go with its table tests, and its RBAC marker in
+// webapp_controller.go.
+var children = []childKind{
+	declare("Deployment", "apps/v1", false, func(app *webappv1.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+		if in.configErr != nil {
+			// Without its config hash the Deployment is left as it is: a guess would roll the pods.
+			return nil, in.configErr
+		}
+		return desiredDeployment(app, in.configHash)
+	}, appsv1ac.ExtractDeployment).
+		// A new config hash on an existing Deployment is a config rollout, not drift.
+		withConfigHash(func(o client.Object) string {
+			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
+		}),
+	declare("Service", "v1", false, func(app *webappv1.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
+		return desiredService(app), nil
+	}, corev1ac.ExtractService),
+	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
+	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv1.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+		return desiredPDB(app), nil
+	}, policyv1ac.ExtractPodDisruptionBudget),
+}
+
+// childKind is one kind of child.
+type childKind struct {
+	kind, apiVersion string
+	// object is an empty object of the kind, as the cache keeps it.
+	object func() client.Object
+	// optional: the builder may return nil, meaning the child must not exist; one that does is deleted (with a UID
+	// precondition, so only the one seen).
+	optional bool
+	// configHash reads the config hash an object of the kind carries (nil: it carries none).
+	configHash func(client.Object) string
+	// write and release are ensure and release for the kind's types.
+	write   func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp, in inputs, o writeOpts) (childOutcome, error)
+	release func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp) (bool, error)
+}
+
+// inputs are what the builders need besides the WebApp, read once per reconcile.
+type inputs struct {
+	configHash string
+	configErr  error // the config hash could not be computed
+}
+
+// childOutcome is what writing one child found and did.
+type childOutcome struct {
+	written
+	obj, before client.Object // as it is now and as it was before any write; nil when missing or unreadable
+	retained    []webappv1.RetainedField
+}
+
+// declare binds the kind's types to ensure and release: build returns the desired apply configuration (nil, for
+// an optional kind: must not exist), extract reads what our manager owns on an object of the kind.
+func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersion string, optional bool,
+	build func(*webappv1.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
+	c := childKind{kind: kind, apiVersion: apiVersion, optional: optional, object: func() client.Object { return PT(new(T)) }}
+	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp, in inputs, o writeOpts) (childOutcome, error) {
+		key := client.ObjectKeyFromObject(app)
+		desired, err := build(app, in)
+		if err != nil {
+			// The child is left as it is, and only observed (from the cache): the status reports it rather than a
+			// missing one.
+			return childOutcome{obj: r.cachedChild(ctx, c, key, app.UID)}, &childError{kind: kind, key: key, err: err, read: true}
+		}
+		if optional && reflect.ValueOf(desired).IsNil() {
+			deleted, err := deleteChild(ctx, r, c, app)
+			return childOutcome{written: written{sent: deleted, deleted: deleted}}, err
+		}
+		out, err := ensure(ctx, r, kind, key, func(PT) AC { return desired }, extract, o)
+		res := childOutcome{written: out.written(), retained: out.retained}
+		if out.obj != nil {
+			res.obj = out.obj
+		}
+		if out.before != nil {
+			res.before = out.before
+			res.configChanged = c.configHash != nil && c.configHash(out.before) != in.configHash
+		}
+		return res, err
+	}
+	c.release = func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp) (bool, error) {
+		return release(ctx, r, kind, app, extract)
+	}
+	return c
+}
+
+func (c childKind) withConfigHash(f func(client.Object) string) childKind {
+	c.configHash = f
+	return c
+}
+
+// childKindOf is the declaration of kind (nil for a kind that is not a child).
+func childKindOf(kind string) *childKind {
+	for i := range children {
+		if children[i].kind == kind {
+			return &children[i]
+		}
+	}
+	return nil
+}
+
+// cachedChild is the child of kind c and key as the cache has it, if the WebApp owner controls it (nil otherwise).
+func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, key types.NamespacedName, owner types.UID) client.Object {
+	obj := c.object()
+	if err := r.Client.Get(ctx, key, obj); err != nil || notOursReason(obj, owner) != "" {
+		return nil
+	}
+	return obj
+}
+
+// deleteChild deletes app's child of kind c, if there is one and the WebApp controls it, and reports whether it
+// sent the delete. Deleting is the one write that is not an apply: an object cannot be removed by applying less
+// of it. The UID precondition makes sure it deletes the object seen, never one created since.
+func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *webappv1.WebApp) (bool, error) {
+	obj := c.object()
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(app), obj)
+	if err != nil || notOursReason(obj, app.UID) != "" {
+		return false, client.IgnoreNotFound(err)
+	}
+	uid := obj.GetUID()
+	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return true, &childError{kind: c.kind, key: client.ObjectKeyFromObject(obj), err: err}
+	}
+	return true, nil
+}

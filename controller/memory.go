@@ -1,0 +1,317 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+)
+
+// memory is everything the controller remembers between reconciles: one record per WebApp, under one lock. It is
+// only ever an optimisation or a pace, never the truth: a restarted operator remembers nothing and decides the same
+// from what is stored (at the cost of comparisons, and at most one request per object). A WebApp that is gone
+// leaves nothing behind (forget).
+type memory struct {
+	mu      sync.Mutex
+	records map[types.NamespacedName]*record
+}
+
+// record is what is remembered of one WebApp and its children.
+type record struct {
+	// converged is the fingerprint of what the last reconcile read, when it sent nothing and failed nowhere; or
+	// retrying followed by the fingerprint when it failed (see leftAlone).
+	converged string
+	// config is the config hash last computed and the resourceVersions it was computed from.
+	config configMemo
+	// status is the last status write: its shape, when, and the retained fields it listed.
+	status statusWrite
+	// sent is, per kind written ("Deployment", ..., "WebApp" for the finalizer, "WebAppStatus"), the desired state
+	// last sent or found owned.
+	sent map[string]sentEntry
+}
+
+// configMemo is the config hash last computed for a WebApp and the resourceVersions it was computed from.
+type configMemo struct {
+	versions, hash string
+}
+
+// statusWrite is a status write of the WebApp uid: its shape (what is never held back), when, and the
+// status.retainedFields it wrote (for a reconcile whose cached WebApp is behind that write).
+type statusWrite struct {
+	uid      types.UID
+	shape    string
+	at       time.Time
+	retained []webappv1.RetainedField
+}
+
+// sentEntry is the desired state (hashed) last sent to, or found owned on, one object, with the object's UID and
+// resourceVersion then: until either changes no comparison or write is needed, so a difference only we see (a
+// server default we do not know of) costs one no-op apply per restart, never one per resync.
+type sentEntry struct {
+	uid  types.UID
+	rv   string
+	hash [sha256.Size]byte
+	// refusal is the server's refusal of exactly this desired state; it is not sent again before refusedUntil
+	// unless the object or the desired state changes.
+	refusal      error
+	refusedUntil time.Time
+}
+
+// record returns the record of key, created if create is set (nil otherwise when there is none). The caller
+// holds m.mu.
+func (m *memory) record(key types.NamespacedName, create bool) *record {
+	rec := m.records[key]
+	if rec == nil && create {
+		if m.records == nil {
+			m.records = map[types.NamespacedName]*record{}
+		}
+		rec = &record{}
+		m.records[key] = rec
+	}
+	return rec
+}
+
+// forget drops everything remembered of the WebApp of key, which is gone.
+func (m *memory) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.records, key)
+}
+
+// size is how many WebApps are remembered.
+func (m *memory) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.records)
+}
+
+// The resync's memory: what the last reconcile of a WebApp read, if it converged or failed.
+
+// retrying marks a WebApp whose last reconcile returned an error, followed by its fingerprint then: the controller
+// retries it with backoff, which a resync must not cut short while nothing it reads changed (during an outage every
+// WebApp would be retried every period). What changed may have fixed it: that is not left to the backoff.
+const retrying = "\x00retrying;"
+
+// matches reports whether fp, not "", is the fingerprint of the last converged reconcile of key.
+func (m *memory) matches(key types.NamespacedName, fp string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, false)
+	return fp != "" && rec != nil && rec.converged == fp
+}
+
+// leftAlone reports whether the resync leaves the WebApp of key, whose fingerprint is now fp, alone: nothing it
+// reads changed since a reconcile that sent nothing, or since the failure the controller's backoff is retrying.
+func (m *memory) leftAlone(key types.NamespacedName, fp string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, false)
+	if rec == nil {
+		return false
+	}
+	if failedAt, ok := strings.CutPrefix(rec.converged, retrying); ok {
+		return failedAt == fp
+	}
+	return fp != "" && rec.converged == fp
+}
+
+// settle records how a reconcile of key ended: with err (returned, so retried with backoff) when its inputs were
+// fp, converged at fp, or neither (fp ""), for the next resync to look at again.
+func (m *memory) settle(key types.NamespacedName, fp string, err error) {
+	if err != nil {
+		fp = retrying + fp
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rec := m.record(key, fp != ""); rec != nil {
+		rec.converged = fp
+	}
+}
+
+// failingIn lists the WebApps of namespace whose last reconcile failed and that the backoff is retrying.
+func (m *memory) failingIn(namespace string) []types.NamespacedName {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []types.NamespacedName
+	for key, rec := range m.records {
+		if key.Namespace == namespace && strings.HasPrefix(rec.converged, retrying) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// The config hash's memory.
+
+// configHash returns the config hash last computed for key, if it was computed from versions.
+func (m *memory) configHash(key types.NamespacedName, versions string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, false)
+	if rec == nil || rec.config.hash == "" || rec.config.versions != versions {
+		return "", false
+	}
+	return rec.config.hash, true
+}
+
+// configHashed remembers the config hash of key, computed from versions.
+func (m *memory) configHashed(key types.NamespacedName, versions, hash string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record(key, true).config = configMemo{versions: versions, hash: hash}
+}
+
+// The status pace's memory.
+
+// statusWait returns how long the status want of key, the WebApp uid, must wait: zero unless its shape equals
+// that of the status last written for that WebApp less than interval ago, and it reports progress alone.
+func (m *memory) statusWait(key types.NamespacedName, uid types.UID, want *webappv1ac.WebAppApplyConfiguration, interval time.Duration, now time.Time) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, false)
+	if rec == nil || rec.status.uid != uid || rec.status.shape != shape(want) || !progressing(want) {
+		return 0
+	}
+	return max(rec.status.at.Add(interval).Sub(now), 0)
+}
+
+// statusWritten notes a status write of key, the WebApp uid.
+func (m *memory) statusWritten(key types.NamespacedName, uid types.UID, want *webappv1ac.WebAppApplyConfiguration, now time.Time) {
+	var retained []webappv1.RetainedField
+	if want.Status != nil {
+		for _, f := range want.Status.RetainedFields {
+			retained = append(retained, webappv1.RetainedField{Kind: deref(f.Kind), Field: deref(f.Field), Managers: f.Managers})
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record(key, true).status = statusWrite{uid: uid, shape: shape(want), at: now, retained: retained}
+}
+
+// lastRetained is the status.retainedFields of the last status written for key, the WebApp uid, if one was.
+func (m *memory) lastRetained(key types.NamespacedName, uid types.UID) ([]webappv1.RetainedField, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, false)
+	if rec == nil || rec.status.uid != uid || rec.status.shape == "" {
+		return nil, false
+	}
+	return rec.status.retained, true
+}
+
+// The write decision's memory, per object written: kind, and the WebApp's key (children have its name).
+
+// RefusedRetryAfter is how long an apply the server refused (invalid, or denied by an admission policy) is not
+// sent again while neither the WebApp's desired state nor the object changes; then it is tried once more, in case
+// a policy changed.
+var RefusedRetryAfter = 5 * time.Minute
+
+// sentEntry returns the entry of the object of kind and key. The caller holds m.mu.
+func (m *memory) entry(kind string, key types.NamespacedName) (sentEntry, bool) {
+	rec := m.record(key, false)
+	if rec == nil {
+		return sentEntry{}, false
+	}
+	e, ok := rec.sent[kind]
+	return e, ok
+}
+
+// setEntry sets the entry of the object of kind and key. The caller holds m.mu.
+func (m *memory) setEntry(kind string, key types.NamespacedName, e sentEntry) {
+	rec := m.record(key, true)
+	if rec.sent == nil {
+		rec.sent = map[string]sentEntry{}
+	}
+	rec.sent[kind] = e
+}
+
+// refusal returns the error the server gave for exactly want on obj (nil: the object does not exist), if it is
+// still to be believed.
+func (m *memory) refusal(kind string, key types.NamespacedName, obj client.Object, want any) error {
+	sum, err := hashOf(want)
+	if err != nil {
+		return nil
+	}
+	uid, rv := identity(obj)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entry(kind, key)
+	if !ok || e.refusal == nil || e.uid != uid || e.rv != rv || e.hash != sum || time.Now().After(e.refusedUntil) {
+		return nil
+	}
+	return e.refusal
+}
+
+// refused remembers that the server refused the desired state hashed sum on obj (nil: the object does not exist).
+func (m *memory) refused(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte, err error) {
+	uid, rv := identity(obj)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setEntry(kind, key, sentEntry{uid: uid, rv: rv, hash: sum, refusal: err, refusedUntil: time.Now().Add(RefusedRetryAfter)})
+}
+
+func identity(obj client.Object) (types.UID, string) {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return "", ""
+	}
+	return obj.GetUID(), obj.GetResourceVersion()
+}
+
+// known reports whether the object was ever written or found by us (and not forgotten since).
+func (m *memory) known(kind string, key types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.entry(kind, key)
+	return ok
+}
+
+// behind reports whether obj, as the cache has it, may be older than what our own last write of it returned:
+// its resourceVersion is lower (resourceVersions of one resource are ordered), or cannot be compared.
+func (m *memory) behind(kind string, key types.NamespacedName, obj client.Object) bool {
+	m.mu.Lock()
+	e, ok := m.entry(kind, key)
+	m.mu.Unlock()
+	if !ok || e.rv == "" || e.uid != obj.GetUID() {
+		return ok
+	}
+	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), e.rv)
+	return err != nil || c < 0
+}
+
+// sentMatches reports whether sum was last sent to, or found owned on, obj as it is now.
+func (m *memory) sentMatches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entry(kind, key)
+	return ok && e.refusal == nil && e.uid == obj.GetUID() && e.rv == obj.GetResourceVersion() && e.hash == sum
+}
+
+// remember notes that sum was sent to, or found owned on, obj.
+func (m *memory) remember(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) {
+	if obj.GetResourceVersion() == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setEntry(kind, key, sentEntry{uid: obj.GetUID(), rv: obj.GetResourceVersion(), hash: sum})
+}
+
+// forgetSent drops what is remembered of the objects written for key (children released to nobody).
+func (m *memory) forgetSent(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rec := m.record(key, false); rec != nil {
+		rec.sent = nil
+	}
+}
