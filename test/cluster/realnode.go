@@ -45,16 +45,21 @@ func StartReal(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := requirePrivateNamespace(); err != nil {
 		return nil, err
 	}
-	bin, err := ToolsBin()
+	// Before anything is started or torn down: a refusal here leaves the other node's containers alone.
+	lock, err := AdoptNodeLock(NodeLockPath())
 	if err != nil {
 		return nil, err
 	}
+	bin, err := ToolsBin()
+	if err != nil {
+		return nil, errors.Join(err, lock.Release())
+	}
 	logDir := filepath.Join(opts.Dir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
+		return nil, errors.Join(err, lock.Release())
 	}
 	c = &Cluster{LogDir: logDir, Bin: bin, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig"),
-		real: &realNode{dir: opts.Dir, images: opts.Images, dieWithParent: opts.DieWithParent}}
+		real: &realNode{dir: opts.Dir, images: opts.Images, dieWithParent: opts.DieWithParent, lock: lock}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -66,7 +71,7 @@ func StartReal(ctx context.Context, opts Options) (c *Cluster, err error) {
 		run  func(context.Context) error
 	}{
 		{"network", func(context.Context) error { return setupNetwork() }},
-		{"mounts", func(context.Context) error { return c.real.bindFixedPaths() }},
+		{"mounts", func(context.Context) error { return c.real.mount() }},
 		{"control plane", c.startControlPlane},
 		{"containerd and images", c.startContainerd},
 		{"kubelet and kube-proxy", c.startNode},
@@ -177,8 +182,17 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(cniConf, "10-realnode.conflist"), []byte(cniConfig), 0o644); err != nil {
 		return err
 	}
+	// Every registry is a closed loopback port: a pull of an image that was not imported fails at once, without a
+	// name lookup or a packet leaving the namespace's loopback.
+	hosts := filepath.Join(dir, "certs.d")
+	if err := os.MkdirAll(filepath.Join(hosts, "_default"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(hosts, "_default", "hosts.toml"), []byte(noRegistryHosts), 0o644); err != nil {
+		return err
+	}
 	config := filepath.Join(dir, "containerd.toml")
-	if err := os.WriteFile(config, []byte(containerdConfig(dir, cniConf)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(containerdConfig(dir, cniConf, hosts)), 0o644); err != nil {
 		return err
 	}
 	if err := c.startPath("containerd", "/usr/bin/containerd", []string{"--config=" + config}, c.real.dieWithParent); err != nil {
@@ -199,10 +213,20 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	return nil
 }
 
+// NoRegistry is where the node's containerd sends every registry request: a loopback port nothing listens on.
+const NoRegistry = "127.0.0.1:1"
+
+// noRegistryHosts is containerd's host configuration for every registry (certs.d/_default/hosts.toml): the
+// default server replaced by NoRegistry, so no registry's name is ever looked up nor its address dialled.
+const noRegistryHosts = `# The real node has no registry: only imported images run (test/cluster/realnode.go).
+server = "https://` + NoRegistry + `"
+`
+
 // containerdConfig: state and data in the harness's directory; restrict_oom_score_adj because this machine's
 // capability bounding set lacks CAP_SYS_RESOURCE (runc fails with "can't get final child's PID from pipe"
-// without it); cgroupfs, as the kubelet; our own pause image; Debian's CNI plugins.
-func containerdConfig(dir, cniConf string) string {
+// without it); cgroupfs, as the kubelet; our own pause image; Debian's CNI plugins; the registry hosts of
+// hostsDir (NoRegistry for all).
+func containerdConfig(dir, cniConf, hostsDir string) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = "/run/containerd"
@@ -222,7 +246,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %q
-`, filepath.Join(dir, "containerd"), containerdSocket, PauseImage, cniConf)
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
+`, filepath.Join(dir, "containerd"), containerdSocket, PauseImage, cniConf, hostsDir)
 }
 
 // cniConfig puts pods on the bridge cni0, the node's gateway to them, with addresses of podSubnet.
@@ -240,8 +266,8 @@ const cniConfig = `{
 func (c *Cluster) startNode(context.Context) error {
 	dir := c.real.dir
 	files := map[string]string{
-		"resolv.conf":     "nameserver " + NodeIP + "\n",
-		"kubelet.yaml":    kubeletConfig(c.real.pki.path("ca.crt"), filepath.Join(dir, "resolv.conf")),
+		// The namespace's /etc/resolv.conf is the node's own (loopback only, see realNode.mount).
+		"kubelet.yaml":    kubeletConfig(c.real.pki.path("ca.crt"), "/etc/resolv.conf"),
 		"kube-proxy.yaml": kubeProxyConfig(c.Kubeconfig),
 	}
 	for name, content := range files {
@@ -258,9 +284,10 @@ func (c *Cluster) startNode(context.Context) error {
 	return c.startProcess("kube-proxy", []string{"--config=" + filepath.Join(dir, "kube-proxy.yaml"), "--v=1"}, c.real.dieWithParent)
 }
 
-// kubeletConfig: cgroup v1 and cgroupfs, as this machine has; no swap check; a resolv.conf of our own; no
-// iptables chains of its own (kube-proxy's are enough); no image garbage collection (the images were imported, none
-// can be pulled again); webhook authentication and authorization against the API server.
+// kubeletConfig: cgroup v1 and cgroupfs, as this machine has; no swap check; the node's resolv.conf (pods get its
+// loopback nameserver: their own loopback); no iptables chains of its own (kube-proxy's are enough); no image
+// garbage collection (the images were imported, none can be pulled again); webhook authentication and authorization
+// against the API server.
 func kubeletConfig(caFile, resolvConf string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
