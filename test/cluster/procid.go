@@ -114,8 +114,9 @@ func VerifyProcess(r ProcessRecord, private bool) error {
 	if err != nil {
 		return err
 	}
-	if !private {
-		return checkIdentity(r, info, boot, "", "")
+	// Who it is first: that needs no privilege.
+	if err := checkIdentity(r, info, boot, "", ""); err != nil || !private {
+		return err
 	}
 	self, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
