@@ -61,8 +61,11 @@ func (e *PIDReusedError) Error() string {
 }
 
 // SelfRecord describes the calling process.
-func SelfRecord() (ProcessRecord, error) {
-	info, err := readProc(os.Getpid())
+func SelfRecord() (ProcessRecord, error) { return RecordOf(os.Getpid()) }
+
+// RecordOf describes the live process pid.
+func RecordOf(pid int) (ProcessRecord, error) {
+	info, err := readProc(pid)
 	if err != nil {
 		return ProcessRecord{}, err
 	}
@@ -215,7 +218,7 @@ func startedAt(ticks uint64) string {
 			if f := strings.Fields(l); len(f) == 2 && f[0] == "btime" {
 				if btime, err := strconv.ParseInt(f[1], 10, 64); err == nil {
 					t := time.Unix(btime, 0).Add(time.Duration(ticks) * time.Second / clockTicks)
-					return t.UTC().Format("2006-01-02 15:04:05 UTC")
+					return t.UTC().Format("2006-01-02 15:04:05.00 UTC")
 				}
 			}
 		}
