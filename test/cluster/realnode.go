@@ -182,17 +182,8 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(cniConf, "10-realnode.conflist"), []byte(cniConfig), 0o644); err != nil {
 		return err
 	}
-	// Every registry is a closed loopback port: a pull of an image that was not imported fails at once, without a
-	// name lookup or a packet leaving the namespace's loopback.
-	hosts := filepath.Join(dir, "certs.d")
-	if err := os.MkdirAll(filepath.Join(hosts, "_default"), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(hosts, "_default", "hosts.toml"), []byte(noRegistryHosts), 0o644); err != nil {
-		return err
-	}
 	config := filepath.Join(dir, "containerd.toml")
-	if err := os.WriteFile(config, []byte(containerdConfig(dir, cniConf, hosts)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(containerdConfig(dir, cniConf)), 0o644); err != nil {
 		return err
 	}
 	if err := c.startPath("containerd", "/usr/bin/containerd", []string{"--config=" + config}, c.real.dieWithParent); err != nil {
@@ -213,20 +204,12 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	return nil
 }
 
-// NoRegistry is where the node's containerd sends every registry request: a loopback port nothing listens on.
-const NoRegistry = "127.0.0.1:1"
-
-// noRegistryHosts is containerd's host configuration for every registry (certs.d/_default/hosts.toml): the
-// default server replaced by NoRegistry, so no registry's name is ever looked up nor its address dialled.
-const noRegistryHosts = `# The real node has no registry: only imported images run (test/cluster/realnode.go).
-server = "https://` + NoRegistry + `"
-`
-
 // containerdConfig: state and data in the harness's directory; restrict_oom_score_adj because this machine's
 // capability bounding set lacks CAP_SYS_RESOURCE (runc fails with "can't get final child's PID from pipe"
-// without it); cgroupfs, as the kubelet; our own pause image; Debian's CNI plugins; the registry hosts of
-// hostsDir (NoRegistry for all).
-func containerdConfig(dir, cniConf, hostsDir string) string {
+// without it); cgroupfs, as the kubelet; our own pause image; Debian's CNI plugins. A pull of an image that was not
+// imported fails at once: the registry's name is looked up on loopback (the node's resolv.conf), and its address,
+// outside the node's ranges, has no route.
+func containerdConfig(dir, cniConf string) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = "/run/containerd"
@@ -246,9 +229,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %q
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %q
-`, filepath.Join(dir, "containerd"), containerdSocket, PauseImage, cniConf, hostsDir)
+`, filepath.Join(dir, "containerd"), containerdSocket, PauseImage, cniConf)
 }
 
 // cniConfig puts pods on the bridge cni0, the node's gateway to them, with addresses of podSubnet.

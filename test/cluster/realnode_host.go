@@ -46,10 +46,12 @@ nameserver 127.0.0.1
 var fixedPaths = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd", "/run/netns"}
 
 // setupNetwork brings up loopback and the node's interface: one end of a veth pair whose other end is in the same
-// namespace (this kernel has no dummy interfaces), with the node's address and the default route. The namespace
-// has no link out: nothing can leave it. It lets the node forward between pods.
-// IPv6 is off on the pair (no router solicitations, which the kernel repeats forever): whatever crosses it is
-// something of the node trying to reach an address outside, and its counters (OutboundPackets) stay at zero.
+// namespace (this kernel has no dummy interfaces), with the node's address and a route for the Service range (a
+// ClusterIP needs a route before kube-proxy's rules rewrite it). The namespace has no link out, and no default
+// route: an address outside the node's, the pods' and the Services' ranges is unreachable, so the node cannot even
+// try one (a connect fails at once, no packet is sent). It lets the node forward between pods. IPv6 is off on the
+// pair (no router solicitations, which the kernel repeats forever): what crosses it is only the node trying a
+// ClusterIP that no rule rewrote or an unused address of its own link (OutboundPackets counts it).
 func setupNetwork() error {
 	run := func(args ...string) error {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -71,7 +73,7 @@ func setupNetwork() error {
 		{"addr", "add", NodeIP + "/24", "dev", NodeInterface},
 		{"link", "set", NodeInterfacePeer, "up"},
 		{"link", "set", NodeInterface, "up"},
-		{"route", "add", "default", "dev", NodeInterface},
+		{"route", "add", ServiceCIDR, "dev", NodeInterface},
 	} {
 		if err := run(args...); err != nil {
 			return err
