@@ -19,12 +19,12 @@ import (
 )
 
 // Images that were not imported, and how their pull must fail: one by a registry's name, looked up on loopback,
-// where nothing answers; one by a registry's address (a documentation address, TEST-NET-1), which has no route.
+// where nothing answers; one by a registry's address (a documentation address, TEST-NET-3, not this machine's), which has no route.
 var missingImages = map[string]struct{ image, failure string }{
 	"pull-by-name": {"missing.invalid/webapp-test/absent:1",
 		"dial tcp: lookup missing.invalid on 127.0.0.1:53: read udp 127.0.0.1:"},
-	"pull-by-address": {"192.0.2.1/webapp-test/absent:1",
-		"dial tcp 192.0.2.1:443: connect: network is unreachable"},
+	"pull-by-address": {"203.0.113.7/webapp-test/absent:1",
+		"dial tcp 203.0.113.7:443: connect: network is unreachable"},
 }
 
 func TestPullOfAnImageNotImportedFailsAtOnceAndSendsNothingOut(t *testing.T) {
