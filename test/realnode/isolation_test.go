@@ -19,7 +19,7 @@ import (
 )
 
 // Images that were not imported, and how their pull must fail: one by a registry's name, looked up on loopback,
-// where nothing answers; one by a registry's address (a documentation address, TEST-NET-3, not this machine's), which has no route.
+// where nothing answers; one by a registry's address (TEST-NET-3, a documentation address), which has no route.
 var missingImages = map[string]struct{ image, failure string }{
 	"pull-by-name": {"missing.invalid/webapp-test/absent:1",
 		"dial tcp: lookup missing.invalid on 127.0.0.1:53: read udp 127.0.0.1:"},
