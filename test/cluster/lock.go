@@ -104,7 +104,7 @@ func LockNode(path string, wait time.Duration, progress io.Writer) (*NodeLock, e
 			return nil, &LockedError{Path: path, Holder: holder, Waited: wait}
 		}
 		if !told && progress != nil {
-			fmt.Fprintf(progress, "waiting up to %v for the real node of %s to end (%s)\n", wait, readHolder(f), path)
+			_, _ = fmt.Fprintf(progress, "waiting up to %v for the real node of %s to end (%s)\n", wait, readHolder(f), path)
 			told = true
 		}
 		time.Sleep(min(500*time.Millisecond, wait-time.Since(start)))

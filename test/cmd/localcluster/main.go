@@ -139,8 +139,12 @@ func execIn(dir string, argv []string) error {
 	if _, err := serving(dir, true); err != nil {
 		return err
 	}
-	if ns, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || ns != r.NetNS {
-		return fmt.Errorf("refusing process %d: the namespace opened (%s, %v) is not the recorded %s", r.PID, ns, err, r.NetNS)
+	ns, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return fmt.Errorf("refusing process %d: reading the namespace opened: %w", r.PID, err)
+	}
+	if ns != r.NetNS {
+		return fmt.Errorf("refusing process %d: the namespace opened, %s, is not the recorded %s", r.PID, ns, r.NetNS)
 	}
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
