@@ -43,8 +43,9 @@ type LockHolder struct {
 	PID      int    `json:"pid"`
 	Command  string `json:"command"`
 	Checkout string `json:"checkout"`
-	// Started is when the holder process started.
-	Started string `json:"started"`
+	// Started is when the holder process started; StartTime the same in clock ticks after boot.
+	Started   string `json:"started"`
+	StartTime uint64 `json:"startTime"`
 }
 
 func (h LockHolder) String() string {
@@ -59,6 +60,9 @@ type LockedError struct {
 	Path   string
 	Holder LockHolder
 	Waited time.Duration
+	// Others are the processes that hold the lock open when the holder is gone (the node's components outlived
+	// it), as "pid N (command)".
+	Others []string
 }
 
 func (e *LockedError) Error() string {
@@ -66,9 +70,54 @@ func (e *LockedError) Error() string {
 	if e.Waited > 0 {
 		waited = fmt.Sprintf(" (waited %v)", e.Waited)
 	}
+	held := e.Holder.String()
+	if len(e.Others) > 0 {
+		held = fmt.Sprintf("the processes that %s started, which is gone: %s", e.Holder, strings.Join(e.Others, ", "))
+	}
 	return fmt.Sprintf("another real node runs on this machine%s: %s is held by %s; one real node at a time "+
 		"(two would kill each other's containers): stop that one (make cluster-down NODE=real in its checkout) or "+
-		"let its tests end", waited, e.Path, e.Holder)
+		"let its tests end", waited, e.Path, held)
+}
+
+// lockedError describes who holds the lock that f is open on.
+func lockedError(path string, f *os.File, waited time.Duration) *LockedError {
+	e := &LockedError{Path: path, Holder: readHolder(f), Waited: waited}
+	if e.Holder.PID == 0 {
+		return e
+	}
+	if info, err := readProc(e.Holder.PID); err == nil && info.startTime == e.Holder.StartTime {
+		return e
+	}
+	e.Others = openersOf(path)
+	return e
+}
+
+// openersOf lists the processes (at most 5) with path open, as far as /proc lets this process see.
+func openersOf(path string) []string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && target == path {
+				if info, err := readProc(pid); err == nil {
+					found = append(found, fmt.Sprintf("pid %d (%s)", pid, info.command))
+				}
+				break
+			}
+		}
+		if len(found) == 5 {
+			break
+		}
+	}
+	return found
 }
 
 // LockNode takes the lock at path. When another process holds it, it waits up to wait (none when 0), polling,
@@ -99,9 +148,9 @@ func LockNode(path string, wait time.Duration, progress io.Writer) (*NodeLock, e
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
 		if time.Since(start) >= wait {
-			holder := readHolder(f)
+			e := lockedError(path, f, wait)
 			_ = f.Close()
-			return nil, &LockedError{Path: path, Holder: holder, Waited: wait}
+			return nil, e
 		}
 		if !told && progress != nil {
 			_, _ = fmt.Fprintf(progress, "waiting up to %v for the real node of %s to end (%s)\n", wait, readHolder(f), path)
@@ -139,9 +188,9 @@ func AdoptNodeLock(path string) (*NodeLock, error) {
 	}
 	// On the descriptor that holds it this succeeds at once; if it does not hold it, whoever does is refused.
 	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder := readHolder(f)
+		e := lockedError(path, f, 0)
 		_ = f.Close()
-		return nil, &LockedError{Path: path, Holder: holder}
+		return nil, e
 	}
 	l := &NodeLock{f: f}
 	if err := l.Announce(); err != nil {
@@ -157,7 +206,8 @@ func (l *NodeLock) Announce() error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(LockHolder{PID: self.PID, Command: self.Command, Checkout: RepoRoot(), Started: startedAt(self.StartTime)})
+	b, err := json.Marshal(LockHolder{PID: self.PID, Command: self.Command, Checkout: RepoRoot(),
+		Started: startedAt(self.StartTime), StartTime: self.StartTime})
 	if err != nil {
 		return err
 	}

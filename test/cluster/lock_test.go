@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// lockChildEnv makes the holder start a sleep that inherits the lock, say "locked PID" and exit at once: a node's
+// serving process killed while its components run.
+const lockChildEnv = "WEBAPP_TEST_LOCK_CHILD"
+
 func holdLock(path string) int {
 	l, err := LockNode(path, 0, nil)
 	if err != nil {
@@ -34,6 +38,16 @@ func holdLock(path string) int {
 		return 1
 	}
 	defer func() { _ = l.Release() }()
+	if os.Getenv(lockChildEnv) != "" {
+		sleep := exec.Command("sleep", "600")
+		sleep.ExtraFiles = []*os.File{l.f}
+		if err := sleep.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("locked", sleep.Process.Pid)
+		return 0
+	}
 	fmt.Println("locked")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
@@ -48,8 +62,15 @@ type holder struct {
 // startHolder starts a process holding the lock at path and waits (30 s at most) until it holds it.
 func startHolder(t *testing.T, path string) *holder {
 	t.Helper()
+	h, _ := startHolderWith(t, path)
+	return h
+}
+
+// startHolderWith starts a holder with more environment and returns what it said after "locked".
+func startHolderWith(t *testing.T, path string, env ...string) (*holder, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), lockHolderEnv+"="+path)
+	cmd.Env = append(append(os.Environ(), lockHolderEnv+"="+path), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -71,13 +92,15 @@ func startHolder(t *testing.T, path string) *holder {
 	}()
 	select {
 	case line := <-said:
-		if line != "locked\n" {
+		rest, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "locked")
+		if !ok {
 			t.Fatalf("the holder said %q", line)
 		}
+		return h, strings.TrimSpace(rest)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the holder did not take the lock within 30 s")
 	}
-	return h
+	return h, ""
 }
 
 // stop closes the holder's stdin and waits for it to exit.
@@ -107,7 +130,8 @@ func TestASecondNodeIsRefusedWhileAnotherProcessHoldsTheLock(t *testing.T) {
 		if took := time.Since(start); took > time.Second {
 			t.Fatalf("%s took %v to refuse without a wait", name, took)
 		}
-		want := LockHolder{PID: h.cmd.Process.Pid, Command: info.command, Checkout: RepoRoot(), Started: startedAt(info.startTime)}
+		want := LockHolder{PID: h.cmd.Process.Pid, Command: info.command, Checkout: RepoRoot(),
+			Started: startedAt(info.startTime), StartTime: info.startTime}
 		if locked.Holder != want {
 			t.Fatalf("%s: holder %+v, want %+v", name, locked.Holder, want)
 		}
@@ -120,6 +144,38 @@ func TestASecondNodeIsRefusedWhileAnotherProcessHoldsTheLock(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestALockHeldByWhatAGoneHolderStartedNamesThoseProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "realnode.lock")
+	h, said := startHolderWith(t, path, lockChildEnv+"=1")
+	sleepPID, err := strconv.Atoi(said)
+	if err != nil {
+		t.Fatalf("the holder said %q", said)
+	}
+	sleep, err := os.FindProcess(sleepPID) // a pidfd: the kill below reaches this sleep or nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Kill() })
+	h.stop() // the holder has exited; the sleep it started keeps the lock
+	_, err = LockNode(path, 0, nil)
+	var locked *LockedError
+	if !errors.As(err, &locked) {
+		t.Fatalf("LockNode = %v, want a LockedError", err)
+	}
+	want := fmt.Sprintf(" is held by the processes that pid %d (", h.cmd.Process.Pid)
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("which is gone: pid %d (sleep 600)", sleepPID)) {
+		t.Fatalf("refusal %q does not name the gone holder and the sleep %d", err, sleepPID)
+	}
+	if err := sleep.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LockNode(path, 30*time.Second, io.Discard)
+	if err != nil {
+		t.Fatalf("the lock stays held after the last process holding it died: %v", err)
+	}
+	_ = l.Release()
 }
 
 func TestWaitingForTheLockEndsAtItsDeadlineWithTheHoldersName(t *testing.T) {
