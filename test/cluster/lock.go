@@ -61,7 +61,7 @@ type LockedError struct {
 	Holder LockHolder
 	Waited time.Duration
 	// Others are the processes that hold the lock open when the holder is gone (the node's components outlived
-	// it), as "pid N (command)".
+	// it), as "pid N (program)".
 	Others []string
 }
 
@@ -70,13 +70,14 @@ func (e *LockedError) Error() string {
 	if e.Waited > 0 {
 		waited = fmt.Sprintf(" (waited %v)", e.Waited)
 	}
-	held := e.Holder.String()
 	if len(e.Others) > 0 {
-		held = fmt.Sprintf("the processes that %s started, which is gone: %s", e.Holder, strings.Join(e.Others, ", "))
+		return fmt.Sprintf("another real node runs on this machine%s: %s is held by processes that outlived their "+
+			"node's own (%s): %s; one real node at a time (two would kill each other's containers): end them (the "+
+			"lock goes with the last)", waited, e.Path, e.Holder, strings.Join(e.Others, ", "))
 	}
 	return fmt.Sprintf("another real node runs on this machine%s: %s is held by %s; one real node at a time "+
 		"(two would kill each other's containers): stop that one (make cluster-down NODE=real in its checkout) or "+
-		"let its tests end", waited, e.Path, held)
+		"let its tests end", waited, e.Path, e.Holder)
 }
 
 // lockedError describes who holds the lock that f is open on.
@@ -108,7 +109,7 @@ func openersOf(path string) []string {
 		for _, fd := range fds {
 			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && target == path {
 				if info, err := readProc(pid); err == nil {
-					found = append(found, fmt.Sprintf("pid %d (%s)", pid, info.command))
+					found = append(found, fmt.Sprintf("pid %d (%s)", pid, filepath.Base(strings.Fields(info.command + " ?")[0])))
 				}
 				break
 			}

@@ -164,8 +164,8 @@ func TestALockHeldByWhatAGoneHolderStartedNamesThoseProcesses(t *testing.T) {
 	if !errors.As(err, &locked) {
 		t.Fatalf("LockNode = %v, want a LockedError", err)
 	}
-	want := fmt.Sprintf(" is held by the processes that pid %d (", h.cmd.Process.Pid)
-	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("which is gone: pid %d (sleep 600)", sleepPID)) {
+	want := fmt.Sprintf(" is held by processes that outlived their node's own (pid %d (", h.cmd.Process.Pid)
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf(" UTC): pid %d (sleep); ", sleepPID)) {
 		t.Fatalf("refusal %q does not name the gone holder and the sleep %d", err, sleepPID)
 	}
 	if err := sleep.Kill(); err != nil {

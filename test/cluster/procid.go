@@ -29,12 +29,14 @@ type ProcessRecord struct {
 	NetNS string `json:"netns"`
 }
 
-// procInfo is what /proc says about a live process.
+// procInfo is what /proc says about a process.
 type procInfo struct {
 	pid       int
 	command   string
 	startTime uint64
 	netNS     string
+	// zombie: it has exited and waits for its parent to reap it (an init that does not reap leaves it so).
+	zombie bool
 }
 
 // ErrNotRunning is returned by VerifyProcess when no process has the recorded pid.
@@ -107,7 +109,7 @@ func ReadProcessRecord(path string) (ProcessRecord, error) {
 // recorded one, and differ from the caller's and the machine's.
 func VerifyProcess(r ProcessRecord, private bool) error {
 	info, err := readProc(r.PID)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || err == nil && info.zombie {
 		return ErrNotRunning
 	}
 	if err != nil {
@@ -167,7 +169,7 @@ func readProc(pid int) (procInfo, error) {
 	if err != nil {
 		return procInfo{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	info := procInfo{pid: pid, startTime: start}
+	info := procInfo{pid: pid, startTime: start, zombie: stateOf(string(b)) == "Z"}
 	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		info.command = strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
 	}
@@ -191,6 +193,15 @@ func parseStartTime(stat string) (uint64, error) {
 		return 0, fmt.Errorf("%d fields after the command name, want at least 20", len(fields))
 	}
 	return strconv.ParseUint(fields[22-3], 10, 64)
+}
+
+// stateOf is field 3 of a /proc/PID/stat line (R, S, D, Z, ...).
+func stateOf(stat string) string {
+	i := strings.LastIndexByte(stat, ')')
+	if f := strings.Fields(stat[i+1:]); i >= 0 && len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 // commOf is field 2 of a /proc/PID/stat line without its parentheses.
