@@ -156,6 +156,11 @@ func (c *Cluster) startPath(name, path string, args []string, dieWithParent bool
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	if c.real != nil {
+		// Each of the real node's components holds the machine's lock too: if the process that started them dies
+		// without a teardown, no other real node starts while they run.
+		cmd.ExtraFiles = []*os.File{c.real.lock.f}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if dieWithParent {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,23 +24,38 @@ func BuildImages(dir string) ([]string, error) {
 	return strings.Fields(out.String()), nil
 }
 
-// RunInNamespace runs cmd (from InNamespaceCommand) to its end and then sweeps what a crashed run could have left:
-// processes of its mount namespace (containerd's shims), the kubepods cgroups' processes and cgroups, and the
-// fixed paths' mount points that did not exist before. After a clean teardown there is nothing to sweep.
-func RunInNamespace(cmd *exec.Cmd) error {
+// RunInNamespace runs cmd (from InNamespaceCommand) to its end, passing it lock (its StartReal adopts it), and then
+// sweeps what a crashed run could have left: processes of its mount namespace (containerd's shims), the kubepods
+// cgroups' processes and cgroups, and the fixed paths' mount points that did not exist before. After a clean
+// teardown there is nothing to sweep. The caller holds lock throughout: the kubepods cgroups it sweeps are this
+// node's, no other's.
+func RunInNamespace(cmd *exec.Cmd, lock *NodeLock) error {
+	if lock == nil || lock.f == nil {
+		return errors.New("RunInNamespace needs the real node's lock (LockNode)")
+	}
 	var missing []string
 	for _, p := range fixedPaths {
 		if _, err := os.Stat(p); os.IsNotExist(err) {
 			missing = append(missing, p)
 		}
 	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env, cmd.ExtraFiles = lock.Inherit(cmd.Env, cmd.ExtraFiles)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	ns := childNamespace(cmd.Process.Pid)
 	runErr := cmd.Wait()
-	if ns != "" {
-		_ = killProcsIn(ns)
+	// The lock names the run inside while it runs; it is this process's again.
+	_ = lock.Announce()
+	if ns != nil {
+		// The open descriptor keeps the namespace, so its inode number cannot have gone to another one meanwhile.
+		if name, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", ns.Fd())); err == nil {
+			_ = killProcsIn(name)
+		}
+		_ = ns.Close()
 	}
 	_ = killCgroupProcs()
 	_ = removeKubepodsCgroups()
@@ -49,22 +65,24 @@ func RunInNamespace(cmd *exec.Cmd) error {
 	return runErr
 }
 
-// childNamespace waits (5 s at most) until process pid is in a mount namespace other than ours and returns it, or
-// "" when it never is (it exited first).
-func childNamespace(pid int) string {
+// childNamespace waits (5 s at most) until process pid, a child not yet waited for (so its pid is not reused), is
+// in a mount namespace other than ours and returns that namespace open, or nil when it never is (it exited first).
+func childNamespace(pid int) *os.File {
 	self, err := os.Readlink("/proc/self/ns/mnt")
 	if err != nil {
-		return ""
+		return nil
 	}
+	path := fmt.Sprintf("/proc/%d/ns/mnt", pid)
 	for i := 0; i < 500; i++ {
-		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		f, err := os.Open(path)
 		if err != nil {
-			return ""
+			return nil
 		}
-		if ns != self {
-			return ns
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err == nil && ns != self {
+			return f
 		}
+		_ = f.Close()
 		time.Sleep(10 * time.Millisecond)
 	}
-	return ""
+	return nil
 }

@@ -45,16 +45,21 @@ func StartReal(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := requirePrivateNamespace(); err != nil {
 		return nil, err
 	}
-	bin, err := ToolsBin()
+	// Before anything is started or torn down: a refusal here leaves the other node's containers alone.
+	lock, err := AdoptNodeLock(NodeLockPath())
 	if err != nil {
 		return nil, err
 	}
+	bin, err := ToolsBin()
+	if err != nil {
+		return nil, errors.Join(err, lock.Release())
+	}
 	logDir := filepath.Join(opts.Dir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
+		return nil, errors.Join(err, lock.Release())
 	}
 	c = &Cluster{LogDir: logDir, Bin: bin, Kubeconfig: filepath.Join(opts.Dir, "kubeconfig"),
-		real: &realNode{dir: opts.Dir, images: opts.Images, dieWithParent: opts.DieWithParent}}
+		real: &realNode{dir: opts.Dir, images: opts.Images, dieWithParent: opts.DieWithParent, lock: lock}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -66,7 +71,7 @@ func StartReal(ctx context.Context, opts Options) (c *Cluster, err error) {
 		run  func(context.Context) error
 	}{
 		{"network", func(context.Context) error { return setupNetwork() }},
-		{"mounts", func(context.Context) error { return c.real.bindFixedPaths() }},
+		{"mounts", func(context.Context) error { return c.real.mount() }},
 		{"control plane", c.startControlPlane},
 		{"containerd and images", c.startContainerd},
 		{"kubelet and kube-proxy", c.startNode},
@@ -201,7 +206,9 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 
 // containerdConfig: state and data in the harness's directory; restrict_oom_score_adj because this machine's
 // capability bounding set lacks CAP_SYS_RESOURCE (runc fails with "can't get final child's PID from pipe"
-// without it); cgroupfs, as the kubelet; our own pause image; Debian's CNI plugins.
+// without it); cgroupfs, as the kubelet; our own pause image; Debian's CNI plugins. A pull of an image that was not
+// imported fails at once: the registry's name is looked up on loopback (the node's resolv.conf), and its address,
+// outside the node's ranges, has no route.
 func containerdConfig(dir, cniConf string) string {
 	return fmt.Sprintf(`version = 2
 root = %q
@@ -240,8 +247,8 @@ const cniConfig = `{
 func (c *Cluster) startNode(context.Context) error {
 	dir := c.real.dir
 	files := map[string]string{
-		"resolv.conf":     "nameserver " + NodeIP + "\n",
-		"kubelet.yaml":    kubeletConfig(c.real.pki.path("ca.crt"), filepath.Join(dir, "resolv.conf")),
+		// The namespace's /etc/resolv.conf is the node's own (loopback only, see realNode.mount).
+		"kubelet.yaml":    kubeletConfig(c.real.pki.path("ca.crt"), "/etc/resolv.conf"),
 		"kube-proxy.yaml": kubeProxyConfig(c.Kubeconfig),
 	}
 	for name, content := range files {
@@ -258,9 +265,10 @@ func (c *Cluster) startNode(context.Context) error {
 	return c.startProcess("kube-proxy", []string{"--config=" + filepath.Join(dir, "kube-proxy.yaml"), "--v=1"}, c.real.dieWithParent)
 }
 
-// kubeletConfig: cgroup v1 and cgroupfs, as this machine has; no swap check; a resolv.conf of our own; no
-// iptables chains of its own (kube-proxy's are enough); no image garbage collection (the images were imported, none
-// can be pulled again); webhook authentication and authorization against the API server.
+// kubeletConfig: cgroup v1 and cgroupfs, as this machine has; no swap check; the node's resolv.conf (pods get its
+// loopback nameserver: their own loopback); no iptables chains of its own (kube-proxy's are enough); no image
+// garbage collection (the images were imported, none can be pulled again); webhook authentication and authorization
+// against the API server.
 func kubeletConfig(caFile, resolvConf string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

@@ -44,10 +44,29 @@ func TestMain(m *testing.M) {
 	os.Exit(runOutside())
 }
 
-// runOutside builds the images (the builds fetch Go modules, which the node's namespace cannot), then runs this
+// runOutside takes the machine's real-node lock (waiting for another run to end, up to $WEBAPP_REALNODE_WAIT,
+// default 10m), builds the images (the builds fetch Go modules, which the node's namespace cannot), then runs this
 // test binary again inside a new network and mount namespace, where the cluster and the tests run.
 func runOutside() int {
 	start := time.Now()
+	wait := 10 * time.Minute
+	if v := os.Getenv("WEBAPP_REALNODE_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "WEBAPP_REALNODE_WAIT=%q: %v\n", v, err)
+			return 1
+		}
+		wait = d
+	}
+	lock, err := cluster.LockNode(cluster.NodeLockPath(), wait, os.Stdout)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "real-node tests: %v\n", err)
+		return 1
+	}
+	defer func() { _ = lock.Release() }()
+	if time.Since(start) > time.Second {
+		fmt.Printf("realnode: waited %v for the real-node lock\n", time.Since(start).Round(time.Second))
+	}
 	dir, err := os.MkdirTemp("", "webapp-realnode-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -61,7 +80,7 @@ func runOutside() int {
 	fmt.Printf("realnode: images built in %v\n", time.Since(start).Round(time.Second))
 	cmd := cluster.InNamespaceCommand(true, os.Args[0], os.Args[1:]...)
 	cmd.Env = append(os.Environ(), envDir+"="+dir, envImages+"="+strings.Join(images, ","))
-	err = cluster.RunInNamespace(cmd)
+	err = cluster.RunInNamespace(cmd, lock)
 	fmt.Printf("realnode: images, cluster and tests took %v\n", time.Since(start).Round(time.Second))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "real-node tests failed (%v); logs are in %s\n", err, dir)

@@ -7,10 +7,15 @@
 //	localcluster down [kwok|real]   stop it
 //	localcluster serve [kwok|real]  run it in the foreground until SIGINT or SIGTERM (what `up` starts)
 //	localcluster kubeconfig [kwok|real]  print the path of its kubeconfig
-//	localcluster pid [kwok|real]    print the pid of the serving process (hack/realnode.sh enters its namespace)
+//	localcluster pid [kwok|real]    print the pid of the serving process
+//	localcluster exec real -- CMD...  run CMD in the real node's network namespace (what hack/realnode.sh does)
 //
-// Its state (kubeconfig, pid, component logs) lives in $WEBAPP_CLUSTER_DIR, by default
-// ~/.cache/webapp-operator/cluster (cluster-real for the real node).
+// Its state (kubeconfig, the serving process's record, component logs) lives in $WEBAPP_CLUSTER_DIR, by default
+// ~/.cache/webapp-operator/cluster (cluster-real for the real node). Before it enters the namespace of the serving
+// process or signals it, it checks that the process of the recorded pid is still the one that recorded it (its
+// start time) and, for the real node, that its network namespace is the recorded one and not the caller's or the
+// machine's; otherwise it refuses, and never falls back to the caller's namespace. `up ... real` takes the
+// machine's real-node lock (see test/cluster/lock.go) and hands it to the serving process.
 package main
 
 import (
@@ -21,8 +26,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -30,26 +33,29 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || len(os.Args) > 3 || len(os.Args) == 3 && os.Args[2] != "kwok" && os.Args[2] != "real" {
-		fmt.Fprintln(os.Stderr, "usage: localcluster up|down|serve|kubeconfig|pid [kwok|real]")
+	execArgs := len(os.Args) > 4 && os.Args[1] == "exec" && os.Args[2] == "real" && os.Args[3] == "--"
+	if !execArgs && (len(os.Args) < 2 || len(os.Args) > 3 || len(os.Args) == 3 && os.Args[2] != "kwok" && os.Args[2] != "real") {
+		fmt.Fprintln(os.Stderr, "usage: localcluster up|down|serve|kubeconfig|pid [kwok|real]\n       localcluster exec real -- CMD [ARGS...]")
 		os.Exit(2)
 	}
-	realNode := len(os.Args) == 3 && os.Args[2] == "real"
+	realNode := len(os.Args) >= 3 && os.Args[2] == "real"
 	dir, err := stateDir(realNode)
 	if err == nil {
 		switch os.Args[1] {
 		case "up":
 			err = up(dir, realNode)
 		case "down":
-			err = down(dir)
+			err = down(dir, realNode)
 		case "serve":
 			err = serve(dir, realNode)
 		case "kubeconfig":
 			fmt.Println(filepath.Join(dir, "kubeconfig"))
 		case "pid":
-			err = printPID(dir)
+			err = printPID(dir, realNode)
+		case "exec":
+			err = execIn(dir, os.Args[4:])
 		default:
-			err = fmt.Errorf("unknown command %q: want up, down, serve, kubeconfig or pid", os.Args[1])
+			err = fmt.Errorf("unknown command %q: want up, down, serve, kubeconfig, pid or exec", os.Args[1])
 		}
 	}
 	if err != nil {
@@ -72,32 +78,104 @@ func stateDir(realNode bool) (string, error) {
 	return filepath.Join(home, ".cache", "webapp-operator", "cluster"), nil
 }
 
+// errNotRunning: no process has the recorded pid, or there is no record.
+var errNotRunning = errors.New("the local cluster is not running")
+
+// recordFile is where serve records itself.
+func recordFile(dir string) string { return filepath.Join(dir, "pid") }
+
+// serving returns the record of the cluster's serving process once it is verified to be that process (see
+// cluster.VerifyProcess): errNotRunning when there is none; a *cluster.PIDReusedError when its pid now belongs to
+// another process; another error when it cannot be trusted for another reason.
+func serving(dir string, realNode bool) (cluster.ProcessRecord, error) {
+	path := recordFile(dir)
+	r, err := cluster.ReadProcessRecord(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return r, errNotRunning
+	}
+	if err != nil {
+		return r, fmt.Errorf("%w; nothing was entered or signalled (stop the cluster with the localcluster that "+
+			"started it, or remove the file)", err)
+	}
+	err = cluster.VerifyProcess(r, realNode)
+	if errors.Is(err, cluster.ErrNotRunning) {
+		return r, errNotRunning
+	}
+	if err != nil {
+		return r, fmt.Errorf("%s: %w; nothing was entered or signalled", path, err)
+	}
+	return r, nil
+}
+
 // printPID prints the pid of the running cluster's serving process.
-func printPID(dir string) error {
-	pid, ok := running(dir)
-	if !ok {
+func printPID(dir string, realNode bool) error {
+	r, err := serving(dir, realNode)
+	if errors.Is(err, errNotRunning) {
 		return errors.New("the local cluster is not running (make cluster-up)")
 	}
-	fmt.Println(pid)
+	if err != nil {
+		return err
+	}
+	fmt.Println(r.PID)
 	return nil
 }
 
-// running returns the pid of the serving process when it is alive.
-func running(dir string) (int, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+// execIn runs argv in the real node's network namespace, in a mount namespace of its own where /etc/resolv.conf is
+// the node's (so its name lookups stay on loopback too). The namespace is opened first and the process verified
+// after: the descriptor is then the cluster's namespace even if the process dies the next moment.
+func execIn(dir string, argv []string) error {
+	r, err := serving(dir, true)
+	if errors.Is(err, errNotRunning) {
+		return errors.New("the cluster with a real node is not running (make cluster-up NODE=real)")
+	}
 	if err != nil {
-		return 0, false
+		return err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || syscall.Kill(pid, 0) != nil {
-		return 0, false
+	// No O_CLOEXEC: nsenter, exec'd below, enters it through /proc/self/fd.
+	fd, err := syscall.Open(fmt.Sprintf("/proc/%d/ns/net", r.PID), syscall.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("opening the network namespace of process %d: %w", r.PID, err)
 	}
-	return pid, true
+	if _, err := serving(dir, true); err != nil {
+		return err
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return fmt.Errorf("refusing process %d: reading the namespace opened: %w", r.PID, err)
+	}
+	if ns != r.NetNS {
+		return fmt.Errorf("refusing process %d: the namespace opened, %s, is not the recorded %s", r.PID, ns, r.NetNS)
+	}
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return err
+	}
+	args := []string{"nsenter", fmt.Sprintf("--net=/proc/self/fd/%d", fd), "--",
+		"unshare", "--mount", "--propagation", "private", "--",
+		"sh", "-c", `mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`, "sh", filepath.Join(dir, "node", "resolv.conf")}
+	return syscall.Exec(nsenter, append(args, argv...), os.Environ())
 }
 
 func up(dir string, realNode bool) error {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if _, ok := running(dir); !ok {
+	_, err := serving(dir, realNode)
+	var reused *cluster.PIDReusedError
+	if errors.As(err, &reused) {
+		fmt.Fprintf(os.Stderr, "the last local cluster is gone (%v); starting a new one\n", reused)
+		err = errNotRunning
+	}
+	if err != nil && !errors.Is(err, errNotRunning) {
+		return err
+	}
+	if err != nil {
+		// One real node per machine: refused at once when another runs (the serving process keeps the lock).
+		var lock *cluster.NodeLock
+		if realNode {
+			if lock, err = cluster.LockNode(cluster.NodeLockPath(), 0, nil); err != nil {
+				return err
+			}
+			defer func() { _ = lock.Release() }()
+		}
 		// Build the binaries first, in the foreground, so their progress shows (once; minutes on a cold cache).
 		if _, err := cluster.ToolsBin(); err != nil {
 			return err
@@ -123,6 +201,7 @@ func up(dir string, realNode bool) error {
 				return err
 			}
 			cmd = cluster.InNamespaceCommand(false, self, "serve", "real")
+			cmd.Env, cmd.ExtraFiles = lock.Inherit(os.Environ(), nil)
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, log, log
 		// A session of its own, so the cluster outlives this command and the terminal it ran in.
@@ -165,32 +244,50 @@ func up(dir string, realNode bool) error {
 	return nil
 }
 
-func down(dir string) error {
-	pid, ok := running(dir)
-	if !ok {
+// down sends the verified serving process SIGTERM (through a pidfd: the signal reaches that process or none) and
+// waits until it has exited.
+func down(dir string, realNode bool) error {
+	r, err := serving(dir, realNode)
+	var reused *cluster.PIDReusedError
+	switch {
+	case errors.Is(err, errNotRunning):
 		fmt.Println("local cluster is not running")
 		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	case errors.As(err, &reused):
+		fmt.Printf("local cluster is not running: %v\n", err)
+		return os.Remove(recordFile(dir))
+	case err != nil:
 		return err
 	}
-	for i := 0; i < 600; i++ {
-		if syscall.Kill(pid, 0) != nil {
+	p, err := os.FindProcess(r.PID)
+	if err != nil {
+		return err
+	}
+	// Verified again now that p holds the process: p is the cluster's, or the signal goes nowhere.
+	if _, err := serving(dir, realNode); err != nil {
+		return err
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone) {
 			fmt.Println("local cluster stopped")
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("process %d did not stop within a minute", pid)
+	return fmt.Errorf("process %d did not stop within a minute", r.PID)
 }
 
 func serve(dir string, realNode bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+	if err := cluster.WriteProcessRecord(recordFile(dir)); err != nil {
 		return err
 	}
-	defer func() { _ = os.Remove(filepath.Join(dir, "pid")) }()
+	defer func() { _ = os.Remove(recordFile(dir)) }()
 	c, err := start(ctx, dir, realNode)
 	if err != nil {
 		return err
