@@ -217,12 +217,7 @@ func TestAFieldAnotherManagerKeepsIsReportedUntilItGoes(t *testing.T) {
 	}
 
 	// A restarted operator remembers nothing, and still reports it without writing.
-	op.stop()
-	op = startOperator(t, ns, time.Second)
-	waitResyncs(t, 3, 30*time.Second)
-	if w := op.writes.take(); len(w) != 0 {
-		t.Errorf("%d writes after a restart: %q", len(w), w)
-	}
+	restartCostsNoWrites(t, op, ns)
 	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonFieldsRetained, debug)
 
 	// The user removes it (`kubectl edit`): Ready.
@@ -309,12 +304,7 @@ func TestAChildNotOursCostsNoRequestAfterARestart(t *testing.T) {
 	op := startOperator(t, ns, time.Second)
 	createWebApp(t, ns, "web", 1, 80)
 	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonChildNotOwned)
-	op.stop()
-	second := startOperator(t, ns, time.Second)
-	waitResyncs(t, 3, 30*time.Second)
-	if w := second.writes.take(); len(w) != 0 {
-		t.Errorf("%d write requests after a restart (refused ones count): %q", len(w), w)
-	}
+	restartCostsNoWrites(t, op, ns)
 }
 
 // A Service created by someone else between the operator's read (the child is gone) and its re-creation is never

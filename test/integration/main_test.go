@@ -262,6 +262,19 @@ func startOperatorWith(t *testing.T, ns string, requeueAfter time.Duration, o op
 	return op
 }
 
+// restartCostsNoWrites stops op, starts a fresh operator for ns (it remembers nothing), and fails the test if that
+// one sends any write request, refused ones included, over three resyncs. It returns the new operator.
+func restartCostsNoWrites(t *testing.T, op *operator, ns string) *operator {
+	t.Helper()
+	op.stop()
+	second := startOperator(t, ns, time.Second)
+	waitResyncs(t, 3, 30*time.Second)
+	if w := second.writes.take(); len(w) != 0 {
+		t.Errorf("%d write requests after a restart (refused ones count): %q", len(w), w)
+	}
+	return second
+}
+
 // newNamespace creates a namespace for one test.
 func newNamespace(t *testing.T) string {
 	t.Helper()

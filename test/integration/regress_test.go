@@ -72,12 +72,7 @@ func TestServerDefaultsInsideOwnedFieldsCostNoWrites(t *testing.T) {
 		t.Errorf("%d writes at rest: %q", len(w), w)
 	}
 	// A restarted operator remembers nothing: only the comparison can tell that nothing changed.
-	op.stop()
-	second := startOperator(t, ns, time.Second)
-	waitResyncs(t, 3, 30*time.Second)
-	if w := second.writes.take(); len(w) != 0 {
-		t.Errorf("%d writes after a restart: %q", len(w), w)
-	}
+	restartCostsNoWrites(t, op, ns)
 }
 
 // Another writer adds a duplicate entry to a list we own; reconciling goes on, repairs it and rolls out spec changes.

@@ -98,12 +98,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	}
 
 	// A restarted operator (new process state, empty cache) reconciles everything again and sends nothing.
-	first.stop()
-	second := startOperator(t, ns, requeue)
-	waitResyncs(t, 3, 30*time.Second)
-	if w := second.writes.take(); len(w) != 0 {
-		t.Errorf("restarted operator sent %d writes: %q", len(w), w)
-	}
+	second := restartCostsNoWrites(t, first, ns)
 	again := waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady)
 	if got := meta.FindStatusCondition(again.Status.Conditions, webappv1.ConditionReady).LastTransitionTime; !got.Equal(&transition) {
 		t.Errorf("lastTransitionTime changed from %v to %v without a status change", transition, got)
