@@ -87,8 +87,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
 	// operator never blocks deleting a WebApp.
-	finWrote, err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan)
-	if err != nil {
+	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
 		r.mem.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
 		return ctrl.Result{}, err
 	}
@@ -109,7 +108,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
-	if err == nil && (applyErr != nil || statusErr != nil || held > 0 || finWrote || kids.wrote || statusWrote) {
+	if err == nil && (applyErr != nil || statusErr != nil || held > 0 || kids.wrote || statusWrote) {
 		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
@@ -258,10 +257,9 @@ func (r *WebAppReconciler) event(app *webappv1.WebApp, related runtime.Object, e
 }
 
 // ensureFinalizer makes our field manager own exactly our finalizer when want is set, and nothing on the WebApp's
-// main resource otherwise, and reports whether it wrote. A finalizer we do not want that another manager also set
-// (a restored manifest that carried it) survives that apply; it is then removed with a guarded JSON patch, since
-// nothing else will.
-func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) (bool, error) {
+// main resource otherwise. A finalizer we do not want that another manager also set (a restored manifest that
+// carried it) survives that apply; it is then removed with a guarded JSON patch, since nothing else will.
+func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) error {
 	key := client.ObjectKeyFromObject(app)
 	out, err := ensure(ctx, r, "WebApp", key, func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
 		desired := webappv1ac.WebApp(app.Name, app.Namespace)
@@ -270,15 +268,13 @@ func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.We
 		}
 		return desired
 	}, webappv1ac.ExtractWebApp, writeOpts{onlyIfExists: true})
-	wrote := out.sent
 	if err == nil && !want && out.obj != nil && controllerutil.ContainsFinalizer(out.obj, webappv1.Finalizer) {
-		wrote = true
 		err = r.removeFinalizer(ctx, key)
 	}
 	if err = client.IgnoreNotFound(err); err != nil {
-		return wrote, fmt.Errorf("writing the finalizer of WebApp %s: %w", app.Name, err)
+		return fmt.Errorf("writing the finalizer of WebApp %s: %w", app.Name, err)
 	}
-	return wrote, nil
+	return nil
 }
 
 // removeFinalizer removes our finalizer, which another manager also owns, from the WebApp as the server has it.
@@ -311,8 +307,7 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 			return err
 		}
 	}
-	_, err := r.ensureFinalizer(ctx, app, false)
-	return err
+	return r.ensureFinalizer(ctx, app, false)
 }
 
 // releaseChildren takes our owner reference off the children, changing nothing else: they keep running.
