@@ -96,10 +96,17 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if r.mem.matches(req.NamespacedName, fp) {
 		return ctrl.Result{}, nil
 	}
+	return r.converge(ctx, app, fp)
+}
+
+// converge writes app's children, then its status, and remembers how that ended: converged at fp (nothing sent,
+// nothing failed), failing, or neither, for the resync.
+func (r *WebAppReconciler) converge(ctx context.Context, app *webappv1.WebApp, fp string) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(app)
 	kids, applyErr := r.applyChildren(ctx, app)
 	if errors.Is(applyErr, errOwnerGoing) {
 		// The cache is behind a deletion: the WebApp's own event brings the reconcile that handles it.
-		r.mem.settle(req.NamespacedName, "", nil)
+		r.mem.settle(key, "", nil)
 		return ctrl.Result{}, nil
 	}
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, kids.observation(), applyErr)
@@ -112,7 +119,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
-	r.mem.settle(req.NamespacedName, fp, err)
+	r.mem.settle(key, fp, err)
 	return res, err
 }
 
