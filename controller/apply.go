@@ -299,7 +299,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		if err := r.reader().Get(ctx, key, applied); err == nil {
 			res.retained = retainedFields(kind, res.before, applied)
 		}
-		log.FromContext(ctx).V(1).Info("let go of fields; other managers keep some", "kind", kind, "kept", len(res.retained))
+		log.FromContext(ctx).V(1).Info("let go of fields", "kind", kind, "keptByOtherManagers", len(res.retained))
 	}
 	return res, nil
 }
