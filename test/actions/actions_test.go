@@ -156,7 +156,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	for _, n := range appNames {
 		s.apps = append(s.apps, &app{name: n, exports: map[string]*unstructured.Unstructured{}})
 	}
-	s.hist = watchHistory(t, s.ns, ns.ResourceVersion)
+	s.hist = watchHistory(t, s.ns)
 	s.hist.createMarkers(t, s.ns)
 	s.op = startOperator(t, s.ns, requeue, s.writes, &s.faults)
 	t.Cleanup(func() {
@@ -235,6 +235,7 @@ func pick[T any](s *seq, options ...T) T { return options[s.rng.IntN(len(options
 // record adds a step to the replay.
 func (s *seq) record(what string, cmds ...string) {
 	s.steps = append(s.steps, step{n: len(s.steps) + 1, what: what, cmds: cmds})
+	s.t.Logf("step %d: %s", len(s.steps), what)
 }
 
 // note adds a line to the last step's replay (what the API server answered, say).

@@ -54,9 +54,8 @@ type history struct {
 	markers int
 }
 
-// watchHistory starts recording the WebApps and children of namespace ns from resourceVersion rv (the
-// namespace's creation) until the test ends.
-func watchHistory(t *testing.T, ns, rv string) *history {
+// watchHistory starts recording the WebApps and children of namespace ns, still empty, until the test ends.
+func watchHistory(t *testing.T, ns string) *history {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &history{byKind: map[string][]version{}, lastRV: map[string]int64{}, stop: cancel}
@@ -65,7 +64,15 @@ func watchHistory(t *testing.T, ns, rv string) *history {
 		lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return dyn.Resource(k.gvr).Namespace(ns).Watch(ctx, o)
 		}}
-		w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+		// From the resourceVersion of an empty list: a watch cache may not reach back to the namespace's creation.
+		list, err := dyn.Resource(k.gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) > 0 {
+			t.Fatalf("namespace %s is not empty: %d %s", ns, len(list.Items), k.name)
+		}
+		w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,13 +5,11 @@
 package actions
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,7 +58,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.UseDevMode(true), zap.Level(zapcore.Level(-1))))
-	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true})
+	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true, InstallCRD: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the local cluster: %v\n", err)
 		return 1
@@ -75,18 +73,8 @@ func run(m *testing.M) int {
 	return code
 }
 
-// setUpAndRun installs the CRD as a user would, builds the test's clients and runs the tests.
+// setUpAndRun builds the test's clients and runs the tests.
 func setUpAndRun(m *testing.M) int {
-	crd := filepath.Join(cluster.RepoRoot(), "manifests", "crd")
-	for _, args := range [][]string{
-		{"apply", "--server-side", "-f", crd},
-		{"wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com"},
-	} {
-		if out, err := kubectl(args...); err != nil {
-			fmt.Fprintf(os.Stderr, "kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-			return 1
-		}
-	}
 	var err error
 	if k8s, err = client.New(lc.Config, client.Options{Scheme: controller.NewScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -97,16 +85,6 @@ func setUpAndRun(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// kubectl runs the cluster's kubectl and returns its combined output.
-func kubectl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(lc.Bin, "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
 }
 
 // writeLog records the write requests (anything but GET and HEAD) the operator's clients send, across restarts.
