@@ -141,7 +141,7 @@ type seq struct {
 	marks   []*mark
 	claims  map[string]bool // status claims already checked, "uid/condition/generation"
 	cursor  int             // WebApp versions checked so far
-	reasons map[string]bool // Ready conditions without a reason or message already reported
+	stats   struct{ deletions, releases int }
 }
 
 func runSequence(t *testing.T, seed uint64, index, steps int) {
@@ -152,7 +152,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	}
 	s := &seq{t: t, seed: seed, index: index, ns: ns.Name, rng: rand.New(rand.NewPCG(seed, uint64(index))),
 		writes: &writeLog{}, specs: map[types.UID]map[int64]webappv1.WebAppSpec{}, ours: map[types.UID]bool{},
-		foreign: map[types.UID]string{}, claims: map[string]bool{}, reasons: map[string]bool{}}
+		foreign: map[types.UID]string{}, claims: map[string]bool{}}
 	for _, n := range appNames {
 		s.apps = append(s.apps, &app{name: n, exports: map[string]*unstructured.Unstructured{}})
 	}
@@ -188,6 +188,8 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	}
 	s.waitDeletions()
 	s.check()
+	t.Logf("sequence %d checked %d versions of WebApps, %d status claims, %d deletions (%d with released children), %d foreign objects, %d user deletions after a WebApp's",
+		index, s.cursor, len(s.claims), s.stats.deletions, s.stats.releases, len(s.foreign), len(s.marks))
 }
 
 // actions are the other actors' moves, with their weights. An action that does not apply to the state drawn
@@ -199,10 +201,10 @@ var actions = []struct {
 	{4, (*seq).actCreateWebApp},
 	{14, (*seq).actChangeSpec},
 	{5, (*seq).actSwitchPolicy},
-	{6, (*seq).actDeleteWebApp},
+	{8, (*seq).actDeleteWebApp},
 	{10, (*seq).actDeleteChild},
 	{5, (*seq).actRecreateFromExport},
-	{3, (*seq).actCreateForeign},
+	{4, (*seq).actCreateForeign},
 	{10, (*seq).actOpsApply},
 	{3, (*seq).actInjectFault},
 	{4, (*seq).actRestart},
@@ -281,8 +283,18 @@ func (s *seq) actChangeSpec(a *app) bool {
 	if a.state != alive {
 		return false
 	}
+	spec := s.randomSpec(a.spec.DeletionPolicy)
+	if s.chance(0.25) {
+		// A user adds a bad pod label to the spec as it is: nothing else changes, so only the refusal can stop
+		// the status from claiming the new generation.
+		spec = *a.spec.DeepCopy()
+		if spec.PodLabels == nil {
+			spec.PodLabels = map[string]string{}
+		}
+		spec.PodLabels["tier"] = "has space"
+	}
 	s.record(fmt.Sprintf("change the spec of WebApp %s", a.name))
-	s.applySpec(a, s.randomSpec(a.spec.DeletionPolicy))
+	s.applySpec(a, spec)
 	return true
 }
 
@@ -307,8 +319,8 @@ func (s *seq) actDeleteWebApp(a *app) bool {
 		return false
 	}
 	var with *kind
-	if s.chance(0.4) {
-		with = ptr.To(pick(s, childKinds...))
+	if s.chance(0.5) {
+		with = ptr.To(pick(s, deploymentKind, deploymentKind, serviceKind, pdbKind))
 	}
 	s.deleteWebApp(a, with)
 	return true
@@ -537,7 +549,7 @@ func (s *seq) actLetWork(*app) bool {
 
 // --- helpers ---
 
-// randomSpec draws a spec: an image, 1 to 4 replicas, some env vars and pod labels; one in eight has a pod label
+// randomSpec draws a spec: an image, 1 to 4 replicas, some env vars and pod labels; one in ten has a pod label
 // value the CRD accepts and the Deployment API refuses.
 func (s *seq) randomSpec(policy webappv1.DeletionPolicy) webappv1.WebAppSpec {
 	spec := webappv1.WebAppSpec{Image: pick(s, "nginx:1.25", "nginx:1.27", "web:1", "web:2"), Replicas: int32(1 + s.rng.IntN(4)), DeletionPolicy: policy}
@@ -553,7 +565,7 @@ func (s *seq) randomSpec(policy webappv1.DeletionPolicy) webappv1.WebAppSpec {
 	if s.chance(0.3) {
 		labels["version"] = pick(s, "v1", "v2")
 	}
-	if s.chance(0.12) {
+	if s.chance(0.1) {
 		labels["tier"] = "has space"
 	}
 	if len(labels) > 0 {

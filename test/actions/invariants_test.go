@@ -224,6 +224,10 @@ func specSummary(spec webappv1.WebAppSpec) string {
 // garbage-collected (invariant 1).
 func (s *seq) settleDeletion(a *app) {
 	d, tb := a.del, s.reporting()
+	s.stats.deletions++
+	if d.release {
+		s.stats.releases++
+	}
 	testutil.Eventually(tb, convergeTimeout, fmt.Sprintf("the garbage collector deleted ConfigMap %s, owned by the deleted WebApp %s", a.sentinel, a.name),
 		func(ctx context.Context) error {
 			err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.sentinel}, &corev1.ConfigMap{})
