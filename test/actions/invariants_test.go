@@ -234,7 +234,7 @@ func (s *seq) settleDeletion(a *app) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		})
 	if d.release {
 		// The garbage collector has passed; the window shows it does not delete the released children either.

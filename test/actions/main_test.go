@@ -36,7 +36,7 @@ import (
 
 var (
 	lc      *cluster.Cluster
-	k8s     client.Client    // the test's own client (admin; its requests are not counted)
+	k8s     client.Client     // the test's own client (admin; its requests are not counted)
 	dyn     dynamic.Interface // the same, for unstructured applies and watches
 	workDir string            // kubeconfig, component logs, operator log
 )
