@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -230,11 +231,13 @@ func (s *seq) settleDeletion(a *app) {
 	}
 	testutil.Eventually(tb, convergeTimeout, fmt.Sprintf("the garbage collector deleted ConfigMap %s, owned by the deleted WebApp %s", a.sentinel, a.name),
 		func(ctx context.Context) error {
-			err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.sentinel}, &corev1.ConfigMap{})
-			if apierrors.IsNotFound(err) {
+			switch err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.sentinel}, &corev1.ConfigMap{}); {
+			case apierrors.IsNotFound(err):
 				return nil
+			case err != nil:
+				return err
 			}
-			return fmt.Errorf("still there (%w)", err)
+			return errors.New("still there")
 		})
 	if d.release {
 		// The garbage collector has passed; the window shows it does not delete the released children either.
@@ -514,13 +517,12 @@ func (s *seq) fail(format string, args ...any) {
 			fmt.Fprintln(&b, c)
 		}
 	}
-	replay := b.String()
 	fmt.Fprintf(&b, "\nThe objects now:\n%s", s.dump())
 	file := filepath.Join(workDir, fmt.Sprintf("seed-%d-sequence-%d.txt", s.seed, s.index))
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err == nil {
-		replay += "\n(the replay and the objects are also in " + file + ")\n"
+		fmt.Fprintf(&b, "\n(all of this is also in %s)\n", file)
 	}
-	s.t.Fatalf("%s\nThe objects now:\n%s", replay, s.dump())
+	s.t.Fatal(b.String())
 }
 
 // dump is every WebApp and child of the namespace (the markers aside) as YAML.
