@@ -35,6 +35,9 @@ const (
 	requeue = time.Second
 	// convergeTimeout bounds how long a WebApp may take to converge (or say why not) once the actors stop.
 	convergeTimeout = 60 * time.Second
+	// promptStatus bounds how long a new WebApp goes without a Ready condition: its first status is written at
+	// once (only progress is paced), whatever happened to a WebApp of the same name before.
+	promptStatus = 5 * time.Second
 )
 
 // The WebApps of every sequence; two, so one WebApp's events cannot be mistaken for the other's.
@@ -93,11 +96,12 @@ type app struct {
 	spec     webappv1.WebAppSpec // the spec last applied, as the server stored it
 	sentinel string              // a ConfigMap owned by the WebApp: its deletion shows the garbage collector passed
 	exports  map[string]*unstructured.Unstructured
-	del      *deletion
 }
 
 // deletion is what the test knew when it deleted a WebApp, to check afterwards.
 type deletion struct {
+	name       string
+	sentinel   string
 	uid        types.UID
 	step       int
 	release    bool                 // our finalizer was on it with the Orphan policy: the children must be released
@@ -142,6 +146,9 @@ type seq struct {
 	claims  map[string]bool // status claims already checked, "uid/condition/generation"
 	cursor  int             // WebApp versions checked so far
 	stats   struct{ deletions, releases int }
+	pending []*deletion             // WebApps deleted, not yet checked gone
+	created map[types.UID]time.Time // when each WebApp was created
+	shown   map[types.UID]bool      // WebApps that have shown a Ready condition
 }
 
 func runSequence(t *testing.T, seed uint64, index, steps int) {
@@ -152,7 +159,8 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	}
 	s := &seq{t: t, seed: seed, index: index, ns: ns.Name, rng: rand.New(rand.NewPCG(seed, uint64(index))),
 		writes: &writeLog{}, specs: map[types.UID]map[int64]webappv1.WebAppSpec{}, ours: map[types.UID]bool{},
-		foreign: map[types.UID]string{}, claims: map[string]bool{}}
+		foreign: map[types.UID]string{}, claims: map[string]bool{},
+		created: map[types.UID]time.Time{}, shown: map[types.UID]bool{}}
 	for _, n := range appNames {
 		s.apps = append(s.apps, &app{name: n, exports: map[string]*unstructured.Unstructured{}})
 	}
@@ -202,6 +210,7 @@ var actions = []struct {
 	{14, (*seq).actChangeSpec},
 	{5, (*seq).actSwitchPolicy},
 	{8, (*seq).actDeleteWebApp},
+	{3, (*seq).actReplaceWebApp},
 	{10, (*seq).actDeleteChild},
 	{5, (*seq).actRecreateFromExport},
 	{4, (*seq).actCreateForeign},
@@ -265,6 +274,7 @@ func (s *seq) createWebApp(a *app) {
 		return
 	}
 	a.state, a.uid = alive, u.GetUID()
+	s.created[a.uid] = time.Now()
 	// A new WebApp of the name may create children of the name again.
 	s.clearMarks("", a.name, rv(u))
 	// The sentinel is owned by this WebApp only; once the garbage collector deleted it, it has processed the
@@ -341,7 +351,7 @@ func (s *seq) deleteWebApp(a *app, with *kind) {
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.name}, cur); err != nil {
 			s.fail("reading WebApp %s before deleting it: %v", a.name, err)
 		}
-		d = &deletion{uid: cur.UID, step: len(s.steps), candidates: map[string]types.UID{}, replicas: cur.Spec.Replicas,
+		d = &deletion{name: a.name, sentinel: a.sentinel, uid: cur.UID, step: len(s.steps), candidates: map[string]types.UID{}, replicas: cur.Spec.Replicas,
 			release: slices.Contains(cur.Finalizers, webappv1.Finalizer) && cur.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan}
 		for _, k := range childKinds {
 			if u := s.get(k, a.name); u != nil && controlledBy(u, cur.UID) {
@@ -361,10 +371,29 @@ func (s *seq) deleteWebApp(a *app, with *kind) {
 	}
 	s.note("the WebApp had finalizers %v and deletionPolicy %s: its children must be %s", cur.Finalizers, cur.Spec.DeletionPolicy,
 		map[bool]string{true: "released", false: "garbage-collected"}[d.release])
-	a.state, a.del = deleting, d
+	a.state = deleting
+	s.pending = append(s.pending, d)
 	if with != nil {
 		s.deleteChild(a, *with)
 	}
+}
+
+// actReplaceWebApp deletes a live WebApp and creates it again at once (a new UID), as
+// `kubectl delete webapp/a && kubectl apply -f a.yaml` does; with a finalizer on it, the deletion takes time and
+// only the deletion happens.
+func (s *seq) actReplaceWebApp(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	s.deleteWebApp(a, nil)
+	if s.get(webAppKind, a.name) != nil {
+		s.note("the WebApp is still being deleted: it is not created again now")
+		return true
+	}
+	a.state = absent
+	s.createWebApp(a)
+	s.steps[len(s.steps)-1].what += " right after deleting it"
+	return true
 }
 
 // actDeleteChild deletes the object of a child's name, whoever's it is.

@@ -37,6 +37,7 @@ var (
 
 // version is one state of an object as a watch delivered it.
 type version struct {
+	at      time.Time // when the watch delivered it
 	rv      int64
 	deleted bool
 	obj     *unstructured.Unstructured
@@ -100,7 +101,7 @@ func (h *history) record(ctx context.Context, kind string, w *watchtools.RetryWa
 				}
 			default:
 				rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-				h.byKind[kind] = append(h.byKind[kind], version{rv: rv, deleted: ev.Type == watch.Deleted, obj: u})
+				h.byKind[kind] = append(h.byKind[kind], version{at: time.Now(), rv: rv, deleted: ev.Type == watch.Deleted, obj: u})
 				h.lastRV[kind] = max(h.lastRV[kind], rv)
 			}
 			h.mu.Unlock()

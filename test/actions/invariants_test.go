@@ -44,14 +44,16 @@ var (
 // and on the deletions that completed.
 func (s *seq) check() {
 	s.hist.sync(s.reporting(), s.ns)
-	for _, a := range s.apps {
-		if a.state == deleting && s.get(webAppKind, a.name) == nil {
-			s.settleDeletion(a)
-		}
-	}
+	s.settleDeletions()
 	s.checkResurrections()
 	s.checkForeign()
 	s.checkStatusClaims()
+	for _, a := range s.apps {
+		if since := time.Since(s.created[a.uid]); a.state == alive && !s.shown[a.uid] && since > promptStatus {
+			s.fail("invariant 5 (a WebApp says how it is): WebApp %s (uid %s) has had no Ready condition for %v since its creation, more than %v",
+				a.name, a.uid, since.Round(100*time.Millisecond), promptStatus)
+		}
+	}
 }
 
 // checkResurrections: invariant 1. A child a user deleted while its WebApp was gone or being deleted never
@@ -130,6 +132,13 @@ func (s *seq) checkStatusClaims() {
 		if ready != nil && ready.Status != metav1.ConditionTrue && (ready.Reason == "" || ready.Message == "") {
 			s.fail("invariant 5 (a WebApp that is not Ready says why): WebApp %s at resourceVersion %d has Ready=%s with reason %q and message %q:\n%s",
 				app.Name, v.rv, ready.Status, ready.Reason, ready.Message, toYAML(v.obj.Object))
+		}
+		if ready != nil && !s.shown[app.UID] {
+			s.shown[app.UID] = true
+			if late := v.at.Sub(s.created[app.UID]); late > promptStatus {
+				s.fail("invariant 5 (a WebApp says how it is): WebApp %s (uid %s) showed its first Ready condition %v after its creation, more than %v:\n%s",
+					app.Name, app.UID, late.Round(100*time.Millisecond), promptStatus, toYAML(v.obj.Object))
+			}
 		}
 		if ready != nil && ready.Status == metav1.ConditionTrue {
 			s.checkClaim(app, v, "Ready=True", ready.ObservedGeneration)
@@ -219,19 +228,43 @@ func specSummary(spec webappv1.WebAppSpec) string {
 	return fmt.Sprintf("image %s, replicas %d, env %v, podLabels %v", spec.Image, spec.Replicas, env, spec.PodLabels)
 }
 
+// gone reports whether the WebApp of deletion d no longer exists (none of its name, or a new one).
+func (s *seq) gone(d *deletion) bool {
+	u := s.get(webAppKind, d.name)
+	return u == nil || u.GetUID() != d.uid
+}
+
+// settleDeletions checks the deletions whose WebApp is gone.
+func (s *seq) settleDeletions() {
+	var left []*deletion
+	for _, d := range s.pending {
+		if !s.gone(d) {
+			left = append(left, d)
+			continue
+		}
+		s.settleDeletion(d)
+		for _, a := range s.apps {
+			if a.name == d.name && a.uid == d.uid && a.state == deleting {
+				a.state = absent
+			}
+		}
+	}
+	s.pending = left
+}
+
 // settleDeletion checks a WebApp the test deleted and that is now gone: once the garbage collector has processed
 // its disappearance (it deleted the sentinel the WebApp owned), children it released (Orphan policy with our
 // finalizer) still exist without an owner reference to it (invariant 2); otherwise its children are
 // garbage-collected (invariant 1).
-func (s *seq) settleDeletion(a *app) {
-	d, tb := a.del, s.reporting()
+func (s *seq) settleDeletion(d *deletion) {
+	tb := s.reporting()
 	s.stats.deletions++
 	if d.release {
 		s.stats.releases++
 	}
-	testutil.Eventually(tb, convergeTimeout, fmt.Sprintf("the garbage collector deleted ConfigMap %s, owned by the deleted WebApp %s", a.sentinel, a.name),
+	testutil.Eventually(tb, convergeTimeout, fmt.Sprintf("the garbage collector deleted ConfigMap %s, owned by the deleted WebApp %s", d.sentinel, d.name),
 		func(ctx context.Context) error {
-			switch err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.sentinel}, &corev1.ConfigMap{}); {
+			switch err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: d.sentinel}, &corev1.ConfigMap{}); {
 			case apierrors.IsNotFound(err):
 				return nil
 			case err != nil:
@@ -242,19 +275,19 @@ func (s *seq) settleDeletion(a *app) {
 	if d.release {
 		// The garbage collector has passed; the window shows it does not delete the released children either.
 		testutil.Consistently(tb, 2*time.Second, fmt.Sprintf("invariant 2 (a released child survives garbage collection): the children of WebApp %s "+
-			"(uid %s, deleted at step %d with the Orphan policy and our finalizer) are released", a.name, d.uid, d.step), func(context.Context) error {
+			"(uid %s, deleted at step %d with the Orphan policy and our finalizer) are released", d.name, d.uid, d.step), func(context.Context) error {
 			for _, k := range childKinds {
 				uid, ok := d.candidates[k.name]
 				if !ok || (k == pdbKind && d.replicas < 2) || s.userDeleted(uid) {
 					continue
 				}
-				u := s.get(k, a.name)
+				u := s.get(k, d.name)
 				if u == nil || u.GetUID() != uid {
-					return fmt.Errorf("%s %s (uid %s) was deleted; its last version:\n%s", k.name, a.name, uid, s.lastVersion(k, a.name, uid))
+					return fmt.Errorf("%s %s (uid %s) was deleted; its last version:\n%s", k.name, d.name, uid, s.lastVersion(k, d.name, uid))
 				}
 				for _, ref := range u.GetOwnerReferences() {
 					if ref.UID == d.uid {
-						return fmt.Errorf("%s %s still has an ownerReference to the deleted WebApp:\n%s", k.name, a.name, toYAML(u.Object))
+						return fmt.Errorf("%s %s still has an ownerReference to the deleted WebApp:\n%s", k.name, d.name, toYAML(u.Object))
 					}
 				}
 			}
@@ -262,16 +295,15 @@ func (s *seq) settleDeletion(a *app) {
 		})
 	} else {
 		testutil.Eventually(tb, convergeTimeout, fmt.Sprintf("invariant 1 (with policy Delete the children end garbage-collected): the children of WebApp %s (uid %s, deleted at step %d)",
-			a.name, d.uid, d.step), func(context.Context) error {
+			d.name, d.uid, d.step), func(context.Context) error {
 			for _, k := range childKinds {
-				if u := s.get(k, a.name); u != nil && slices.ContainsFunc(u.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == d.uid }) {
-					return fmt.Errorf("%s %s still exists with an ownerReference to it", k.name, a.name)
+				if u := s.get(k, d.name); u != nil && slices.ContainsFunc(u.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == d.uid }) {
+					return fmt.Errorf("%s %s still exists with an ownerReference to it", k.name, d.name)
 				}
 			}
 			return nil
 		})
 	}
-	a.state, a.del = absent, nil
 }
 
 // userDeleted reports whether a user deleted the object of uid after its WebApp was deleted.
@@ -293,20 +325,14 @@ func (s *seq) lastVersion(k kind, name string, uid types.UID) string {
 // waitDeletions waits until every WebApp the test deleted is gone, and checks what must follow.
 func (s *seq) waitDeletions() {
 	testutil.Eventually(s.reporting(), convergeTimeout, "every deleted WebApp gone (nothing blocks a deletion)", func(context.Context) error {
-		for _, a := range s.apps {
-			if a.state == deleting {
-				if u := s.get(webAppKind, a.name); u != nil {
-					return fmt.Errorf("WebApp %s still there:\n%s", a.name, toYAML(u.Object))
-				}
+		for _, d := range s.pending {
+			if !s.gone(d) {
+				return fmt.Errorf("WebApp %s still there:\n%s", d.name, toYAML(s.get(webAppKind, d.name).Object))
 			}
 		}
 		return nil
 	})
-	for _, a := range s.apps {
-		if a.state == deleting {
-			s.settleDeletion(a)
-		}
-	}
+	s.settleDeletions()
 }
 
 // quiesce stops the actors and checks rest: every WebApp converges or says why (invariant 5), then three
