@@ -390,6 +390,11 @@ func (s *seq) actReplaceWebApp(a *app) bool {
 		s.note("the WebApp is still being deleted: it is not created again now")
 		return true
 	}
+	if d := s.pending[len(s.pending)-1]; d.release {
+		// Released children are checked before a new WebApp of the name adopts them (and, at one replica, deletes
+		// the PodDisruptionBudget).
+		s.settleDeletions()
+	}
 	a.state = absent
 	s.createWebApp(a)
 	s.steps[len(s.steps)-1].what += " right after deleting it"
