@@ -13,6 +13,8 @@ GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # The generative test's seed and number of cases (make fuzz SEED=7 COUNT=1000).
 SEED ?= 1
 COUNT ?= 200
+# The action test's number of steps (make fuzz-actions SEED=7 STEPS=200): sequences of 20 in fresh namespaces.
+STEPS ?= 200
 # The scale benchmark (make bench-scale): N WebApps beside U unrelated Deployments, the manager's resync, its
 # workers (also the floor client's concurrency) and more manager flags (ARGS); the floor runs in a fresh cluster
 # with the same load (FLOOR=same: in the operator's cluster afterwards, one preload instead of two; FLOOR=0: none).
@@ -83,6 +85,12 @@ fuzz: ## Run the generative promise test on a real API server: COUNT random WebA
 	bin=$$(test/tools/install.sh) && \
 		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$bin}" WEBAPP_TOOLS_BIN="$$bin" WEBAPP_FUZZ_SEED=$(SEED) WEBAPP_FUZZ_COUNT=$(COUNT) \
 		go test -timeout $(TEST_TIMEOUT) -count=1 -v -run '^TestEveryAcceptedWebAppConvergesThenCostsZeroWrites$$' ./test/integration
+
+.PHONY: fuzz-actions
+fuzz-actions: ## Run the action test on a local cluster: STEPS random actions of other actors from SEED (a failure prints the steps as kubectl commands).
+	bin=$$(test/tools/install.sh) && \
+		WEBAPP_TOOLS_BIN="$$bin" WEBAPP_ACTIONS_SEED=$(SEED) WEBAPP_ACTIONS_STEPS=$(STEPS) \
+		go test -timeout $(TEST_TIMEOUT) -count=1 -v -run '^TestRandomActionsKeepTheInvariants$$' ./test/actions
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).

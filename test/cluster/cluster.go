@@ -39,6 +39,10 @@ type Options struct {
 	Images []string
 	// NodePods is how many pods the fake node takes (1000 when zero); a scale benchmark needs more.
 	NodePods int
+	// InstallCRD installs the WebApp CRD before kube-controller-manager starts, so its garbage collector knows
+	// WebApps from the start: it discovers kinds added later only every 30 s, and until then never collects what
+	// a deleted WebApp owned.
+	InstallCRD bool
 }
 
 // Cluster is a running local cluster.
@@ -76,8 +80,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	logDir := filepath.Join(opts.Dir, "logs")
-	// The CRD is left to the user (kubectl apply --server-side -f manifests/crd), as on any cluster.
-	env, err := NewEnvtest(logDir, false)
+	// The CRD is left to the user (kubectl apply --server-side -f manifests/crd), as on any cluster, unless asked.
+	env, err := NewEnvtest(logDir, opts.InstallCRD)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,717 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+)
+
+const (
+	// defaultSteps is the CI budget: WEBAPP_ACTIONS_STEPS when unset (make fuzz-actions STEPS=...).
+	defaultSteps = 60
+	// stepsPerSequence: every sequence of this many steps runs in a fresh namespace with a fresh operator and ends
+	// with the checks at rest, so a long run is many sequences, each with its own replay.
+	stepsPerSequence = 20
+	// requeue is the operator's resync period: short, so rest is reached and proven quickly.
+	requeue = time.Second
+	// convergeTimeout bounds how long a WebApp may take to converge (or say why not) once the actors stop.
+	convergeTimeout = 60 * time.Second
+	// promptStatus bounds how long a new WebApp goes without a Ready condition: its first status is written at
+	// once (only progress is paced), whatever happened to a WebApp of the same name before.
+	promptStatus = 5 * time.Second
+)
+
+// The WebApps of every sequence; two, so one WebApp's events cannot be mistaken for the other's.
+var appNames = []string{"a", "b"}
+
+// seedAndSteps reads WEBAPP_ACTIONS_SEED (1 by default) and WEBAPP_ACTIONS_STEPS (defaultSteps).
+func seedAndSteps(t *testing.T) (uint64, int) {
+	t.Helper()
+	seed, steps := uint64(1), defaultSteps
+	if v := os.Getenv("WEBAPP_ACTIONS_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("WEBAPP_ACTIONS_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	if v := os.Getenv("WEBAPP_ACTIONS_STEPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("WEBAPP_ACTIONS_STEPS=%q: want a positive number", v)
+		}
+		steps = n
+	}
+	return seed, steps
+}
+
+// Other actors act on WebApps and their children in random order while the operator runs, restarts and meets API
+// errors; after every step and once they stop, the operator's promises hold: nothing deleted comes back, released
+// children survive, nothing foreign is taken over, status claims only what the Deployment got, every WebApp
+// converges or says why, and at rest nothing is written.
+func TestRandomActionsKeepTheInvariants(t *testing.T) {
+	seed, steps := seedAndSteps(t)
+	t.Logf("seed %d, %d steps (WEBAPP_ACTIONS_SEED=%d WEBAPP_ACTIONS_STEPS=%d, or make fuzz-actions SEED=%d STEPS=%d)", seed, steps, seed, steps, seed, steps)
+	fmt.Printf("action test: seed %d, %d steps\n", seed, steps)
+	for i := 0; steps > 0; i++ {
+		n := min(steps, stepsPerSequence)
+		steps -= n
+		t.Run(fmt.Sprintf("sequence-%d", i), func(t *testing.T) { runSequence(t, seed, i, n) })
+	}
+}
+
+// appState is what the test knows of one WebApp name.
+type appState int
+
+const (
+	absent   appState = iota // never created, or deleted and its deletion checked
+	alive                    // created, not deleted
+	deleting                 // deleted by the test; not yet seen gone
+)
+
+// app is the test's model of one WebApp name.
+type app struct {
+	name     string
+	state    appState
+	uid      types.UID
+	spec     webappv1.WebAppSpec // the spec last applied, as the server stored it
+	sentinel string              // a ConfigMap owned by the WebApp: its deletion shows the garbage collector passed
+	exports  map[string]*unstructured.Unstructured
+}
+
+// deletion is what the test knew when it deleted a WebApp, to check afterwards.
+type deletion struct {
+	name       string
+	sentinel   string
+	uid        types.UID
+	step       int
+	release    bool                 // our finalizer was on it with the Orphan policy: the children must be released
+	candidates map[string]types.UID // kind -> child the WebApp controlled then
+	replicas   int32
+}
+
+// mark is a child a user deleted while its WebApp was gone or being deleted: nothing may bring it back until the
+// test itself creates an object of that name or a new WebApp of that name.
+type mark struct {
+	kind, name string
+	uid        types.UID // the object deleted
+	step       int
+	clearedAt  int64 // resourceVersion from which the test itself re-created the name (0: not yet)
+}
+
+// step is one action, as shell commands that replay it.
+type step struct {
+	n    int
+	what string
+	cmds []string
+}
+
+// seq is one sequence: a namespace, an operator, two WebApp names and the test's record of what it did.
+type seq struct {
+	t       *testing.T
+	seed    uint64
+	index   int
+	ns      string
+	rng     *rand.Rand
+	apps    []*app
+	steps   []step
+	writes  *writeLog
+	faults  atomic.Pointer[fault]
+	faultN  int // steps left until the fault is removed
+	op      *operator
+	hist    *history
+	specs   map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp
+	ours    map[types.UID]bool                          // objects the test itself created
+	foreign map[types.UID]string                        // objects the test created without our labels: "Kind/name"
+	marks   []*mark
+	claims  map[string]bool // status claims already checked, "uid/condition/generation"
+	cursor  int             // WebApp versions checked so far
+	stats   struct{ deletions, releases int }
+	pending []*deletion             // WebApps deleted, not yet checked gone
+	created map[types.UID]time.Time // when each WebApp was created
+	shown   map[types.UID]bool      // WebApps that have shown a Ready condition
+}
+
+func runSequence(t *testing.T, seed uint64, index, steps int) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("actions-%d-%s", index, utilrand.String(4))}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	s := &seq{t: t, seed: seed, index: index, ns: ns.Name, rng: rand.New(rand.NewPCG(seed, uint64(index))),
+		writes: &writeLog{}, specs: map[types.UID]map[int64]webappv1.WebAppSpec{}, ours: map[types.UID]bool{},
+		foreign: map[types.UID]string{}, claims: map[string]bool{},
+		created: map[types.UID]time.Time{}, shown: map[types.UID]bool{}}
+	for _, n := range appNames {
+		s.apps = append(s.apps, &app{name: n, exports: map[string]*unstructured.Unstructured{}})
+	}
+	s.hist = watchHistory(t, s.ns)
+	s.hist.createMarkers(t, s.ns)
+	s.op = startOperator(t, s.ns, requeue, s.writes, &s.faults)
+	t.Cleanup(func() {
+		s.op.stop()
+		_ = k8s.Delete(context.Background(), ns)
+	})
+	t.Logf("sequence %d in namespace %s: %d steps", index, s.ns, steps)
+
+	// Both WebApps exist from the start, so the first actions have something to act on.
+	for _, a := range s.apps {
+		s.createWebApp(a)
+		s.check()
+	}
+	for range steps {
+		s.randomStep()
+		if s.faultN > 0 {
+			if s.faultN--; s.faultN == 0 {
+				s.removeFault()
+			}
+		}
+		s.check()
+	}
+	s.quiesce()
+	// Deleting what is left proves deletion once more, from rest, under whichever policy each WebApp has.
+	for _, a := range s.apps {
+		if a.state == alive {
+			s.deleteWebApp(a, nil)
+		}
+	}
+	s.waitDeletions()
+	s.check()
+	t.Logf("sequence %d checked %d versions of WebApps, %d status claims, %d deletions (%d with released children), %d foreign objects, %d user deletions after a WebApp's",
+		index, s.cursor, len(s.claims), s.stats.deletions, s.stats.releases, len(s.foreign), len(s.marks))
+}
+
+// actions are the other actors' moves, with their weights. An action that does not apply to the state drawn
+// returns false and another is drawn.
+var actions = []struct {
+	weight int
+	run    func(*seq, *app) bool
+}{
+	{4, (*seq).actCreateWebApp},
+	{14, (*seq).actChangeSpec},
+	{5, (*seq).actSwitchPolicy},
+	{8, (*seq).actDeleteWebApp},
+	{3, (*seq).actReplaceWebApp},
+	{10, (*seq).actDeleteChild},
+	{5, (*seq).actRecreateFromExport},
+	{4, (*seq).actCreateForeign},
+	{10, (*seq).actOpsApply},
+	{3, (*seq).actInjectFault},
+	{4, (*seq).actRestart},
+	{10, (*seq).actLetWork},
+}
+
+// randomStep draws actions until one applies.
+func (s *seq) randomStep() {
+	total := 0
+	for _, a := range actions {
+		total += a.weight
+	}
+	for range 100 {
+		n := s.rng.IntN(total)
+		i := 0
+		for ; n >= actions[i].weight; i++ {
+			n -= actions[i].weight
+		}
+		if actions[i].run(s, s.apps[s.rng.IntN(len(s.apps))]) {
+			return
+		}
+	}
+	s.fail("no action applies to the state: a bug of the test")
+}
+
+func (s *seq) chance(p float64) bool { return s.rng.Float64() < p }
+
+func pick[T any](s *seq, options ...T) T { return options[s.rng.IntN(len(options))] }
+
+// record adds a step to the replay.
+func (s *seq) record(what string, cmds ...string) {
+	s.steps = append(s.steps, step{n: len(s.steps) + 1, what: what, cmds: cmds})
+	s.t.Logf("step %d: %s", len(s.steps), what)
+}
+
+// note adds a line to the last step's replay (what the API server answered, say).
+func (s *seq) note(format string, args ...any) {
+	last := &s.steps[len(s.steps)-1]
+	last.cmds = append(last.cmds, "# "+fmt.Sprintf(format, args...))
+}
+
+// --- the actions ---
+
+// actCreateWebApp creates a WebApp of a name that is free: new, or gone (a new UID).
+func (s *seq) actCreateWebApp(a *app) bool {
+	if a.state != absent {
+		return false
+	}
+	s.createWebApp(a)
+	return true
+}
+
+func (s *seq) createWebApp(a *app) {
+	spec := s.randomSpec(pick(s, webappv1.DeletionPolicyDelete, webappv1.DeletionPolicyOrphan))
+	s.record(fmt.Sprintf("create WebApp %s", a.name))
+	u := s.applySpec(a, spec)
+	if u == nil {
+		return
+	}
+	a.state, a.uid = alive, u.GetUID()
+	s.created[a.uid] = time.Now()
+	// A new WebApp of the name may create children of the name again.
+	s.clearMarks("", a.name, rv(u))
+	// The sentinel is owned by this WebApp only; once the garbage collector deleted it, it has processed the
+	// WebApp's deletion.
+	a.sentinel = fmt.Sprintf("%s-sentinel-%s", a.name, utilrand.String(5))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: a.sentinel, OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp", Name: a.name, UID: a.uid, BlockOwnerDeletion: ptr.To(false)}}}}
+	if err := k8s.Create(context.Background(), cm); err != nil {
+		s.fail("creating the sentinel ConfigMap: %v", err)
+	}
+	s.note("(the test also creates ConfigMap %s owned by webapp/%s uid %s, to see the garbage collector pass)", a.sentinel, a.name, a.uid)
+}
+
+// actChangeSpec changes a live WebApp's spec to another valid one, or to one the Deployment API refuses.
+func (s *seq) actChangeSpec(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	spec := s.randomSpec(a.spec.DeletionPolicy)
+	if s.chance(0.25) {
+		// A user adds a bad pod label to the spec as it is: nothing else changes, so only the refusal can stop
+		// the status from claiming the new generation.
+		spec = *a.spec.DeepCopy()
+		if spec.PodLabels == nil {
+			spec.PodLabels = map[string]string{}
+		}
+		spec.PodLabels["tier"] = "has space"
+	}
+	s.record(fmt.Sprintf("change the spec of WebApp %s", a.name))
+	s.applySpec(a, spec)
+	return true
+}
+
+// actSwitchPolicy switches a live WebApp between the Delete and Orphan policies.
+func (s *seq) actSwitchPolicy(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	spec := *a.spec.DeepCopy()
+	spec.DeletionPolicy = webappv1.DeletionPolicyOrphan
+	if a.spec.DeletionPolicy == webappv1.DeletionPolicyOrphan {
+		spec.DeletionPolicy = webappv1.DeletionPolicyDelete
+	}
+	s.record(fmt.Sprintf("switch WebApp %s to deletionPolicy %s", a.name, spec.DeletionPolicy))
+	s.applySpec(a, spec)
+	return true
+}
+
+// actDeleteWebApp deletes a live WebApp, sometimes with one of its children in the same command.
+func (s *seq) actDeleteWebApp(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	var with *kind
+	if s.chance(0.5) {
+		with = ptr.To(pick(s, deploymentKind, deploymentKind, serviceKind, pdbKind))
+	}
+	s.deleteWebApp(a, with)
+	return true
+}
+
+// deleteWebApp deletes WebApp a (and the child of kind with, when not nil, right after, as
+// `kubectl delete webapp/a deployment/a` does), remembering what must happen to its children.
+func (s *seq) deleteWebApp(a *app, with *kind) {
+	ctx := context.Background()
+	args := "webapp/" + a.name
+	if with != nil {
+		args += " " + with.short + "/" + a.name
+	}
+	s.record(fmt.Sprintf("delete WebApp %s", args), fmt.Sprintf("kubectl -n %s delete %s --wait=false", s.ns, args))
+	cur := &webappv1.WebApp{}
+	var d *deletion
+	for attempt := 0; ; attempt++ {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.name}, cur); err != nil {
+			s.fail("reading WebApp %s before deleting it: %v", a.name, err)
+		}
+		d = &deletion{name: a.name, sentinel: a.sentinel, uid: cur.UID, step: len(s.steps), candidates: map[string]types.UID{}, replicas: cur.Spec.Replicas,
+			release: slices.Contains(cur.Finalizers, webappv1.Finalizer) && cur.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan}
+		for _, k := range childKinds {
+			if u := s.get(k, a.name); u != nil && controlledBy(u, cur.UID) {
+				d.candidates[k.name] = u.GetUID()
+			}
+		}
+		// The preconditions make sure the finalizers and policy read above are those the deletion met.
+		err := dyn.Resource(webAppKind.gvr).Namespace(s.ns).Delete(ctx, a.name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}})
+		if err == nil {
+			break
+		}
+		// The operator changed it since it was read (its finalizer, its status): read it again.
+		if !apierrors.IsConflict(err) || attempt == 10 {
+			s.fail("deleting WebApp %s: %v", a.name, err)
+		}
+	}
+	s.note("the WebApp had finalizers %v and deletionPolicy %s: its children must be %s", cur.Finalizers, cur.Spec.DeletionPolicy,
+		map[bool]string{true: "released", false: "garbage-collected"}[d.release])
+	a.state = deleting
+	s.pending = append(s.pending, d)
+	if with != nil {
+		s.deleteChild(a, *with)
+	}
+}
+
+// actReplaceWebApp deletes a live WebApp and creates it again at once (a new UID), as
+// `kubectl delete webapp/a && kubectl apply -f a.yaml` does; with a finalizer on it, the deletion takes time and
+// only the deletion happens.
+func (s *seq) actReplaceWebApp(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	s.deleteWebApp(a, nil)
+	if s.get(webAppKind, a.name) != nil {
+		s.note("the WebApp is still being deleted: it is not created again now")
+		return true
+	}
+	if d := s.pending[len(s.pending)-1]; d.release {
+		// Released children are checked before a new WebApp of the name adopts them (and, at one replica, deletes
+		// the PodDisruptionBudget).
+		s.settleDeletions()
+	}
+	a.state = absent
+	s.createWebApp(a)
+	s.steps[len(s.steps)-1].what += " right after deleting it"
+	return true
+}
+
+// actDeleteChild deletes the object of a child's name, whoever's it is.
+func (s *seq) actDeleteChild(a *app) bool {
+	k := pick(s, childKinds...)
+	if s.get(k, a.name) == nil {
+		return false
+	}
+	s.record(fmt.Sprintf("delete %s %s", k.name, a.name), fmt.Sprintf("kubectl -n %s delete %s/%s --wait=false", s.ns, k.short, a.name))
+	s.deleteChild(a, k)
+	return true
+}
+
+// deleteChild exports the object of kind k named like a (kubectl get -o yaml) and deletes it; deleted while the
+// WebApp is gone or being deleted, nothing may bring it back.
+func (s *seq) deleteChild(a *app, k kind) {
+	u := s.get(k, a.name)
+	if u == nil {
+		s.note("%s %s was already gone", k.name, a.name)
+		return
+	}
+	a.exports[k.name] = export(u)
+	s.note("(exported first: kubectl -n %s get %s/%s -o yaml)", s.ns, k.short, a.name)
+	uid := u.GetUID()
+	err := dyn.Resource(k.gvr).Namespace(s.ns).Delete(context.Background(), a.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		s.note("%s %s was gone or replaced meanwhile: %v", k.name, a.name, err)
+		return
+	case err != nil:
+		s.fail("deleting %s %s: %v", k.name, a.name, err)
+	}
+	if a.state != alive {
+		s.marks = append(s.marks, &mark{kind: k.name, name: a.name, uid: uid, step: len(s.steps)})
+	}
+}
+
+// actRecreateFromExport creates a deleted child again from its export, as `kubectl create -f` of it.
+func (s *seq) actRecreateFromExport(a *app) bool {
+	k := pick(s, childKinds...)
+	e := a.exports[k.name]
+	if e == nil || s.get(k, a.name) != nil {
+		return false
+	}
+	s.record(fmt.Sprintf("re-create %s %s from its export", k.name, a.name), s.heredoc("create", e))
+	s.create(k, e.DeepCopy(), "kubectl-create")
+	return true
+}
+
+// actCreateForeign creates an object of a child's name that is not the WebApp's: no labels of ours, no owner.
+func (s *seq) actCreateForeign(a *app) bool {
+	k := pick(s, deploymentKind, serviceKind)
+	if s.get(k, a.name) != nil {
+		return false
+	}
+	sel := map[string]any{"app": "foreign-" + a.name}
+	o := map[string]any{"apiVersion": k.version, "kind": k.name, "metadata": map[string]any{"name": a.name}}
+	if k == deploymentKind {
+		o["spec"] = map[string]any{"replicas": int64(1), "selector": map[string]any{"matchLabels": sel}, "template": map[string]any{
+			"metadata": map[string]any{"labels": sel},
+			"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "foreign:1"}}}}}
+	} else {
+		o["spec"] = map[string]any{"selector": sel, "ports": []any{map[string]any{"port": int64(80)}}}
+	}
+	u := &unstructured.Unstructured{Object: o}
+	s.record(fmt.Sprintf("create a foreign %s %s", k.name, a.name), s.heredoc("create", u))
+	if created := s.create(k, u, "kubectl-create"); created != nil {
+		s.foreign[created.GetUID()] = k.name + "/" + a.name
+	}
+	return true
+}
+
+// create creates u of kind k under field manager m and remembers it as the test's; nil if the server refused.
+func (s *seq) create(k kind, u *unstructured.Unstructured, m string) *unstructured.Unstructured {
+	created, err := dyn.Resource(k.gvr).Namespace(s.ns).Create(context.Background(), u, metav1.CreateOptions{FieldManager: m})
+	if err != nil {
+		// Someone (the operator) was first, or the server refuses it: an outcome like any other.
+		s.note("refused: %v", err)
+		return nil
+	}
+	s.ours[created.GetUID()] = true
+	s.clearMarks(k.name, u.GetName(), rv(created))
+	return created
+}
+
+// actOpsApply applies fields of the Deployment under another field manager, "ops": an extra label, annotation or
+// env var, a value that conflicts with ours (forced), or the whole exported Deployment (co-owning all of it).
+func (s *seq) actOpsApply(a *app) bool {
+	cur := s.get(deploymentKind, a.name)
+	if cur == nil || !controlledByAWebApp(cur) {
+		return false
+	}
+	head := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": a.name}}
+	container := func(fields map[string]any) map[string]any {
+		fields["name"] = "app"
+		return map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{fields}}}}
+	}
+	var what string
+	force := false
+	switch s.rng.IntN(6) {
+	case 0:
+		what = "an extra label"
+		head["metadata"] = map[string]any{"name": a.name, "labels": map[string]any{"ops.example.com/team": pick(s, "red", "blue")}}
+	case 1:
+		what = "an extra annotation"
+		head["metadata"] = map[string]any{"name": a.name, "annotations": map[string]any{"ops.example.com/note": pick(s, "x", "y")}}
+	case 2:
+		what = "an extra env var"
+		head["spec"] = container(map[string]any{"env": []any{map[string]any{"name": "OPS_LEVEL", "value": strconv.Itoa(s.rng.IntN(3))}}})
+	case 3:
+		what, force = "a conflicting replicas", true
+		head["spec"] = map[string]any{"replicas": int64(1 + s.rng.IntN(5))}
+	case 4:
+		what, force = "a conflicting image", true
+		head["spec"] = container(map[string]any{"image": pick(s, "ops:1", "ops:2")})
+	default:
+		what = "the whole exported Deployment"
+		head = export(cur).Object
+	}
+	u := &unstructured.Unstructured{Object: head}
+	verb := "apply --server-side --field-manager=ops"
+	if force {
+		verb += " --force-conflicts"
+	}
+	s.record(fmt.Sprintf("ops applies %s to Deployment %s", what, a.name), s.heredoc(verb, u))
+	got, err := dyn.Resource(deploymentKind.gvr).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "ops", Force: force})
+	if err != nil {
+		s.note("refused: %v", err)
+		return true
+	}
+	if got.GetUID() != cur.GetUID() {
+		// The Deployment had gone meanwhile and this apply created it: it is ops's.
+		s.ours[got.GetUID()] = true
+		s.clearMarks(deploymentKind.name, a.name, rv(got))
+	}
+	return true
+}
+
+// actInjectFault makes the API answer the operator's PATCHes of Deployments or Services with an error, for the
+// next one to three steps.
+func (s *seq) actInjectFault(*app) bool {
+	if s.faults.Load() != nil {
+		return false
+	}
+	f := &fault{method: "PATCH", resource: pick(s, "deployments", "services")}
+	if s.chance(0.5) {
+		f.code, f.reason, f.message = 403, metav1.StatusReasonForbidden, fmt.Sprintf("%s is forbidden: exceeded quota: compute-resources", f.resource)
+	} else {
+		f.code, f.reason, f.message = 503, metav1.StatusReasonServiceUnavailable, "the server is currently unable to handle the request"
+	}
+	s.faultN = 1 + s.rng.IntN(3)
+	s.record("inject an API error", fmt.Sprintf("# inject fault for %d steps: the operator's %s", s.faultN, f))
+	s.faults.Store(f)
+	return true
+}
+
+func (s *seq) removeFault() {
+	s.record("remove the API error", "# remove the fault")
+	s.faults.Store(nil)
+	s.faultN = 0
+}
+
+// actRestart stops the operator and starts a fresh one: everything it remembered is lost.
+func (s *seq) actRestart(*app) bool {
+	s.restart()
+	return true
+}
+
+func (s *seq) restart() {
+	s.record("restart the operator", "# restart the operator")
+	s.op.stop()
+	s.op = startOperator(s.t, s.ns, requeue, s.writes, &s.faults)
+}
+
+// actLetWork lets the operator work for one or two resyncs: without it the actors would always be faster.
+func (s *seq) actLetWork(*app) bool {
+	n := 1 + s.rng.IntN(2)
+	s.record("let the operator work", fmt.Sprintf("# wait for %d resyncs of the operator (about %v)", n, time.Duration(n+1)*requeue))
+	waitResyncs(s.reporting(), n, requeue)
+	return true
+}
+
+// --- helpers ---
+
+// randomSpec draws a spec: an image, 1 to 4 replicas, some env vars and pod labels; one in ten has a pod label
+// value the CRD accepts and the Deployment API refuses.
+func (s *seq) randomSpec(policy webappv1.DeletionPolicy) webappv1.WebAppSpec {
+	spec := webappv1.WebAppSpec{Image: pick(s, "nginx:1.25", "nginx:1.27", "web:1", "web:2"), Replicas: int32(1 + s.rng.IntN(4)), DeletionPolicy: policy}
+	for _, n := range []string{"A", "B", "C"} {
+		if s.chance(0.4) {
+			spec.Env = append(spec.Env, corev1.EnvVar{Name: n, Value: strconv.Itoa(s.rng.IntN(3))})
+		}
+	}
+	labels := map[string]string{}
+	if s.chance(0.4) {
+		labels["team"] = pick(s, "a", "b")
+	}
+	if s.chance(0.3) {
+		labels["version"] = pick(s, "v1", "v2")
+	}
+	if s.chance(0.1) {
+		labels["tier"] = "has space"
+	}
+	if len(labels) > 0 {
+		spec.PodLabels = labels
+	}
+	return spec
+}
+
+// refused reports whether the Deployment API refuses spec (a pod label value with a space).
+func refused(spec webappv1.WebAppSpec) bool {
+	for _, v := range spec.PodLabels {
+		if strings.Contains(v, " ") {
+			return true
+		}
+	}
+	return false
+}
+
+// applySpec applies the WebApp with spec as its user does (Server-Side Apply, field manager "user") and records
+// the spec of the generation it got; nil if the server refused.
+func (s *seq) applySpec(a *app, spec webappv1.WebAppSpec) *unstructured.Unstructured {
+	sp := map[string]any{"image": spec.Image, "replicas": int64(spec.Replicas), "deletionPolicy": string(spec.DeletionPolicy)}
+	if len(spec.Env) > 0 {
+		var env []any
+		for _, e := range spec.Env {
+			env = append(env, map[string]any{"name": e.Name, "value": e.Value})
+		}
+		sp["env"] = env
+	}
+	if len(spec.PodLabels) > 0 {
+		l := map[string]any{}
+		for k, v := range spec.PodLabels {
+			l[k] = v
+		}
+		sp["podLabels"] = l
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv1.GroupVersion.String(), "kind": "WebApp",
+		"metadata": map[string]any{"name": a.name}, "spec": sp}}
+	last := &s.steps[len(s.steps)-1]
+	last.cmds = append(last.cmds, s.heredoc("apply --server-side --field-manager=user", u))
+	got, err := dyn.Resource(webAppKind.gvr).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "user"})
+	if err != nil {
+		s.fail("applying WebApp %s: %v", a.name, err)
+	}
+	typed := &webappv1.WebApp{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, typed); err != nil {
+		s.fail("decoding WebApp %s: %v", a.name, err)
+	}
+	if s.specs[typed.UID] == nil {
+		s.specs[typed.UID] = map[int64]webappv1.WebAppSpec{}
+	}
+	s.specs[typed.UID][typed.Generation] = typed.Spec
+	a.spec = typed.Spec
+	s.note("generation %d%s", typed.Generation, map[bool]string{true: " (refused by the Deployment API: a pod label value with a space)"}[refused(typed.Spec)])
+	return got
+}
+
+// clearMarks ends the marks of kind (every child kind when "") named name: the test itself created that name
+// again at resourceVersion at.
+func (s *seq) clearMarks(kind, name string, at int64) {
+	for _, m := range s.marks {
+		if m.name == name && (kind == "" || m.kind == kind) && m.clearedAt == 0 {
+			m.clearedAt = at
+		}
+	}
+}
+
+// get reads the object of kind k named name; nil when there is none.
+func (s *seq) get(k kind, name string) *unstructured.Unstructured {
+	u, err := dyn.Resource(k.gvr).Namespace(s.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		s.fail("reading %s %s: %v", k.name, name, err)
+	}
+	return u
+}
+
+// export is u as `kubectl get -o yaml` shows it, less what the server sets: ready for `kubectl create -f`.
+func export(u *unstructured.Unstructured) *unstructured.Unstructured {
+	e := u.DeepCopy()
+	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"} {
+		unstructured.RemoveNestedField(e.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(e.Object, "metadata", "namespace")
+	unstructured.RemoveNestedField(e.Object, "status")
+	return e
+}
+
+// heredoc is a kubectl command that sends u on stdin.
+func (s *seq) heredoc(verb string, u *unstructured.Unstructured) string {
+	data, err := yaml.Marshal(u.Object)
+	if err != nil {
+		return fmt.Sprintf("# (cannot print: %v)", err)
+	}
+	return fmt.Sprintf("kubectl -n %s %s -f - <<'YAML'\n%sYAML", s.ns, verb, data)
+}
+
+func rv(u *unstructured.Unstructured) int64 {
+	n, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	return n
+}
+
+// controlledBy reports whether u's controller reference names the WebApp of uid.
+func controlledBy(u metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOfNoCopy(u)
+	return ref != nil && ref.UID == uid
+}
+
+// controlledByAWebApp reports whether u's controller is a WebApp (of any UID).
+func controlledByAWebApp(u metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(u)
+	return ref != nil && ref.Kind == "WebApp"
+}
