@@ -58,3 +58,23 @@ func TestStatusPace(t *testing.T) {
 		t.Error("lastRetained of another WebApp of the same name: found, want none")
 	}
 }
+
+// A retained field found by an apply whose status write then fails is kept until a status is stored: the apply
+// that let go of the field is the only one that could tell.
+func TestRetainedFieldsFoundAreKeptUntilAStatusIsStored(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	f := []webappv1.RetainedField{{Kind: "Deployment", Field: ".spec.x", Managers: []string{"ops"}}}
+	m := &memory{}
+	m.retainedFound(key, "a", f)
+	m.retainedFound(key, "a", nil)
+	if got := m.retainedPending(key, "a"); len(got) != 1 || got[0].Field != ".spec.x" {
+		t.Errorf("pending = %+v, want the field found", got)
+	}
+	if got := m.retainedPending(key, "b"); got != nil {
+		t.Errorf("pending for another WebApp of the name = %+v, want none", got)
+	}
+	m.retainedStored(key)
+	if got := m.retainedPending(key, "a"); got != nil {
+		t.Errorf("pending after a status was stored = %+v, want none", got)
+	}
+}

@@ -3,6 +3,7 @@ package controller
 import (
 	"crypto/sha256"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,10 @@ type record struct {
 	config configMemo
 	// status is the last status write: its shape, when, and the retained fields it listed.
 	status statusWrite
+	// found are retained fields found by applies whose status is not yet stored (its write failed or waits): the
+	// apply that let go of a field is the only one that can tell, so they are kept until a status lists them.
+	found []webappv1.RetainedField
+	foundUID types.UID
 	// sent is, per kind written ("Deployment", ..., "WebApp" for the finalizer, "WebAppStatus"), the desired state
 	// last sent or found owned.
 	sent map[string]sentEntry
@@ -208,6 +213,40 @@ func (m *memory) lastRetained(key types.NamespacedName, uid types.UID) ([]webapp
 		return nil, false
 	}
 	return rec.status.retained, true
+}
+
+// retainedFound remembers fields that applies of the WebApp uid let go of and other managers keep, until a status
+// that lists them is stored (retainedStored).
+func (m *memory) retainedFound(key types.NamespacedName, uid types.UID, fields []webappv1.RetainedField) {
+	if len(fields) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, true)
+	if rec.foundUID != uid {
+		rec.found, rec.foundUID = nil, uid
+	}
+	rec.found = append(rec.found, fields...)
+}
+
+// retainedPending is what retainedFound remembers for the WebApp uid.
+func (m *memory) retainedPending(key types.NamespacedName, uid types.UID) []webappv1.RetainedField {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rec := m.record(key, false); rec != nil && rec.foundUID == uid {
+		return slices.Clone(rec.found)
+	}
+	return nil
+}
+
+// retainedStored forgets what retainedFound remembers: a status that lists it is stored.
+func (m *memory) retainedStored(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rec := m.record(key, false); rec != nil {
+		rec.found, rec.foundUID = nil, ""
+	}
 }
 
 // The write decision's memory, per object written: kind, and the WebApp's key (children have its name).

@@ -170,7 +170,8 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 }
 
 // retained is the list for status.retainedFields: what this reconcile's applies let go of and other managers keep
-// (fresh, by kind), and what the status listed before that the child, read from the API server, still has.
+// (fresh, by kind), and what the status listed before, or earlier applies found and no status stored yet, that
+// the child, read from the API server, still has.
 func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, fresh map[string][]webappv1.RetainedField) []webappv1.RetainedField {
 	key := client.ObjectKeyFromObject(app)
 	listed := app.Status.RetainedFields
@@ -181,6 +182,10 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, f
 		} else if live := (&webappv1.WebApp{}); r.reader().Get(ctx, key, live) == nil {
 			listed = live.Status.RetainedFields
 		}
+	}
+	listed = append(slices.Clone(listed), r.mem.retainedPending(key, app.UID)...)
+	for _, c := range children {
+		r.mem.retainedFound(key, app.UID, fresh[c.kind])
 	}
 	var out []webappv1.RetainedField
 	for _, c := range children {
@@ -354,6 +359,10 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp
 	}, webappv1ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
 	if out.sent && err == nil {
 		r.mem.statusWritten(key, app.UID, sent, now.Time)
+	}
+	if err == nil {
+		// The status stored lists the retained fields found so far.
+		r.mem.retainedStored(key)
 	}
 	// A WebApp deleted meanwhile needs no status.
 	return 0, out.sent, client.IgnoreNotFound(err)
