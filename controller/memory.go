@@ -36,7 +36,7 @@ type record struct {
 	status statusWrite
 	// found are retained fields found by applies whose status is not yet stored (its write failed or waits): the
 	// apply that let go of a field is the only one that can tell, so they are kept until a status lists them.
-	found []webappv1.RetainedField
+	found    []webappv1.RetainedField
 	foundUID types.UID
 	// sent is, per kind written ("Deployment", ..., "WebApp" for the finalizer, "WebAppStatus"), the desired state
 	// last sent or found owned.
