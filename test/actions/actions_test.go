@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 const (
@@ -46,22 +46,7 @@ var appNames = []string{"a", "b"}
 // seedAndSteps reads WEBAPP_ACTIONS_SEED (1 by default) and WEBAPP_ACTIONS_STEPS (defaultSteps).
 func seedAndSteps(t *testing.T) (uint64, int) {
 	t.Helper()
-	seed, steps := uint64(1), defaultSteps
-	if v := os.Getenv("WEBAPP_ACTIONS_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("WEBAPP_ACTIONS_SEED=%q: %v", v, err)
-		}
-		seed = n
-	}
-	if v := os.Getenv("WEBAPP_ACTIONS_STEPS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("WEBAPP_ACTIONS_STEPS=%q: want a positive number", v)
-		}
-		steps = n
-	}
-	return seed, steps
+	return testutil.SeedAndCount(t, "WEBAPP_ACTIONS_SEED", "WEBAPP_ACTIONS_STEPS", defaultSteps)
 }
 
 // Other actors act on WebApps and their children in random order while the operator runs, restarts and meets API

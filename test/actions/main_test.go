@@ -21,17 +21,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
-	"github.com/example/webapp-operator/test/testutil"
+	operatorpkg "github.com/example/webapp-operator/test/operator"
 )
 
 var (
@@ -137,80 +133,31 @@ type operator struct {
 	stop func() // stops the manager and waits for it; idempotent
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 // startOperator runs the operator's manager for namespace ns, resyncing every requeue. Its write requests go to
 // writes; while faults holds a fault, the requests it applies to get the fault's answer instead.
 func startOperator(t *testing.T, ns string, requeue time.Duration, writes *writeLog, faults *atomic.Pointer[fault]) *operator {
 	t.Helper()
 	c := rest.CopyConfig(lc.Config)
 	c.QPS, c.Burst = 200, 400
-	c.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if f := faults.Load(); f != nil {
-				if resp := f.answer(req); resp != nil {
-					return resp, nil
+	return &operator{stop: operatorpkg.Run(t, c, operatorpkg.Options{Namespace: ns, Requeue: requeue, Workers: 4,
+		Wrap: func(next http.RoundTripper) http.RoundTripper {
+			return operatorpkg.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if f := faults.Load(); f != nil {
+					if resp := f.answer(req); resp != nil {
+						return resp, nil
+					}
 				}
-			}
-			if req.Method != http.MethodGet && req.Method != http.MethodHead {
-				writes.add(req.Method + " " + req.URL.Path)
-			}
-			return next.RoundTrip(req)
-		})
-	}
-	mgr, err := ctrl.NewManager(c, ctrl.Options{
-		Scheme:                 controller.NewScheme(),
-		Cache:                  controller.CacheOptions(ns),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Every restart builds a new manager; the controller's name is the same in all of them.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder(controller.FieldManager), RequeueAfter: requeue, MaxConcurrentReconciles: 4}
-	if err := r.SetupWithManager(context.Background(), mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	op := &operator{stop: func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		})
-	}}
-	t.Cleanup(op.stop)
-	return op
+				if req.Method != http.MethodGet && req.Method != http.MethodHead {
+					writes.add(req.Method + " " + req.URL.Path)
+				}
+				return next.RoundTrip(req)
+			})
+		}})}
 }
 
-// waitResyncs waits until the resync loops of this process have walked the cached WebApps n more times, and once
-// more, so that what the n-th walk enqueued has had a period to be reconciled.
+// waitResyncs waits until the resync loops of this process have walked the cached WebApps n more times (see
+// operator.WaitResyncs), allowing n+1 periods and 30 s.
 func waitResyncs(t testing.TB, n int, period time.Duration) {
 	t.Helper()
-	before, start := metricSum(t, "webapp_operator_resyncs_total"), time.Now()
-	testutil.Eventually(t, time.Duration(n+1)*period+30*time.Second, fmt.Sprintf("%d resyncs", n), func(context.Context) error {
-		if walks := metricSum(t, "webapp_operator_resyncs_total") - before; walks < float64(n+1) {
-			return fmt.Errorf("%v walks in %v", walks, time.Since(start).Round(time.Second))
-		}
-		return nil
-	})
-}
-
-// metricSum is the sum of the samples of metric name in the metrics registry of this process.
-func metricSum(t testing.TB, name string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testutil.MetricSum(families, name, nil)
+	operatorpkg.WaitResyncs(t, n, time.Duration(n+1)*period+30*time.Second)
 }

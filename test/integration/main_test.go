@@ -22,19 +22,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
-	"github.com/example/webapp-operator/test/testutil"
+	operatorpkg "github.com/example/webapp-operator/test/operator"
 )
 
 var (
@@ -143,7 +139,7 @@ func (w *writeCounter) lastApply(path string) []byte {
 
 // wrap is a rest.Config WrapTransport: every client built from the config counts into w.
 func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return operatorpkg.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		isConfig := strings.Contains(req.URL.Path, "/configmaps/") || strings.Contains(req.URL.Path, "/secrets/")
 		w.mu.Lock()
 		switch {
@@ -165,10 +161,6 @@ func (w *writeCounter) wrap(next http.RoundTripper) http.RoundTripper {
 		return next.RoundTrip(req)
 	})
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // takeConfigReads returns the ConfigMap and Secret GETs seen so far and forgets them.
 func (w *writeCounter) takeConfigReads() []string {
@@ -217,48 +209,19 @@ func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operato
 func startOperatorWith(t *testing.T, ns string, requeueAfter time.Duration, o operatorOptions) *operator {
 	t.Helper()
 	op := &operator{writes: &writeCounter{}}
-	c := rest.CopyConfig(opCfg)
-	c.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
-		counted := op.writes.wrap(next)
-		if o.fault == nil {
-			return counted
-		}
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if resp := o.fault(req); resp != nil {
-				return resp, nil
+	op.stop = operatorpkg.Run(t, opCfg, operatorpkg.Options{Namespace: ns, Requeue: requeueAfter, Workers: o.workers,
+		Wrap: func(next http.RoundTripper) http.RoundTripper {
+			counted := op.writes.wrap(next)
+			if o.fault == nil {
+				return counted
 			}
-			return counted.RoundTrip(req)
-		})
-	}
-	mgr, err := ctrl.NewManager(c, ctrl.Options{
-		Scheme:                 controller.NewScheme(),
-		Cache:                  controller.CacheOptions(ns),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Each test has its own manager; the controller name is the same in all of them.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager),
-		RequeueAfter: requeueAfter, MaxConcurrentReconciles: o.workers}
-	if err := r.SetupWithManager(context.Background(), mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	op.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		})
-	}
-	t.Cleanup(op.stop)
+			return operatorpkg.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if resp := o.fault(req); resp != nil {
+					return resp, nil
+				}
+				return counted.RoundTrip(req)
+			})
+		}})
 	return op
 }
 
@@ -292,26 +255,15 @@ func reconcileCount(t *testing.T) float64 {
 	return metricSum(t, "controller_runtime_reconcile_total", map[string]string{"controller": "webapp"})
 }
 
-// waitResyncs waits until the resync loops of this process have walked the cached WebApps n more times, and once
-// more, so that what the n-th walk enqueued has had a period to be reconciled; it fails the test after timeout.
-// (The queue's own gauges cannot say it: a stopped operator leaves its last depth in them.)
+// waitResyncs waits until the resync loops of this process have walked the cached WebApps n more times (see
+// operator.WaitResyncs).
 func waitResyncs(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
-	before, start := metricSum(t, "webapp_operator_resyncs_total", nil), time.Now()
-	testutil.Eventually(t, timeout, fmt.Sprintf("%d resyncs", n), func(context.Context) error {
-		if walks := metricSum(t, "webapp_operator_resyncs_total", nil) - before; walks < float64(n+1) {
-			return fmt.Errorf("%v walks in %v", walks, time.Since(start).Round(time.Second))
-		}
-		return nil
-	})
+	operatorpkg.WaitResyncs(t, n, timeout)
 }
 
 // metricSum is the sum of the samples of metric name with labels in the metrics registry of this process.
 func metricSum(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testutil.MetricSum(families, name, labels)
+	return operatorpkg.MetricSum(t, name, labels)
 }

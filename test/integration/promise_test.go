@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,26 +27,11 @@ import (
 	"github.com/example/webapp-operator/test/testutil"
 )
 
-// promiseCases is how many generated WebApps TestEveryAcceptedWebAppConvergesThenCostsZeroWrites runs:
-// WEBAPP_FUZZ_COUNT, 200 by default. WEBAPP_FUZZ_SEED picks the seed (1 by default); `make fuzz` sets both.
+// promiseSeedAndCount: TestEveryAcceptedWebAppConvergesThenCostsZeroWrites runs WEBAPP_FUZZ_COUNT generated
+// WebApps (200 by default) from WEBAPP_FUZZ_SEED (1 by default); `make fuzz` sets both.
 func promiseSeedAndCount(t *testing.T) (uint64, int) {
 	t.Helper()
-	seed, count := uint64(1), 200
-	if v := os.Getenv("WEBAPP_FUZZ_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("WEBAPP_FUZZ_SEED=%q: %v", v, err)
-		}
-		seed = n
-	}
-	if v := os.Getenv("WEBAPP_FUZZ_COUNT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("WEBAPP_FUZZ_COUNT=%q: want a positive number", v)
-		}
-		count = n
-	}
-	return seed, count
+	return testutil.SeedAndCount(t, "WEBAPP_FUZZ_SEED", "WEBAPP_FUZZ_COUNT", 200)
 }
 
 // The whole promise, for every WebApp the API server accepts: it converges (children written, or Ready=False with

@@ -4,6 +4,8 @@ package testutil
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -97,4 +99,26 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// SeedAndCount reads a generative test's seed from the variable seedVar (1 when unset) and its size from countVar
+// (def when unset), failing the test on a value that is not a positive number.
+func SeedAndCount(t testing.TB, seedVar, countVar string, def int) (uint64, int) {
+	t.Helper()
+	seed, count := uint64(1), def
+	if v := os.Getenv(seedVar); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedVar, v, err)
+		}
+		seed = n
+	}
+	if v := os.Getenv(countVar); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", countVar, v)
+		}
+		count = n
+	}
+	return seed, count
 }
