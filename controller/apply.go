@@ -177,16 +177,16 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 // label, or created since), it is read into into and found says so: the caller judges it like any other.
 func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, o writeOpts, into PT) (res outcome[PT], found bool, err error) {
-	if o.owner != "" && r.mem.known(kind, key) {
+	want := desired(nil)
+	if refused := r.mem.refusal(kind, key, nil, want); refused != nil {
+		return outcome[PT]{}, false, refused
+	}
+	if o.owner != "" && r.mem.had(kind, key) {
 		// A child we had is gone. If the user deleted it with the WebApp (`kubectl delete webapp/web
 		// deployment/web`, the cache seeing the child's deletion first), it must stay deleted: ask the server.
 		if err := ownerAlive(ctx, r, key, o.owner); err != nil {
 			return outcome[PT]{}, false, err
 		}
-	}
-	want := desired(nil)
-	if refused := r.mem.refusal(kind, key, nil, want); refused != nil {
-		return outcome[PT]{}, false, refused
 	}
 	o.createOnly = true
 	res, err = send(ctx, r, kind, key, want, o, outcome[PT]{})

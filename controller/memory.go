@@ -315,6 +315,14 @@ func (m *memory) known(kind string, key types.NamespacedName) bool {
 	return ok
 }
 
+// had reports whether the object existed when we last wrote or found it (not only a refused creation).
+func (m *memory) had(kind string, key types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entry(kind, key)
+	return ok && e.uid != ""
+}
+
 // behind reports whether obj, as the cache has it, may be older than what our own last write of it returned:
 // its resourceVersion is lower (resourceVersions of one resource are ordered), or cannot be compared.
 func (m *memory) behind(kind string, key types.NamespacedName, obj client.Object) bool {
