@@ -258,15 +258,23 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 			return res, fmt.Errorf("%s %s: %w", kind, key, err)
 		}
 	}
+	if res.existed {
+		// The UID of the object we decided on: if it was deleted since (the user's `kubectl delete`), the server
+		// refuses the apply rather than create it again, and if it was replaced, rather than change the new one.
+		if err := setUID(want, ptr.To(res.before.GetUID())); err != nil {
+			return res, fmt.Errorf("%s %s: %w", kind, key, err)
+		}
+	}
 	if o.status {
 		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
 	} else {
 		err = r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
 	}
-	if o.createOnly && err != nil {
-		// Refused: want is as it was built (on success the client decoded the created object into it).
+	if err != nil {
+		// Refused: want is as it was built (on success the client decoded the object into it).
 		_ = setResourceVersion(want, nil)
-		if apierrors.IsConflict(err) {
+		_ = setUID(want, nil)
+		if o.createOnly && apierrors.IsConflict(err) {
 			return res, errExists
 		}
 	}
@@ -334,18 +342,24 @@ func ownedFieldsMatch[T any](desired, owned any) (bool, error) {
 }
 
 // setResourceVersion sets the resourceVersion of the apply configuration ac (nil: none).
-func setResourceVersion(ac any, rv *string) error {
-	v := reflect.ValueOf(ac)
-	if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct {
-		if sf, ok := v.Elem().Type().FieldByName("ResourceVersion"); ok && sf.Type == reflect.TypeFor[*string]() {
+func setResourceVersion(ac any, rv *string) error { return setMeta(ac, "ResourceVersion", rv) }
+
+// setUID sets the UID of the apply configuration ac (nil: none).
+func setUID(ac any, uid *types.UID) error { return setMeta(ac, "UID", uid) }
+
+// setMeta sets the object metadata field named field of the apply configuration ac to v.
+func setMeta[V any](ac any, field string, v *V) error {
+	rv := reflect.ValueOf(ac)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Struct {
+		if sf, ok := rv.Elem().Type().FieldByName(field); ok && sf.Type == reflect.TypeFor[*V]() {
 			// An error, not a panic, when the embedded object metadata is nil.
-			if f, err := v.Elem().FieldByIndexErr(sf.Index); err == nil && f.CanSet() {
-				f.Set(reflect.ValueOf(rv))
+			if f, err := rv.Elem().FieldByIndexErr(sf.Index); err == nil && f.CanSet() {
+				f.Set(reflect.ValueOf(v))
 				return nil
 			}
 		}
 	}
-	return fmt.Errorf("%T has no resourceVersion to set", ac)
+	return fmt.Errorf("%T has no %s to set", ac, field)
 }
 
 // roundTrip decodes the JSON form of in into out.
@@ -403,6 +417,10 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 		u.SetUID(cur.GetUID())
 		u.SetResourceVersion(cur.GetResourceVersion())
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			if apierrors.IsConflict(err) && apierrors.IsNotFound(r.reader().Get(ctx, key, cur)) {
+				// Deleted since our read (the UID made the server refuse to create it again): nothing to release.
+				return false, nil
+			}
 			return true, err
 		}
 		// Did our owner reference go? Only if no other manager owns it too: the server says, not the apply's answer

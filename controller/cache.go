@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -34,6 +35,8 @@ func CacheOptions(namespace string) cache.Options {
 	}
 	if namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+		// Namespaces are cluster-scoped: only ours is watched (RBAC can grant list and watch of that one by name).
+		o.ByObject[metadataOnly("Namespace")] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", namespace), Transform: slimMetadata}
 	}
 	return o
 }

@@ -139,7 +139,11 @@ func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *web
 		return false, client.IgnoreNotFound(err)
 	}
 	uid := obj.GetUID()
-	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+	switch err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); {
+	case apierrors.IsNotFound(err):
+		// Gone already: nothing was deleted, and there is nothing to tell.
+		return false, nil
+	case err != nil:
 		return true, &childError{kind: c.kind, key: client.ObjectKeyFromObject(obj), err: err}
 	}
 	return true, nil

@@ -256,7 +256,7 @@ func (m *memory) retainedStored(key types.NamespacedName) {
 // a policy changed.
 var RefusedRetryAfter = 5 * time.Minute
 
-// sentEntry returns the entry of the object of kind and key. The caller holds m.mu.
+// entry returns the entry of the object of kind and key. The caller holds m.mu.
 func (m *memory) entry(kind string, key types.NamespacedName) (sentEntry, bool) {
 	rec := m.record(key, false)
 	if rec == nil {
@@ -321,6 +321,21 @@ func (m *memory) had(kind string, key types.NamespacedName) bool {
 	defer m.mu.Unlock()
 	e, ok := m.entry(kind, key)
 	return ok && e.uid != ""
+}
+
+// newest is rv, or the resourceVersion our last write of one of kinds (objects of key) returned, whichever is newer,
+// for the object uid.
+func (m *memory) newest(key types.NamespacedName, uid types.UID, rv string, kinds ...string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, kind := range kinds {
+		if e, ok := m.entry(kind, key); ok && e.uid == uid && e.rv != "" {
+			if c, err := resourceversion.CompareResourceVersion(e.rv, rv); err == nil && c > 0 {
+				rv = e.rv
+			}
+		}
+	}
+	return rv
 }
 
 // behind reports whether obj, as the cache has it, may be older than what our own last write of it returned:

@@ -61,15 +61,18 @@ func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.
 	resyncsTotal.Inc()
 }
 
-// fingerprint is the state of what reconciling app reads, from the cache; "" when some of it cannot be read.
+// fingerprint is the state of what reconciling app reads, from the cache; "" when some of it cannot be read. An
+// object our own last write left at a newer resourceVersion than the cache shows counts at that version, so a
+// reconcile settled after its writes (a failing one) sees the same fingerprint once the cache catches up.
 func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv1.WebApp) string {
 	var b strings.Builder
-	b.WriteString(string(app.UID) + "@" + app.ResourceVersion)
 	key := client.ObjectKeyFromObject(app)
+	// Our own writes are not a change: a cache behind them shows the version they returned.
+	b.WriteString(string(app.UID) + "@" + r.mem.newest(key, app.UID, app.ResourceVersion, "WebApp", "WebAppStatus"))
 	for _, c := range children {
 		switch uid, rv, err := r.peek(ctx, c.kind, key); {
 		case err == nil:
-			b.WriteString(";" + string(uid) + "@" + rv)
+			b.WriteString(";" + string(uid) + "@" + r.mem.newest(key, uid, rv, c.kind))
 		case apierrors.IsNotFound(err):
 			b.WriteString(";-")
 		default:
@@ -173,9 +176,11 @@ func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv1.WebAp
 	return apps, nil
 }
 
-// failingWebAppsIn maps a ResourceQuota, or a Namespace, to the WebApps of its namespace that are failing: a quota
-// raised or removed, or a namespace relabelled (the policies of admission often select namespaces by label), may be
-// what fixes a write the server denied, and that WebApp is retried at once rather than at the end of its backoff.
+// failingWebAppsIn maps a ResourceQuota, or a Namespace, to the WebApps of its namespace that are failing (a
+// transient error, such as a quota's or a webhook's 403): a quota raised or removed, or a namespace relabelled (a
+// webhook may select namespaces by label), may be what fixes the write, and that WebApp is retried at once rather
+// than at the end of its backoff. (A refusal as invalid, 422, waits for a change of the WebApp or the child, or 5
+// minutes.)
 func (r *WebAppReconciler) failingWebAppsIn(_ context.Context, o client.Object) []reconcile.Request {
 	ns := o.GetNamespace()
 	if ns == "" {

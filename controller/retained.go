@@ -48,6 +48,7 @@ func retainedFields(kind string, before, after client.Object) []webappv1.Retaine
 
 // stillRetained keeps of listed, the retained fields of a child of kind reported before, those that obj (read from
 // the API server, with every manager's entry) still has under another manager and our manager does not own again.
+// Paths are compared as paths, not strings: a key with a dot ("example.com/a.b") is not below "example.com/a".
 func stillRetained(kind string, listed []webappv1.RetainedField, obj client.Object) []webappv1.RetainedField {
 	if obj == nil {
 		return nil
@@ -66,7 +67,11 @@ func stillRetained(kind string, listed []webappv1.RetainedField, obj client.Obje
 			if e.Manager == FieldManager || e.Subresource != "" || !slices.Contains(f.Managers, e.Manager) {
 				continue
 			}
-			if set, err := entrySet(e); err == nil && hasPath(set, f.Field) && !hasPath(ours, f.Field) {
+			set, err := entrySet(e)
+			if err != nil {
+				continue
+			}
+			if p, ok := findPath(set, f.Field); ok && !covers(ours, p) {
 				managers = append(managers, e.Manager)
 			}
 		}
@@ -77,6 +82,30 @@ func stillRetained(kind string, listed []webappv1.RetainedField, obj client.Obje
 		}
 	}
 	return kept
+}
+
+// findPath is the path of set's members whose string form is s.
+func findPath(set *fieldpath.Set, s string) (fieldpath.Path, bool) {
+	var found fieldpath.Path
+	set.Iterate(func(p fieldpath.Path) {
+		if found == nil && p.String() == s {
+			found = p.Copy()
+		}
+	})
+	return found, found != nil
+}
+
+// covers reports whether set has p, or a field below it.
+func covers(set *fieldpath.Set, p fieldpath.Path) bool {
+	if set.Has(p) {
+		return true
+	}
+	for _, pe := range p {
+		if set = set.WithPrefix(pe); set.Empty() {
+			return false
+		}
+	}
+	return true
 }
 
 // heldBy is the part of set that the entries of other managers (main resource only) own, as retained fields: the
@@ -109,9 +138,33 @@ func heldBy(kind string, set *fieldpath.Set, entries []metav1.ManagedFieldsEntry
 	for _, s := range order {
 		managers := byPath[s]
 		slices.Sort(managers)
-		out = append(out, webappv1.RetainedField{Kind: kind, Field: s, Managers: slices.Compact(managers)})
+		out = append(out, withinLimits(webappv1.RetainedField{Kind: kind, Field: s, Managers: slices.Compact(managers)}))
 	}
 	return out
+}
+
+// The CRD's limits of a retained field: a path or manager name past them would make the status unwritable.
+const (
+	maxFieldPath   = 1024
+	maxManagers    = 16
+	maxManagerName = 256
+)
+
+// withinLimits cuts f to the CRD's limits (a cut path no longer matches the child's, so it is reported once, then
+// dropped by stillRetained).
+func withinLimits(f webappv1.RetainedField) webappv1.RetainedField {
+	if len(f.Field) > maxFieldPath {
+		f.Field = f.Field[:maxFieldPath-3] + "..."
+	}
+	if len(f.Managers) > maxManagers {
+		f.Managers = f.Managers[:maxManagers]
+	}
+	for i, m := range f.Managers {
+		if len(m) > maxManagerName {
+			f.Managers[i] = m[:maxManagerName-3] + "..."
+		}
+	}
+	return f
 }
 
 // hasStrictPrefixIn reports whether a proper prefix of p is itself in set: then p is a part of a field listed whole.
@@ -122,16 +175,6 @@ func hasStrictPrefixIn(set *fieldpath.Set, p fieldpath.Path) bool {
 		}
 	}
 	return false
-}
-
-// hasPath reports whether set holds a path whose string form is path, or a field below it.
-func hasPath(set *fieldpath.Set, path string) bool {
-	found := false
-	set.Iterate(func(p fieldpath.Path) {
-		s := p.String()
-		found = found || s == path || strings.HasPrefix(s, path+".") || strings.HasPrefix(s, path+"[")
-	})
-	return found
 }
 
 // ourFields is the set of fields our manager owns on the main resource, from entries.

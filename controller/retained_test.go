@@ -74,23 +74,31 @@ func sameRetained(a, b webappv1.RetainedField) bool {
 func TestStillRetained(t *testing.T) {
 	listed := []webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}},
 		{Kind: "Service", Field: ".metadata.labels.x", Managers: []string{"ops"}}}
+	// Keys with dots: "example.com/a.b" is another key than "example.com/a", not a field below it.
+	dotted := []webappv1.RetainedField{{Kind: "Deployment", Field: ".metadata.annotations.example.com/a", Managers: []string{"ops"}}}
+	annotation := func(key string) string { return `{"f:metadata":{"f:annotations":{"f:` + key + `":{}}}}` }
 	cases := []struct {
-		name string
-		obj  *appsv1.Deployment
-		want []webappv1.RetainedField
+		name   string
+		listed []webappv1.RetainedField
+		obj    *appsv1.Deployment
+		want   []webappv1.RetainedField
 	}{
-		{"still held", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+		{"still held", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
 			listed[:1]},
-		{"removed by the user", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsA)),
+		{"removed by the user", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsA)),
 			nil},
-		{"ours again (the spec sets it again)", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+		{"ours again (the spec sets it again)", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
 			nil},
-		{"held by a manager not listed", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD)),
+		{"held by a manager not listed", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD)),
+			nil},
+		{"a dotted key we own is not the retained one", dotted, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, annotation("example.com/a.b")),
+			entry("ops", metav1.ManagedFieldsOperationApply, annotation("example.com/a"))), dotted},
+		{"a dotted key another manager holds is not the retained one", dotted, withFields(entry("ops", metav1.ManagedFieldsOperationApply, annotation("example.com/a.b"))),
 			nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := stillRetained("Deployment", listed, tc.obj); !slices.EqualFunc(got, tc.want, sameRetained) {
+			if got := stillRetained("Deployment", tc.listed, tc.obj); !slices.EqualFunc(got, tc.want, sameRetained) {
 				t.Errorf("stillRetained = %+v, want %+v", got, tc.want)
 			}
 		})

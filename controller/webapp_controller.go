@@ -38,7 +38,8 @@ const DefaultRequeueAfter = 30 * time.Second
 // WebAppReconciler reconciles WebApps.
 type WebAppReconciler struct {
 	Client client.Client
-	// APIReader reads the ConfigMaps and Secrets a WebApp refers to, uncached (Client when nil).
+	// APIReader reads from the API server, uncached: the ConfigMaps and Secrets a WebApp refers to, and whatever
+	// the cache cannot be trusted with (Client when nil).
 	APIReader client.Reader
 	// Recorder records events on WebApps (none when nil).
 	Recorder events.EventRecorder
@@ -115,7 +116,12 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv1.WebApp, f
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
-	if err == nil && (applyErr != nil || statusErr != nil || held > 0 || kids.wrote || statusWrote) {
+	switch {
+	case err != nil:
+		// Failing: remembered with what it read after its own writes, so the resync leaves it to the backoff until
+		// something else changes.
+		fp = r.fingerprint(ctx, app)
+	case applyErr != nil || statusErr != nil || held > 0 || kids.wrote || statusWrote:
 		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
