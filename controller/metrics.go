@@ -72,7 +72,8 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.reader.List(ctx, list); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		// Not yet (the cache starts after the metrics server) or not now: this gauge is left out of the scrape, and
+		// every other metric is still served (an invalid metric would fail the whole scrape with a 500).
 		return
 	}
 	counts := map[metav1.ConditionStatus]float64{metav1.ConditionTrue: 0, metav1.ConditionFalse: 0, metav1.ConditionUnknown: 0}
