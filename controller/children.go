@@ -82,7 +82,8 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 		if err != nil {
 			// The child is left as it is, and only observed (from the cache): the status reports it rather than a
 			// missing one.
-			return childOutcome{obj: r.cachedChild(ctx, c, key, app.UID)}, &childError{kind: kind, key: key, err: err, read: true}
+			obj, _ := r.cachedChild(ctx, c, key, app.UID)
+			return childOutcome{obj: obj}, &childError{kind: kind, key: key, err: err, read: true}
 		}
 		if optional && reflect.ValueOf(desired).IsNil() {
 			deleted, err := deleteChild(ctx, r, c, app)
@@ -120,23 +121,23 @@ func childKindOf(kind string) *childKind {
 	return nil
 }
 
-// cachedChild is the child of kind c and key as the cache has it, if the WebApp owner controls it (nil otherwise).
-func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, key types.NamespacedName, owner types.UID) client.Object {
+// cachedChild is the child of kind c and key as the cache has it, if the WebApp owner controls it (nil otherwise,
+// with the error of a read that failed other than NotFound).
+func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, key types.NamespacedName, owner types.UID) (client.Object, error) {
 	obj := c.object()
 	if err := r.Client.Get(ctx, key, obj); err != nil || notOursReason(obj, owner) != "" {
-		return nil
+		return nil, client.IgnoreNotFound(err)
 	}
-	return obj
+	return obj, nil
 }
 
 // deleteChild deletes app's child of kind c, if there is one and the WebApp controls it, and reports whether it
 // sent the delete. Deleting is the one write that is not an apply: an object cannot be removed by applying less
 // of it. The UID precondition makes sure it deletes the object seen, never one created since.
 func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *webappv1.WebApp) (bool, error) {
-	obj := c.object()
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(app), obj)
-	if err != nil || notOursReason(obj, app.UID) != "" {
-		return false, client.IgnoreNotFound(err)
+	obj, err := r.cachedChild(ctx, c, client.ObjectKeyFromObject(app), app.UID)
+	if obj == nil {
+		return false, err
 	}
 	uid := obj.GetUID()
 	switch err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); {

@@ -154,31 +154,33 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 	// restart it sends nothing the server would refuse.
 	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == ReasonChildNotOwned}
 	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}}
-	fresh := map[string][]webappv1.RetainedField{}
-	var created []string
+	var created []string // kinds
 	var errs []error
 	for _, c := range children {
 		out, err := c.write(ctx, r, app, in, opts)
 		if r.record(ctx, app, c.kind, out.written, err) {
-			created = append(created, c.kind+" "+app.Name)
+			created = append(created, c.kind)
 		}
-		res.byKind[c.kind], res.errs[c.kind], fresh[c.kind] = out, err, out.retained
+		res.byKind[c.kind], res.errs[c.kind] = out, err
 		res.wrote = res.wrote || out.sent
 		errs = append(errs, err)
 	}
 	if len(created) > 0 {
 		// One event names every child this reconcile created: a new WebApp costs one event, not one per child.
-		first, _, _ := strings.Cut(created[0], " ")
-		r.event(app, childRef(app, first), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(created, ", "))
+		names := make([]string, len(created))
+		for i, kind := range created {
+			names[i] = kind + " " + app.Name
+		}
+		r.event(app, childRef(app, created[0]), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(names, ", "))
 	}
-	res.retained = r.retained(ctx, app, fresh)
+	res.retained = r.retained(ctx, app, res.byKind)
 	return res, errors.Join(errs...)
 }
 
 // retained is the list for status.retainedFields: what this reconcile's applies let go of and other managers keep
-// (fresh, by kind), and what the status listed before, or earlier applies found and no status stored yet, that
-// the child, read from the API server, still has.
-func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, fresh map[string][]webappv1.RetainedField) []webappv1.RetainedField {
+// (by kind), and what the status listed before, or earlier applies found and no status stored yet, that the child,
+// read from the API server, still has.
+func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, byKind map[string]childOutcome) []webappv1.RetainedField {
 	key := client.ObjectKeyFromObject(app)
 	listed := app.Status.RetainedFields
 	if r.mem.behind("WebAppStatus", key, app) {
@@ -191,12 +193,12 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, f
 	}
 	listed = append(slices.Clone(listed), r.mem.retainedPending(key, app.UID)...)
 	for _, c := range children {
-		r.mem.retainedFound(key, app.UID, fresh[c.kind])
+		r.mem.retainedFound(key, app.UID, byKind[c.kind].retained)
 	}
 	var out []webappv1.RetainedField
 	for _, c := range children {
 		kind := c.kind
-		out = append(out, fresh[kind]...)
+		out = append(out, byKind[kind].retained...)
 		if !slices.ContainsFunc(listed, func(f webappv1.RetainedField) bool { return f.Kind == kind }) {
 			continue
 		}
