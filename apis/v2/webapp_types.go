@@ -1,0 +1,337 @@
+package v2
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	// ConditionReady is the summary condition: True once the Deployment of the WebApp's current generation is
+	// fully rolled out and available. It is the condition `kubectl wait --for=condition=Ready` waits for.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a rollout is under way, and False once it completed or when the
+	// Deployment exceeded its progress deadline.
+	ConditionProgressing = "Progressing"
+
+	// Finalizer is put on a WebApp only while its deletion policy is Orphan: deleting it then needs the operator
+	// to release its children first, which garbage collection cannot do.
+	Finalizer = "example.com/finalizer"
+
+	// DefaultReplicas is the number of pods of a WebApp whose spec.replicas is unset.
+	DefaultReplicas int32 = 1
+	// DefaultProgressDeadlineSeconds is the progress deadline of a WebApp whose rollout.progressDeadlineSeconds is
+	// unset.
+	DefaultProgressDeadlineSeconds int32 = 600
+)
+
+// DeletionPolicy says what happens to the children when their WebApp is deleted.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete deletes the children with the WebApp (owner-reference garbage collection).
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan keeps the children running when the WebApp is deleted; the operator removes its owner
+	// reference from them first.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// WebAppSpec says what to run: an image, how many replicas of it and the ports it serves on, then in sections how
+// the container, the pods, the rollout and the Service are set up.
+//
+// Compared with v1: replicas has no default (unset means 1, and leaves room for an autoscaler to own the count);
+// there is a list of named ports instead of one port; the container's, the pods' and the rollout's settings each
+// have a section of their own.
+type WebAppSpec struct {
+	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +required
+	Image string `json:"image"`
+
+	// Replicas is the number of pods to run, 1 to 10; unset means 1. The scale subresource sets it, so
+	// `kubectl scale webapp NAME --replicas=N` and an HorizontalPodAutoscaler work.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Ports are the TCP ports the container listens on, each exposed by the Service under its name. The first is
+	// the primary port: the default readiness check and healthCheckPath probe it, and status.url names it.
+	// Default: one port, http, 80.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:default={{name: http, port: 80}}
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.port == p.port))",message="ports must not repeat a port number"
+	// +optional
+	Ports []Port `json:"ports,omitempty"`
+
+	// Container configures the app's container: command, environment, resources, probes, pull policy.
+	// +optional
+	Container ContainerSpec `json:"container,omitempty"`
+
+	// Pod configures the pods: labels, annotations, pull secrets and the Pod Security Standard they meet.
+	// +optional
+	Pod PodSpec `json:"pod,omitempty"`
+
+	// Rollout tunes the Deployment's rolling update.
+	// +optional
+	Rollout RolloutSpec `json:"rollout,omitempty"`
+
+	// Service configures the Service.
+	// +optional
+	Service ServiceSpec `json:"service,omitempty"`
+
+	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
+	// them with it; Orphan leaves them running, without an owner.
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// Port is one named TCP port of the container, exposed by the Service with the same number.
+type Port struct {
+	// Name names the port in the container and the Service (an IANA service name: at most 15 lowercase letters,
+	// digits and '-', starting with a letter).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('--')",message="a port name must not contain '--'"
+	// +required
+	Name string `json:"name"`
+
+	// Port is the port number, 1 to 65535.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	Port int32 `json:"port"`
+}
+
+// ContainerSpec configures the app's one container.
+// +kubebuilder:validation:XValidation:rule="!(has(self.healthCheckPath) && has(self.readinessProbe))",message="set container.healthCheckPath or container.readinessProbe, not both"
+type ContainerSpec struct {
+	// Command overrides the image's entrypoint.
+	// +listType=atomic
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args overrides the image's arguments.
+	// +listType=atomic
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env sets environment variables of the container: a value, or a key of a ConfigMap or Secret (valueFrom).
+	// When a referenced ConfigMap or Secret changes, the pods are rolled.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// EnvFrom sets environment variables from every key of ConfigMaps or Secrets. When one changes, the pods
+	// are rolled.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// Resources are the container's compute resource requests and limits.
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="container.resources.claims is not supported: the WebApp's pods have no resource claims"
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// ImagePullPolicy is Always, IfNotPresent or Never (default: the cluster's, IfNotPresent unless the tag is
+	// latest).
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// HealthCheckPath makes the readiness probe an HTTP GET of this path on the primary port (default: a TCP check
+	// of that port). Not together with readinessProbe.
+	// +kubebuilder:validation:Pattern=`^/\S*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	HealthCheckPath string `json:"healthCheckPath,omitempty"`
+
+	// ReadinessProbe replaces the default readiness probe entirely.
+	// +optional
+	ReadinessProbe *corev1.Probe `json:"readinessProbe,omitempty"`
+
+	// LivenessProbe, when set, restarts the container when it fails.
+	// +optional
+	LivenessProbe *corev1.Probe `json:"livenessProbe,omitempty"`
+}
+
+// PodSpec configures the WebApp's pods.
+type PodSpec struct {
+	// Labels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and managed-by)
+	// cannot be set here.
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="pod.labels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the operator sets them and selects pods by them"
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to the pods.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// ImagePullSecrets name Secrets in the WebApp's namespace with credentials for the image registry.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// Security is the Pod Security Standard the pods are made to meet. Restricted (the default) runs as non-root
+	// with no privilege escalation, all capabilities dropped and the RuntimeDefault seccomp profile. Baseline is
+	// the opt-out for images that must run as root (nginx:1.25, say): RuntimeDefault seccomp and no privilege
+	// escalation, with the image's user and the default capabilities.
+	// +kubebuilder:validation:Enum=Restricted;Baseline
+	// +optional
+	Security PodSecurity `json:"security,omitempty"`
+}
+
+// PodSecurity names a Pod Security Standard level.
+type PodSecurity string
+
+const (
+	// PodSecurityRestricted meets the restricted Pod Security Standard.
+	PodSecurityRestricted PodSecurity = "Restricted"
+	// PodSecurityBaseline meets the baseline Pod Security Standard, for images that must run as root.
+	PodSecurityBaseline PodSecurity = "Baseline"
+)
+
+// RolloutSpec tunes the Deployment's rolling update.
+type RolloutSpec struct {
+	// MaxSurge is how many pods, or what percentage, may run above replicas during a rollout (default 25%).
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+
+	// MaxUnavailable is how many pods, or what percentage, may be unavailable during a rollout (default 25%).
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps for rollback (default 10).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// ProgressDeadlineSeconds is how long a rollout may make no progress before the Deployment, and the WebApp's
+	// Progressing and Ready conditions, report ProgressDeadlineExceeded (default 600).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+}
+
+// ServiceSpec configures the WebApp's Service.
+type ServiceSpec struct {
+	// Type is ClusterIP (the default), NodePort or LoadBalancer.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// Annotations are added to the Service (a cloud load balancer's settings, say). kubectl's
+	// last-applied-configuration annotation is refused: it is kubectl's record of a client-side apply, not a setting.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!('kubectl.kubernetes.io/last-applied-configuration' in self)",message="service.annotations must not set kubectl.kubernetes.io/last-applied-configuration: it is kubectl's own record of a client-side apply"
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// WebAppStatus is what the operator observed at its last reconcile. It is the same in every version.
+type WebAppStatus struct {
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of pods of the Deployment (read by the scale subresource).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// AvailableReplicas is the number of the Deployment's pods that are available.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// Selector is the label selector of the pods, in string form (read by the scale subresource).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// URL is the in-cluster address of the Service's primary port, e.g. http://nginx-app.default.svc:80.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Conditions are the latest observations of the WebApp's state; Ready is the summary.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// RetainedFields are fields of the children that the WebApp no longer sets but that stay, because another
+	// field manager also owns them (a child re-created from an exported manifest, say). While there are any, Ready
+	// is False with reason FieldsRetained: the spec is not fully applied until they are removed or released.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	RetainedFields []RetainedField `json:"retainedFields,omitempty"`
+}
+
+// RetainedField is a field of a child that the WebApp no longer sets and that another field manager still holds.
+type RetainedField struct {
+	// Kind is the child's kind: Deployment, Service or PodDisruptionBudget (the child has the WebApp's name).
+	// +kubebuilder:validation:MaxLength=64
+	Kind string `json:"kind"`
+
+	// Field is the field's path, as Server-Side Apply names it, e.g.
+	// .spec.template.spec.containers[name="app"].env[name="DEBUG"].
+	// +kubebuilder:validation:MaxLength=1024
+	Field string `json:"field"`
+
+	// Managers are the field managers that hold it (metadata.managedFields of the child).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	Managers []string `json:"managers"`
+}
+
+// WebApp runs a container image as a Deployment and exposes it with a Service of the same name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:resource:path=webapps,scope=Namespaced,shortName=wa,categories=all
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit) because it also names the Service",fieldPath=.metadata
+type WebApp struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec WebAppSpec `json:"spec"`
+	// +optional
+	Status WebAppStatus `json:"status,omitempty"`
+}
+
+// Hub marks v2 as the version every other version converts through (controller-runtime's hub and spoke).
+func (*WebApp) Hub() {}
+
+// WebAppList is a list of WebApps.
+//
+// +kubebuilder:object:root=true
+type WebAppList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WebApp `json:"items"`
+}
