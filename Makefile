@@ -135,12 +135,12 @@ cluster-down: ## Stop the local cluster started by `make run` or `make cluster-u
 	bin/localcluster down $(NODE)
 
 .PHONY: install
-install: ## Install the CRD into the cluster of the current kubeconfig.
-	kubectl apply --server-side -f manifests/crd
+install: ## Install the CRD (conversion by the operator's webhook Service) into the cluster of the current kubeconfig.
+	kubectl apply --server-side -k manifests/crd
 
 .PHONY: uninstall
 uninstall: ## Remove the CRD (and with it every WebApp) from the cluster.
-	kubectl delete --ignore-not-found -f manifests/crd
+	kubectl delete --ignore-not-found -f manifests/crd/example.com_webapps.yaml
 
 .PHONY: deploy
 deploy: ## Install CRD, RBAC and the operator's Deployment (image $(IMG)).

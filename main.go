@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,6 +46,9 @@ type options struct {
 	namespace               string
 	kubeAPIQPS              float64
 	kubeAPIBurst            int
+	webhook                 controller.WebhookOptions
+	webhookDNSNames         string
+	migrateStorage          bool
 }
 
 func main() {
@@ -66,6 +70,13 @@ func main() {
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "Client-side limit of requests per second to the API server, averaged (events apart); a negative value disables the client-side limit and leaves the protection to the server's API Priority and Fairness.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst of requests to the API server above --kube-api-qps.")
 	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in this namespace only (default: all namespaces).")
+	flag.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the conversion webhook's HTTPS server (every replica serves it); 0: serve none (conversion is served elsewhere).")
+	flag.StringVar(&o.webhook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the conversion webhook's tls.crt and tls.key (the certificate Secret mounted there; reloaded when it changes).")
+	flag.BoolVar(&o.webhook.Rotate, "cert-rotation", true, "Keep the conversion webhook's CA and certificate in --webhook-secret-name and the CA in the CRD's caBundle, renewing them 90 days before expiry. Off: they come from elsewhere (cert-manager).")
+	flag.StringVar(&o.webhook.SecretName, "webhook-secret-name", "webapp-operator-webhook-cert", "Secret, in the operator's namespace, of the conversion webhook's certificate.")
+	flag.StringVar(&o.webhook.ServiceName, "webhook-service-name", "webapp-operator-webhook", "Service, in the operator's namespace, through which the API server calls the conversion webhook (the certificate names it).")
+	flag.StringVar(&o.webhookDNSNames, "webhook-dns-names", "", "More DNS names for the webhook's certificate, comma-separated.")
+	flag.BoolVar(&o.migrateStorage, "migrate-storage", true, "On becoming leader, rewrite every stored WebApp at the CRD's storage version and then set the CRD's status.storedVersions to it alone.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -113,6 +124,27 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	// The operator's namespace holds the certificate's Secret and the webhook's Service.
+	o.webhook.Namespace = os.Getenv("POD_NAMESPACE")
+	if o.webhook.Namespace == "" {
+		o.webhook.Namespace = o.leaderElectionNamespace
+	}
+	if o.webhookDNSNames != "" {
+		o.webhook.ExtraDNSNames = strings.Split(o.webhookDNSNames, ",")
+	}
+	// Port 0: another process serves conversion (a test harness, a manager run on a workstation); this one serves
+	// none, and is ready without it.
+	webhookStarted, webhookReady := healthz.Ping, (<-chan struct{})(closed())
+	if o.webhook.Port != 0 {
+		if webhookStarted, webhookReady, err = controller.SetupConversionWebhook(mgr, o.webhook); err != nil {
+			return fmt.Errorf("setting up the conversion webhook: %w", err)
+		}
+	}
+	if o.migrateStorage {
+		if err := mgr.Add(&controller.StorageMigrator{Client: mgr.GetClient(), Ready: webhookReady}); err != nil {
+			return err
+		}
+	}
 	r := &controller.WebAppReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
@@ -130,7 +162,8 @@ func run(o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	// Ready only once the conversion webhook serves with a certificate the API server trusts.
+	if err := mgr.AddReadyzCheck("conversion-webhook", webhookStarted); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter.String())
@@ -146,4 +179,10 @@ func metricsOptions(o options) metricsserver.Options {
 		m.FilterProvider = metricsauth.Filter
 	}
 	return m
+}
+
+func closed() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }

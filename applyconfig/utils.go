@@ -9,8 +9,8 @@ Licensed under the Apache License, Version 2.0.
 package applyconfig
 
 import (
-	v1 "github.com/example/webapp-operator/apis/v1"
-	apisv1 "github.com/example/webapp-operator/applyconfig/apis/v1"
+	v2 "github.com/example/webapp-operator/apis/v2"
+	apisv2 "github.com/example/webapp-operator/applyconfig/apis/v2"
 	internal "github.com/example/webapp-operator/applyconfig/internal"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,19 +21,25 @@ import (
 // apply configuration type exists for the given GroupVersionKind.
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
-	// Group=example.com, Version=v1
-	case v1.SchemeGroupVersion.WithKind("RetainedField"):
-		return &apisv1.RetainedFieldApplyConfiguration{}
-	case v1.SchemeGroupVersion.WithKind("RollingUpdate"):
-		return &apisv1.RollingUpdateApplyConfiguration{}
-	case v1.SchemeGroupVersion.WithKind("ServiceSpec"):
-		return &apisv1.ServiceSpecApplyConfiguration{}
-	case v1.SchemeGroupVersion.WithKind("WebApp"):
-		return &apisv1.WebAppApplyConfiguration{}
-	case v1.SchemeGroupVersion.WithKind("WebAppSpec"):
-		return &apisv1.WebAppSpecApplyConfiguration{}
-	case v1.SchemeGroupVersion.WithKind("WebAppStatus"):
-		return &apisv1.WebAppStatusApplyConfiguration{}
+	// Group=example.com, Version=v2
+	case v2.SchemeGroupVersion.WithKind("ContainerSpec"):
+		return &apisv2.ContainerSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("PodSpec"):
+		return &apisv2.PodSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("Port"):
+		return &apisv2.PortApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("RetainedField"):
+		return &apisv2.RetainedFieldApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("RolloutSpec"):
+		return &apisv2.RolloutSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ServiceSpec"):
+		return &apisv2.ServiceSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("WebApp"):
+		return &apisv2.WebAppApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("WebAppSpec"):
+		return &apisv2.WebAppSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("WebAppStatus"):
+		return &apisv2.WebAppStatusApplyConfiguration{}
 
 	}
 	return nil

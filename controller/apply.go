@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // object is every kind the operator writes: a pointer to an API struct.
@@ -70,7 +70,7 @@ var errOwnerGoing = errors.New("the WebApp is being deleted")
 // ownerAlive returns errOwnerGoing unless the WebApp of key, as the API server has it, is owner and not being
 // deleted.
 func ownerAlive(ctx context.Context, r *WebAppReconciler, key types.NamespacedName, owner types.UID) error {
-	app := &webappv1.WebApp{}
+	app := &webappv2.WebApp{}
 	switch err := r.reader().Get(ctx, key, app); {
 	case apierrors.IsNotFound(err):
 		return errOwnerGoing
@@ -100,7 +100,7 @@ type outcome[PT client.Object] struct {
 	// changed: the server changed the object (created it, or its resourceVersion moved).
 	changed bool
 	// retained: fields our apply let go of that other field managers keep (children only).
-	retained []webappv1.RetainedField
+	retained []webappv2.RetainedField
 }
 
 // written is what a write did, for the events and metrics.
@@ -385,7 +385,7 @@ func hashOf(v any) ([sha256.Size]byte, error) {
 // a deletion. An owner reference that another manager also owns survives that apply (a child applied or created
 // from an exported manifest); it is then removed by a guarded patch, so the garbage collector never takes a
 // released child. It reports whether it sent anything.
-func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, app *webappv1.WebApp,
+func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, app *webappv2.WebApp,
 	extract func(PT, string) (AC, error)) (bool, error) {
 	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
 	cur := PT(new(T))

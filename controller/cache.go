@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // CacheOptions keep only what the operator needs in memory: children (of every kind in children) that
@@ -24,7 +25,7 @@ import (
 func CacheOptions(namespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&webappv1.WebApp{}:            {Transform: onlyOurFields},
+		&webappv2.WebApp{}:            {Transform: onlyOurFields},
 		metadataOnly("ConfigMap"):     {Transform: slimMetadata},
 		metadataOnly("Secret"):        {Transform: slimMetadata},
 		metadataOnly("ResourceQuota"): {Transform: slimMetadata},
@@ -83,5 +84,6 @@ func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(webappv1.AddToScheme(s))
+	utilruntime.Must(webappv2.AddToScheme(s))
 	return s
 }

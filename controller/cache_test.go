@@ -11,8 +11,8 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/utils/ptr"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 )
 
 // The cache keeps of managedFields only our manager's entries (all of them: apply, status, a guarded patch), and
@@ -34,12 +34,12 @@ func TestOnlyOurFields(t *testing.T) {
 			ManagedFields: []metav1.ManagedFieldsEntry{entry(FieldManager, "Apply", ""), entry("kube-controller-manager", "Update", "status"),
 				entry("kubectl-edit", "Update", "")},
 		}}, []string{FieldManager + "/Apply/"}, map[string]string{"deployment.kubernetes.io/revision": "2"}},
-		{"a WebApp applied client-side", &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{
+		{"a WebApp applied client-side", &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{
 			Annotations: map[string]string{lastApplied: `{"spec":{}}`, "team": "a"},
 			ManagedFields: []metav1.ManagedFieldsEntry{entry("kubectl-client-side-apply", "Update", ""), entry(FieldManager, "Apply", "status"),
 				entry(FieldManager, "Apply", ""), entry(FieldManager, "Update", "")},
 		}}, []string{FieldManager + "/Apply/status", FieldManager + "/Apply/", FieldManager + "/Update/"}, map[string]string{"team": "a"}},
-		{"nothing to drop", &webappv1.WebApp{}, nil, nil},
+		{"nothing to drop", &webappv2.WebApp{}, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,7 +75,7 @@ func TestOnlyOurFields(t *testing.T) {
 // A create-only apply sets the resourceVersion of every kind's apply configuration, and clears it when refused.
 func TestSetResourceVersion(t *testing.T) {
 	for _, ac := range []interface{ GetName() *string }{
-		appsv1ac.Deployment("web", "ns"), corev1ac.Service("web", "ns"), policyv1ac.PodDisruptionBudget("web", "ns"), webappv1ac.WebApp("web", "ns"),
+		appsv1ac.Deployment("web", "ns"), corev1ac.Service("web", "ns"), policyv1ac.PodDisruptionBudget("web", "ns"), webappv2ac.WebApp("web", "ns"),
 	} {
 		if err := setResourceVersion(ac, ptr.To("1")); err != nil {
 			t.Fatal(err)

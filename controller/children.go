@@ -13,7 +13,7 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // children are the kinds of child a WebApp has, each declared once. Everything the controller does with a kind
@@ -23,7 +23,7 @@ import (
 // kind is one entry here, its builder in desired.go with its table tests, and its RBAC marker in
 // webapp_controller.go.
 var children = []childKind{
-	declare("Deployment", "apps/v1", false, func(app *webappv1.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	declare("Deployment", "apps/v1", false, func(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
 		if in.configErr != nil {
 			// Without its config hash the Deployment is left as it is: a guess would roll the pods.
 			return nil, in.configErr
@@ -34,11 +34,11 @@ var children = []childKind{
 		withConfigHash(func(o client.Object) string {
 			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
 		}),
-	declare("Service", "v1", false, func(app *webappv1.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
+	declare("Service", "v1", false, func(app *webappv2.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
 		return desiredService(app), nil
 	}, corev1ac.ExtractService),
 	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
-	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv1.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 		return desiredPDB(app), nil
 	}, policyv1ac.ExtractPodDisruptionBudget),
 }
@@ -54,8 +54,8 @@ type childKind struct {
 	// configHash reads the config hash an object of the kind carries (nil: it carries none).
 	configHash func(client.Object) string
 	// write and release are ensure and release for the kind's types.
-	write   func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp, in inputs, o writeOpts) (childOutcome, error)
-	release func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp) (bool, error)
+	write   func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o writeOpts) (childOutcome, error)
+	release func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error)
 }
 
 // inputs are what the builders need besides the WebApp, read once per reconcile.
@@ -68,15 +68,15 @@ type inputs struct {
 type childOutcome struct {
 	written
 	obj, before client.Object // as it is now and as it was before any write; nil when missing or unreadable
-	retained    []webappv1.RetainedField
+	retained    []webappv2.RetainedField
 }
 
 // declare binds the kind's types to ensure and release: build returns the desired apply configuration (nil, for
 // an optional kind: must not exist), extract reads what our manager owns on an object of the kind.
 func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersion string, optional bool,
-	build func(*webappv1.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
+	build func(*webappv2.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
 	c := childKind{kind: kind, apiVersion: apiVersion, optional: optional, object: func() client.Object { return PT(new(T)) }}
-	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp, in inputs, o writeOpts) (childOutcome, error) {
+	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o writeOpts) (childOutcome, error) {
 		key := client.ObjectKeyFromObject(app)
 		desired, err := build(app, in)
 		if err != nil {
@@ -100,7 +100,7 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 		}
 		return res, err
 	}
-	c.release = func(ctx context.Context, r *WebAppReconciler, app *webappv1.WebApp) (bool, error) {
+	c.release = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error) {
 		return release(ctx, r, kind, app, extract)
 	}
 	return c
@@ -134,7 +134,7 @@ func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, key typ
 // deleteChild deletes app's child of kind c, if there is one and the WebApp controls it, and reports whether it
 // sent the delete. Deleting is the one write that is not an apply: an object cannot be removed by applying less
 // of it. The UID precondition makes sure it deletes the object seen, never one created since.
-func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *webappv1.WebApp) (bool, error) {
+func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *webappv2.WebApp) (bool, error) {
 	obj, err := r.cachedChild(ctx, c, client.ObjectKeyFromObject(app), app.UID)
 	if obj == nil {
 		return false, err

@@ -7,8 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 )
 
 // DefaultProgressInterval is how long after a status write of a WebApp a change of a rollout's progress alone
@@ -18,7 +18,7 @@ import (
 const DefaultProgressInterval = 10 * time.Second
 
 // shape is what of a status is written at once when it changes: everything but counts and messages.
-func shape(ac *webappv1ac.WebAppApplyConfiguration) string {
+func shape(ac *webappv2ac.WebAppApplyConfiguration) string {
 	var b strings.Builder
 	st := ac.Status
 	if st == nil {
@@ -38,12 +38,12 @@ func shape(ac *webappv1ac.WebAppApplyConfiguration) string {
 }
 
 // progressing reports whether want's Ready condition is False with reason DeploymentProgressing.
-func progressing(want *webappv1ac.WebAppApplyConfiguration) bool {
+func progressing(want *webappv2ac.WebAppApplyConfiguration) bool {
 	if want.Status == nil {
 		return false
 	}
 	for _, c := range want.Status.Conditions {
-		if deref(c.Type) == webappv1.ConditionReady {
+		if deref(c.Type) == webappv2.ConditionReady {
 			return deref(c.Status) == metav1.ConditionFalse && deref(c.Reason) == ReasonDeploymentProgressing
 		}
 	}

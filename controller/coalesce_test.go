@@ -8,19 +8,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 )
 
 // progressStatus is a status whose Ready is False with reason DeploymentProgressing (the one a pace may hold),
 // with the retained fields given.
-func progressStatus(retained ...string) *webappv1ac.WebAppApplyConfiguration {
-	st := webappv1ac.WebAppStatus().WithObservedGeneration(1).WithConditions(metav1ac.Condition().
-		WithType(webappv1.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(ReasonDeploymentProgressing).WithObservedGeneration(1))
+func progressStatus(retained ...string) *webappv2ac.WebAppApplyConfiguration {
+	st := webappv2ac.WebAppStatus().WithObservedGeneration(1).WithConditions(metav1ac.Condition().
+		WithType(webappv2.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(ReasonDeploymentProgressing).WithObservedGeneration(1))
 	for _, f := range retained {
-		st.WithRetainedFields(webappv1ac.RetainedField().WithKind("Deployment").WithField(f).WithManagers("ops"))
+		st.WithRetainedFields(webappv2ac.RetainedField().WithKind("Deployment").WithField(f).WithManagers("ops"))
 	}
-	return webappv1ac.WebApp("web", "ns").WithStatus(st)
+	return webappv2ac.WebApp("web", "ns").WithStatus(st)
 }
 
 func TestStatusPace(t *testing.T) {
@@ -29,7 +29,7 @@ func TestStatusPace(t *testing.T) {
 	cases := []struct {
 		name string
 		uid  types.UID
-		want *webappv1ac.WebAppApplyConfiguration
+		want *webappv2ac.WebAppApplyConfiguration
 		at   time.Time
 		wait time.Duration
 	}{
@@ -63,7 +63,7 @@ func TestStatusPace(t *testing.T) {
 // that let go of the field is the only one that could tell.
 func TestRetainedFieldsFoundAreKeptUntilAStatusIsStored(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
-	f := []webappv1.RetainedField{{Kind: "Deployment", Field: ".spec.x", Managers: []string{"ops"}}}
+	f := []webappv2.RetainedField{{Kind: "Deployment", Field: ".spec.x", Managers: []string{"ops"}}}
 	m := &memory{}
 	m.retainedFound(key, "a", f)
 	m.retainedFound(key, "a", nil)

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // configRefIndex indexes WebApps by the ConfigMaps and Secrets their environment refers to ("configmap/NAME",
@@ -26,9 +26,9 @@ const configRefIndex = "webapp.example.com/config-refs"
 
 // configRefs lists the ConfigMaps and Secrets app's env and envFrom refer to, as "configmap/NAME" and
 // "secret/NAME", sorted and without repeats.
-func configRefs(app *webappv1.WebApp) []string {
+func configRefs(app *webappv2.WebApp) []string {
 	var refs []string
-	for _, e := range app.Spec.Env {
+	for _, e := range app.Spec.Container.Env {
 		if e.ValueFrom == nil {
 			continue
 		}
@@ -39,7 +39,7 @@ func configRefs(app *webappv1.WebApp) []string {
 			refs = append(refs, "secret/"+r.Name)
 		}
 	}
-	for _, e := range app.Spec.EnvFrom {
+	for _, e := range app.Spec.Container.EnvFrom {
 		if e.ConfigMapRef != nil {
 			refs = append(refs, "configmap/"+e.ConfigMapRef.Name)
 		}
@@ -53,14 +53,14 @@ func configRefs(app *webappv1.WebApp) []string {
 
 // indexConfigRefs is the indexer function of configRefIndex.
 func indexConfigRefs(o client.Object) []string {
-	return configRefs(o.(*webappv1.WebApp))
+	return configRefs(o.(*webappv2.WebApp))
 }
 
 // configHash hashes the data of the ConfigMaps and Secrets app refers to. Their data is not cached (only their
 // metadata is watched): it is read from the API server when the resourceVersions the metadata cache shows differ
 // from the ones last hashed for this WebApp, so a resync costs no read. A missing one hashes as missing, so its
 // creation rolls the pods too. "" when app refers to none.
-func (r *WebAppReconciler) configHash(ctx context.Context, app *webappv1.WebApp) (string, error) {
+func (r *WebAppReconciler) configHash(ctx context.Context, app *webappv2.WebApp) (string, error) {
 	refs := configRefs(app)
 	if len(refs) == 0 {
 		return "", nil
@@ -162,7 +162,7 @@ func (r *WebAppReconciler) readConfig(ctx context.Context, kind string, key type
 // webAppsReferring maps a ConfigMap or Secret to the WebApps of its namespace whose environment refers to it.
 func (r *WebAppReconciler) webAppsReferring(kind string) func(context.Context, client.Object) []reconcile.Request {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		list := &webappv1.WebAppList{}
+		list := &webappv2.WebAppList{}
 		if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{configRefIndex: kind + "/" + o.GetName()}); err != nil {
 			// The resync still rolls the WebApps that refer to it, later.
 			log.FromContext(ctx).Error(err, "listing the WebApps that refer to a changed "+kind, "name", o.GetName(), "namespace", o.GetNamespace())

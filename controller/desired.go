@@ -15,7 +15,7 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/utils/ptr"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 const (
@@ -35,28 +35,32 @@ const (
 	// ManagedBy is the value of LabelManagedBy.
 	ManagedBy = "webapp-operator"
 
-	// containerName and portName name the single container and its port; the Service targets the port by name.
+	// containerName names the single container.
 	containerName = "app"
-	portName      = "http"
+
+	// ownerAPIVersion is the version our owner references name. It stays example.com/v1 although the operator reads
+	// v2: the garbage collector finds the owner through any served version, and a reference that changed version
+	// would mean a write to every child of every WebApp when the operator is upgraded.
+	ownerAPIVersion = "example.com/v1"
 )
 
 // selectorLabels select the pods of one WebApp. Both labels are used, so pods of another tool that only share
 // the instance label (a Helm release of the same name, say) are never selected.
-func selectorLabels(app *webappv1.WebApp) map[string]string {
+func selectorLabels(app *webappv2.WebApp) map[string]string {
 	return map[string]string{LabelName: appName, LabelInstance: app.Name}
 }
 
 // commonLabels go on the Deployment, its pod template and the Service.
-func commonLabels(app *webappv1.WebApp) map[string]string {
+func commonLabels(app *webappv2.WebApp) map[string]string {
 	l := selectorLabels(app)
 	l[LabelManagedBy] = ManagedBy
 	return l
 }
 
 // ownerReference makes the WebApp the controller of a child, so garbage collection deletes the child with it.
-func ownerReference(app *webappv1.WebApp) *metav1ac.OwnerReferenceApplyConfiguration {
+func ownerReference(app *webappv2.WebApp) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
-		WithAPIVersion(webappv1.GroupVersion.String()).
+		WithAPIVersion(ownerAPIVersion).
 		WithKind("WebApp").
 		WithName(app.Name).
 		WithUID(app.UID).
@@ -71,20 +75,20 @@ const ConfigHashAnnotation = "webapp.example.com/config-hash"
 // desiredDeployment is the complete Deployment we mean to own for app. Every field we own is set on every call:
 // a field left out of an apply is released by our manager and may be reset by the server. configHash is the
 // hash of the referenced configuration ("" when the WebApp refers to none).
-func desiredDeployment(app *webappv1.WebApp, configHash string) (*appsv1ac.DeploymentApplyConfiguration, error) {
+func desiredDeployment(app *webappv2.WebApp, configHash string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	template, err := desiredPodTemplate(app, configHash)
 	if err != nil {
 		return nil, err
 	}
 	spec := appsv1ac.DeploymentSpec().
-		WithReplicas(app.Spec.Replicas).
+		WithReplicas(replicas(app)).
 		WithProgressDeadlineSeconds(progressDeadline(app)).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
 		WithTemplate(template)
-	if app.Spec.RevisionHistoryLimit != nil {
-		spec.WithRevisionHistoryLimit(*app.Spec.RevisionHistoryLimit)
+	if app.Spec.Rollout.RevisionHistoryLimit != nil {
+		spec.WithRevisionHistoryLimit(*app.Spec.Rollout.RevisionHistoryLimit)
 	}
-	if s := app.Spec.Strategy; s.MaxSurge != nil || s.MaxUnavailable != nil {
+	if s := app.Spec.Rollout; s.MaxSurge != nil || s.MaxUnavailable != nil {
 		ru := appsv1ac.RollingUpdateDeployment()
 		if s.MaxSurge != nil {
 			ru.WithMaxSurge(*s.MaxSurge)
@@ -102,13 +106,13 @@ func desiredDeployment(app *webappv1.WebApp, configHash string) (*appsv1ac.Deplo
 
 // desiredPodTemplate is the pod template: the user's pod labels and annotations under ours, one container, the
 // pull secrets, and the security context of the chosen Pod Security Standard.
-func desiredPodTemplate(app *webappv1.WebApp, configHash string) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
-	labels := maps.Clone(app.Spec.PodLabels)
+func desiredPodTemplate(app *webappv2.WebApp, configHash string) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+	labels := maps.Clone(app.Spec.Pod.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	maps.Copy(labels, commonLabels(app))
-	annotations := maps.Clone(app.Spec.PodAnnotations)
+	annotations := maps.Clone(app.Spec.Pod.Annotations)
 	if configHash != "" {
 		if annotations == nil {
 			annotations = map[string]string{}
@@ -122,7 +126,7 @@ func desiredPodTemplate(app *webappv1.WebApp, configHash string) (*corev1ac.PodT
 	pod := corev1ac.PodSpec().
 		WithContainers(container).
 		WithSecurityContext(podSecurityContext(app))
-	for _, s := range app.Spec.ImagePullSecrets {
+	for _, s := range app.Spec.Pod.ImagePullSecrets {
 		pod.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
 	}
 	t := corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(pod)
@@ -132,50 +136,71 @@ func desiredPodTemplate(app *webappv1.WebApp, configHash string) (*corev1ac.PodT
 	return t, nil
 }
 
-// desiredContainer is the one container, named app, with its port named http. The user's env, envFrom,
+// desiredContainer is the one container, named app, with the WebApp's named ports. The user's env, envFrom,
 // resources and probes are the API's own types, converted to apply configurations as they are.
-func desiredContainer(app *webappv1.WebApp) (*corev1ac.ContainerApplyConfiguration, error) {
+func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfiguration, error) {
+	spec := app.Spec.Container
 	c := corev1ac.Container().
 		WithName(containerName).
 		WithImage(app.Spec.Image).
+		WithSecurityContext(containerSecurityContext(app))
+	for _, p := range ports(app) {
 		// The protocol is part of the list key the server records; leaving it to defaulting would make our
 		// owned fields differ from what we send, and cost a write per reconcile.
-		WithPorts(corev1ac.ContainerPort().WithName(portName).WithContainerPort(app.Spec.Port).WithProtocol(corev1.ProtocolTCP)).
-		WithSecurityContext(containerSecurityContext(app))
-	if len(app.Spec.Command) > 0 {
-		c.WithCommand(app.Spec.Command...)
+		c.WithPorts(corev1ac.ContainerPort().WithName(p.Name).WithContainerPort(p.Port).WithProtocol(corev1.ProtocolTCP))
 	}
-	if len(app.Spec.Args) > 0 {
-		c.WithArgs(app.Spec.Args...)
+	if len(spec.Command) > 0 {
+		c.WithCommand(spec.Command...)
 	}
-	if app.Spec.ImagePullPolicy != "" {
-		c.WithImagePullPolicy(app.Spec.ImagePullPolicy)
+	if len(spec.Args) > 0 {
+		c.WithArgs(spec.Args...)
+	}
+	if spec.ImagePullPolicy != "" {
+		c.WithImagePullPolicy(spec.ImagePullPolicy)
 	}
 	var errs []error
-	for i := range app.Spec.Env {
-		env := serverFormEnv(app.Spec.Env[i])
+	for i := range spec.Env {
+		env := serverFormEnv(spec.Env[i])
 		errs = append(errs, convert(&env, func(ac *corev1ac.EnvVarApplyConfiguration) { c.WithEnv(ac) }))
 	}
-	for i := range app.Spec.EnvFrom {
-		errs = append(errs, convert(&app.Spec.EnvFrom[i], func(ac *corev1ac.EnvFromSourceApplyConfiguration) { c.WithEnvFrom(ac) }))
+	for i := range spec.EnvFrom {
+		errs = append(errs, convert(&spec.EnvFrom[i], func(ac *corev1ac.EnvFromSourceApplyConfiguration) { c.WithEnvFrom(ac) }))
 	}
-	if r := app.Spec.Resources; len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
+	if r := spec.Resources; len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
 		r = serverFormResources(r)
 		errs = append(errs, convert(&r, func(ac *corev1ac.ResourceRequirementsApplyConfiguration) { c.WithResources(ac) }))
 	}
-	if app.Spec.LivenessProbe != nil {
-		errs = append(errs, convert(app.Spec.LivenessProbe, func(ac *corev1ac.ProbeApplyConfiguration) { c.WithLivenessProbe(ac) }))
+	if spec.LivenessProbe != nil {
+		errs = append(errs, convert(spec.LivenessProbe, func(ac *corev1ac.ProbeApplyConfiguration) { c.WithLivenessProbe(ac) }))
 	}
-	// The readiness probe: the user's, or an HTTP GET of healthCheckPath, or by default a TCP check of the port.
+	// The readiness probe: the user's, or an HTTP GET of healthCheckPath, or by default a TCP check of the
+	// primary port.
+	primary := intstr.FromString(ports(app)[0].Name)
 	switch {
-	case app.Spec.ReadinessProbe != nil:
-		errs = append(errs, convert(app.Spec.ReadinessProbe, func(ac *corev1ac.ProbeApplyConfiguration) { c.WithReadinessProbe(ac) }))
-	case app.Spec.HealthCheckPath != "":
-		c.WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(app.Spec.HealthCheckPath).WithPort(intstr.FromString(portName))))
+	case spec.ReadinessProbe != nil:
+		errs = append(errs, convert(spec.ReadinessProbe, func(ac *corev1ac.ProbeApplyConfiguration) { c.WithReadinessProbe(ac) }))
+	case spec.HealthCheckPath != "":
+		c.WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(spec.HealthCheckPath).WithPort(primary)))
 	default:
-		c.WithReadinessProbe(corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(portName))))
+		c.WithReadinessProbe(corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(primary)))
 	}
 	return c, errors.Join(errs...)
+}
+
+// defaultPorts are the ports of a WebApp whose spec.ports is empty (one built in Go; the API server defaults it).
+var defaultPorts = []webappv2.Port{{Name: "http", Port: 80}}
+
+// ports are the WebApp's ports; the first is the primary one.
+func ports(app *webappv2.WebApp) []webappv2.Port {
+	if len(app.Spec.Ports) == 0 {
+		return defaultPorts
+	}
+	return app.Spec.Ports
+}
+
+// replicas is spec.replicas, or what unset means.
+func replicas(app *webappv2.WebApp) int32 {
+	return ptr.Deref(app.Spec.Replicas, webappv2.DefaultReplicas)
 }
 
 // The API server defaults and normalises some values it then records as ours. Where that happens to a field we own
@@ -231,17 +256,17 @@ func convert[AC any](typed any, set func(*AC)) error {
 
 // podSecurityContext and containerSecurityContext meet the restricted Pod Security Standard by default, the
 // baseline one when the WebApp opts out for an image that must run as root.
-func podSecurityContext(app *webappv1.WebApp) *corev1ac.PodSecurityContextApplyConfiguration {
+func podSecurityContext(app *webappv2.WebApp) *corev1ac.PodSecurityContextApplyConfiguration {
 	sc := corev1ac.PodSecurityContext().WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
-	if app.Spec.PodSecurity != webappv1.PodSecurityBaseline {
+	if app.Spec.Pod.Security != webappv2.PodSecurityBaseline {
 		sc.WithRunAsNonRoot(true)
 	}
 	return sc
 }
 
-func containerSecurityContext(app *webappv1.WebApp) *corev1ac.SecurityContextApplyConfiguration {
+func containerSecurityContext(app *webappv2.WebApp) *corev1ac.SecurityContextApplyConfiguration {
 	sc := corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false)
-	if app.Spec.PodSecurity != webappv1.PodSecurityBaseline {
+	if app.Spec.Pod.Security != webappv2.PodSecurityBaseline {
 		sc.WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
 	}
 	return sc
@@ -249,8 +274,8 @@ func containerSecurityContext(app *webappv1.WebApp) *corev1ac.SecurityContextApp
 
 // desiredPDB is the PodDisruptionBudget that keeps all but one pod up during voluntary disruptions (node drains),
 // or nil when there is a single replica: there is then nothing for it to protect.
-func desiredPDB(app *webappv1.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
-	if app.Spec.Replicas < 2 {
+func desiredPDB(app *webappv2.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	if replicas(app) < 2 {
 		return nil
 	}
 	return policyv1ac.PodDisruptionBudget(app.Name, app.Namespace).
@@ -263,34 +288,38 @@ func desiredPDB(app *webappv1.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfig
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))))
 }
 
-// progressDeadline is spec.progressDeadlineSeconds, or the API default when unset (a WebApp built in Go).
-func progressDeadline(app *webappv1.WebApp) int32 {
-	if app.Spec.ProgressDeadlineSeconds > 0 {
-		return app.Spec.ProgressDeadlineSeconds
+// progressDeadline is spec.rollout.progressDeadlineSeconds, or what unset means.
+func progressDeadline(app *webappv2.WebApp) int32 {
+	if d := app.Spec.Rollout.ProgressDeadlineSeconds; d > 0 {
+		return d
 	}
-	return 600
+	return webappv2.DefaultProgressDeadlineSeconds
 }
 
-// desiredService is the complete Service we mean to own for app: spec.port to the container's named port.
-func desiredService(app *webappv1.WebApp) *corev1ac.ServiceApplyConfiguration {
+// desiredService is the complete Service we mean to own for app: each port, by number, to the container's port
+// of the same name.
+func desiredService(app *webappv2.WebApp) *corev1ac.ServiceApplyConfiguration {
 	svc := corev1ac.Service(app.Name, app.Namespace)
 	if len(app.Spec.Service.Annotations) > 0 {
 		svc.WithAnnotations(app.Spec.Service.Annotations)
 	}
+	spec := corev1ac.ServiceSpec().
+		WithType(serviceType(app)).
+		WithSelector(selectorLabels(app))
+	for _, p := range ports(app) {
+		spec.WithPorts(corev1ac.ServicePort().
+			WithName(p.Name).
+			WithProtocol(corev1.ProtocolTCP).
+			WithPort(p.Port).
+			WithTargetPort(intstr.FromString(p.Name)))
+	}
 	return svc.
 		WithLabels(commonLabels(app)).
 		WithOwnerReferences(ownerReference(app)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithType(serviceType(app)).
-			WithSelector(selectorLabels(app)).
-			WithPorts(corev1ac.ServicePort().
-				WithName(portName).
-				WithProtocol(corev1.ProtocolTCP).
-				WithPort(app.Spec.Port).
-				WithTargetPort(intstr.FromString(portName))))
+		WithSpec(spec)
 }
 
-func serviceType(app *webappv1.WebApp) corev1.ServiceType {
+func serviceType(app *webappv2.WebApp) corev1.ServiceType {
 	if app.Spec.Service.Type != "" {
 		return app.Spec.Service.Type
 	}
@@ -298,6 +327,6 @@ func serviceType(app *webappv1.WebApp) corev1.ServiceType {
 }
 
 // serviceURL is the in-cluster address of app's Service.
-func serviceURL(app *webappv1.WebApp) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", app.Name, app.Namespace, app.Spec.Port)
+func serviceURL(app *webappv2.WebApp) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", app.Name, app.Namespace, ports(app)[0].Port)
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // Each spec addition reaches the pod template, the Service or the PDB; an unset one adds nothing.
@@ -20,11 +20,11 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 	cmRef := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "k"}}
 	cases := []struct {
 		name  string
-		set   func(*webappv1.WebAppSpec)
+		set   func(*webappv2.WebAppSpec)
 		hash  string
 		check func(t *testing.T, d *appsv1.Deployment, c corev1.Container)
 	}{
-		{"defaults: TCP readiness probe, restricted security, no strategy", func(*webappv1.WebAppSpec) {}, "", func(t *testing.T, d *appsv1.Deployment, c corev1.Container) {
+		{"defaults: TCP readiness probe, restricted security, no strategy", func(*webappv2.WebAppSpec) {}, "", func(t *testing.T, d *appsv1.Deployment, c corev1.Container) {
 			if c.ReadinessProbe == nil || c.ReadinessProbe.TCPSocket == nil || c.ReadinessProbe.TCPSocket.Port != intstr.FromString("http") {
 				t.Errorf("readiness probe = %+v", c.ReadinessProbe)
 			}
@@ -40,7 +40,7 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 				t.Errorf("unset fields set: %+v / %+v", c, d.Spec)
 			}
 		}},
-		{"baseline opt-out", func(s *webappv1.WebAppSpec) { s.PodSecurity = webappv1.PodSecurityBaseline }, "", func(t *testing.T, d *appsv1.Deployment, c corev1.Container) {
+		{"baseline opt-out", func(s *webappv2.WebAppSpec) { s.Pod.Security = webappv2.PodSecurityBaseline }, "", func(t *testing.T, d *appsv1.Deployment, c corev1.Container) {
 			if psc := d.Spec.Template.Spec.SecurityContext; psc.RunAsNonRoot != nil || psc.SeccompProfile == nil {
 				t.Errorf("pod security context = %+v", psc)
 			}
@@ -48,14 +48,14 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 				t.Errorf("container security context = %+v", sc)
 			}
 		}},
-		{"health check path", func(s *webappv1.WebAppSpec) { s.HealthCheckPath = "/healthz" }, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
+		{"health check path", func(s *webappv2.WebAppSpec) { s.Container.HealthCheckPath = "/healthz" }, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
 			if g := c.ReadinessProbe.HTTPGet; g == nil || g.Path != "/healthz" || g.Port != intstr.FromString("http") || c.ReadinessProbe.TCPSocket != nil {
 				t.Errorf("readiness probe = %+v", c.ReadinessProbe)
 			}
 		}},
-		{"full probes", func(s *webappv1.WebAppSpec) {
-			s.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 3}
-			s.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(9000)}}, FailureThreshold: 5}
+		{"full probes", func(s *webappv2.WebAppSpec) {
+			s.Container.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 3}
+			s.Container.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(9000)}}, FailureThreshold: 5}
 		}, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
 			if p := c.ReadinessProbe; p.Exec == nil || p.Exec.Command[0] != "true" || p.PeriodSeconds != 3 || p.TCPSocket != nil {
 				t.Errorf("readiness probe = %+v", p)
@@ -64,10 +64,10 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 				t.Errorf("liveness probe = %+v", p)
 			}
 		}},
-		{"env, envFrom, command, args, pull policy", func(s *webappv1.WebAppSpec) {
-			s.Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: cmRef}}
-			s.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}}}
-			s.Command, s.Args, s.ImagePullPolicy = []string{"/bin/app"}, []string{"--port", "80"}, corev1.PullAlways
+		{"env, envFrom, command, args, pull policy", func(s *webappv2.WebAppSpec) {
+			s.Container.Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: cmRef}}
+			s.Container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}}}
+			s.Container.Command, s.Container.Args, s.Container.ImagePullPolicy = []string{"/bin/app"}, []string{"--port", "80"}, corev1.PullAlways
 		}, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
 			if len(c.Env) != 2 || c.Env[0].Value != "1" || c.Env[1].ValueFrom.ConfigMapKeyRef.Name != "cfg" || len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != "sec" {
 				t.Errorf("env %+v envFrom %+v", c.Env, c.EnvFrom)
@@ -76,8 +76,8 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 				t.Errorf("command %v args %v pull %q", c.Command, c.Args, c.ImagePullPolicy)
 			}
 		}},
-		{"resources keep their value", func(s *webappv1.WebAppSpec) {
-			s.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
+		{"resources keep their value", func(s *webappv2.WebAppSpec) {
+			s.Container.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
 		}, "", func(t *testing.T, _ *appsv1.Deployment, c corev1.Container) {
 			if cpu := c.Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("1")) != 0 {
 				t.Errorf("cpu request = %v", cpu.String())
@@ -86,10 +86,10 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 				t.Errorf("memory limit = %v", mem.String())
 			}
 		}},
-		{"pod labels and annotations under ours, pull secrets, config hash", func(s *webappv1.WebAppSpec) {
-			s.PodLabels = map[string]string{"team": "payments"}
-			s.PodAnnotations = map[string]string{"prometheus.io/scrape": "true"}
-			s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+		{"pod labels and annotations under ours, pull secrets, config hash", func(s *webappv2.WebAppSpec) {
+			s.Pod.Labels = map[string]string{"team": "payments"}
+			s.Pod.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+			s.Pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
 		}, "abc123", func(t *testing.T, d *appsv1.Deployment, _ corev1.Container) {
 			tpl := d.Spec.Template
 			if tpl.Labels["team"] != "payments" || tpl.Labels[LabelInstance] != "x" || len(tpl.Labels) != 4 {
@@ -105,9 +105,9 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 				t.Errorf("pod labels leaked into the selector: %v", d.Spec.Selector.MatchLabels)
 			}
 		}},
-		{"rollout strategy and history", func(s *webappv1.WebAppSpec) {
-			s.Strategy = webappv1.RollingUpdate{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("50%"))}
-			s.RevisionHistoryLimit = ptr.To(int32(2))
+		{"rollout strategy and history", func(s *webappv2.WebAppSpec) {
+			s.Rollout = webappv2.RolloutSpec{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("50%"))}
+			s.Rollout.RevisionHistoryLimit = ptr.To(int32(2))
 		}, "", func(t *testing.T, d *appsv1.Deployment, _ corev1.Container) {
 			ru := d.Spec.Strategy.RollingUpdate
 			if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable.String() != "50%" {
@@ -137,12 +137,12 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 
 func TestDesiredServiceTypeAndAnnotations(t *testing.T) {
 	cases := []struct {
-		svc      webappv1.ServiceSpec
+		svc      webappv2.ServiceSpec
 		wantType corev1.ServiceType
 	}{
-		{webappv1.ServiceSpec{}, corev1.ServiceTypeClusterIP},
-		{webappv1.ServiceSpec{Type: corev1.ServiceTypeNodePort}, corev1.ServiceTypeNodePort},
-		{webappv1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Annotations: map[string]string{"lb.example/internal": "true"}}, corev1.ServiceTypeLoadBalancer},
+		{webappv2.ServiceSpec{}, corev1.ServiceTypeClusterIP},
+		{webappv2.ServiceSpec{Type: corev1.ServiceTypeNodePort}, corev1.ServiceTypeNodePort},
+		{webappv2.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Annotations: map[string]string{"lb.example/internal": "true"}}, corev1.ServiceTypeLoadBalancer},
 	}
 	for _, tc := range cases {
 		app := newApp("x", 1, 80, "nginx")
@@ -175,13 +175,13 @@ func TestDesiredPDB(t *testing.T) {
 
 func TestConfigRefs(t *testing.T) {
 	app := newApp("x", 1, 80, "nginx")
-	app.Spec.Env = []corev1.EnvVar{
+	app.Spec.Container.Env = []corev1.EnvVar{
 		{Name: "A", Value: "plain"},
 		{Name: "B", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "b"}}},
 		{Name: "C", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "c"}}},
 		{Name: "D", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 	}
-	app.Spec.EnvFrom = []corev1.EnvFromSource{
+	app.Spec.Container.EnvFrom = []corev1.EnvFromSource{
 		{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}},
 		{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "all"}}},
 	}
@@ -196,18 +196,18 @@ func TestConfigRefs(t *testing.T) {
 }
 
 // fullSpecApp sets every optional field that reaches the Deployment.
-func fullSpecApp() *webappv1.WebApp {
+func fullSpecApp() *webappv2.WebApp {
 	app := newApp("full", 3, 8080, "registry.example/shop:2")
 	s := &app.Spec
-	s.Command, s.Args = []string{"/shop"}, []string{"--json"}
-	s.Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
-	s.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}
-	s.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}}
-	s.HealthCheckPath = "/healthz"
-	s.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromString("http")}}}
-	s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
-	s.PodLabels, s.PodAnnotations = map[string]string{"team": "payments"}, map[string]string{"a": "b"}
-	s.Strategy = webappv1.RollingUpdate{MaxSurge: ptr.To(intstr.FromInt32(1))}
-	s.RevisionHistoryLimit = ptr.To(int32(3))
+	s.Container.Command, s.Container.Args = []string{"/shop"}, []string{"--json"}
+	s.Container.Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
+	s.Container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}
+	s.Container.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}}
+	s.Container.HealthCheckPath = "/healthz"
+	s.Container.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromString("http")}}}
+	s.Pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+	s.Pod.Labels, s.Pod.Annotations = map[string]string{"team": "payments"}, map[string]string{"a": "b"}
+	s.Rollout = webappv2.RolloutSpec{MaxSurge: ptr.To(intstr.FromInt32(1))}
+	s.Rollout.RevisionHistoryLimit = ptr.To(int32(3))
 	return app
 }

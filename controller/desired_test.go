@@ -10,17 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-func newApp(name string, replicas, port int32, image string) *webappv1.WebApp {
-	return &webappv1.WebApp{
+func newApp(name string, replicas, port int32, image string) *webappv2.WebApp {
+	return &webappv2.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Generation: 1},
-		Spec:       webappv1.WebAppSpec{Image: image, Replicas: replicas, Port: port},
+		Spec:       webappv2.WebAppSpec{Image: image, Replicas: &replicas, Ports: []webappv2.Port{{Name: "http", Port: port}}},
 	}
 }
 
-func mustDeployment(t *testing.T, app *webappv1.WebApp) any {
+func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
 	t.Helper()
 	d, err := desiredDeployment(app, "")
 	if err != nil {
@@ -42,7 +42,7 @@ func typed[T any](t *testing.T, ac any) *T {
 func TestDesiredDeployment(t *testing.T) {
 	cases := []struct {
 		name     string
-		app      *webappv1.WebApp
+		app      *webappv2.WebApp
 		replicas int32
 		image    string
 		port     int32
@@ -100,7 +100,7 @@ func TestDesiredService(t *testing.T) {
 	}
 }
 
-func checkOwner(t *testing.T, refs []metav1.OwnerReference, app *webappv1.WebApp) {
+func checkOwner(t *testing.T, refs []metav1.OwnerReference, app *webappv2.WebApp) {
 	t.Helper()
 	if len(refs) != 1 {
 		t.Fatalf("owner references = %+v", refs)

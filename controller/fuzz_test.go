@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/randfill"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // FuzzBuilders builds the children and the status of random WebApps (and random Deployments as last seen): no
@@ -33,7 +33,7 @@ func FuzzBuilders(f *testing.F) {
 			},
 		)
 		var in struct {
-			App      webappv1.WebApp
+			App      webappv2.WebApp
 			Dep      *appsv1.Deployment // nil: none yet
 			ApplyErr *string            // nil: the children were applied
 			Now      uint32
@@ -68,7 +68,7 @@ func FuzzBuilders(f *testing.F) {
 }
 
 // build runs every builder on its inputs and returns each result as JSON (or its error).
-func build(t *testing.T, app *webappv1.WebApp, dep *appsv1.Deployment, applyErr error, now metav1.Time) map[string]string {
+func build(t *testing.T, app *webappv2.WebApp, dep *appsv1.Deployment, applyErr error, now metav1.Time) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	encode := func(what string, v any, err error) {

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 )
 
 // memory is everything the controller remembers between reconciles: one record per WebApp, under one lock. It is
@@ -36,7 +36,7 @@ type record struct {
 	status statusWrite
 	// found are retained fields found by applies whose status is not yet stored (its write failed or waits): the
 	// apply that let go of a field is the only one that can tell, so they are kept until a status lists them.
-	found    []webappv1.RetainedField
+	found    []webappv2.RetainedField
 	foundUID types.UID
 	// sent is, per kind written ("Deployment", ..., "WebApp" for the finalizer, "WebAppStatus"), the desired state
 	// last sent or found owned.
@@ -54,7 +54,7 @@ type statusWrite struct {
 	uid      types.UID
 	shape    string
 	at       time.Time
-	retained []webappv1.RetainedField
+	retained []webappv2.RetainedField
 }
 
 // sentEntry is the desired state (hashed) last sent to, or found owned on, one object, with the object's UID and
@@ -178,7 +178,7 @@ func (m *memory) configHashed(key types.NamespacedName, versions, hash string) {
 
 // statusWait returns how long the status want of key, the WebApp uid, must wait: zero unless its shape equals
 // that of the status last written for that WebApp less than interval ago, and it reports progress alone.
-func (m *memory) statusWait(key types.NamespacedName, uid types.UID, want *webappv1ac.WebAppApplyConfiguration, interval time.Duration, now time.Time) time.Duration {
+func (m *memory) statusWait(key types.NamespacedName, uid types.UID, want *webappv2ac.WebAppApplyConfiguration, interval time.Duration, now time.Time) time.Duration {
 	if interval <= 0 {
 		return 0
 	}
@@ -192,11 +192,11 @@ func (m *memory) statusWait(key types.NamespacedName, uid types.UID, want *webap
 }
 
 // statusWritten notes a status write of key, the WebApp uid.
-func (m *memory) statusWritten(key types.NamespacedName, uid types.UID, want *webappv1ac.WebAppApplyConfiguration, now time.Time) {
-	var retained []webappv1.RetainedField
+func (m *memory) statusWritten(key types.NamespacedName, uid types.UID, want *webappv2ac.WebAppApplyConfiguration, now time.Time) {
+	var retained []webappv2.RetainedField
 	if want.Status != nil {
 		for _, f := range want.Status.RetainedFields {
-			retained = append(retained, webappv1.RetainedField{Kind: deref(f.Kind), Field: deref(f.Field), Managers: f.Managers})
+			retained = append(retained, webappv2.RetainedField{Kind: deref(f.Kind), Field: deref(f.Field), Managers: f.Managers})
 		}
 	}
 	m.mu.Lock()
@@ -205,7 +205,7 @@ func (m *memory) statusWritten(key types.NamespacedName, uid types.UID, want *we
 }
 
 // lastRetained is the status.retainedFields of the last status written for key, the WebApp uid, if one was.
-func (m *memory) lastRetained(key types.NamespacedName, uid types.UID) ([]webappv1.RetainedField, bool) {
+func (m *memory) lastRetained(key types.NamespacedName, uid types.UID) ([]webappv2.RetainedField, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec := m.record(key, false)
@@ -217,7 +217,7 @@ func (m *memory) lastRetained(key types.NamespacedName, uid types.UID) ([]webapp
 
 // retainedFound remembers fields that applies of the WebApp uid let go of and other managers keep, until a status
 // that lists them is stored (retainedStored).
-func (m *memory) retainedFound(key types.NamespacedName, uid types.UID, fields []webappv1.RetainedField) {
+func (m *memory) retainedFound(key types.NamespacedName, uid types.UID, fields []webappv2.RetainedField) {
 	if len(fields) == 0 {
 		return
 	}
@@ -231,7 +231,7 @@ func (m *memory) retainedFound(key types.NamespacedName, uid types.UID, fields [
 }
 
 // retainedPending is what retainedFound remembers for the WebApp uid.
-func (m *memory) retainedPending(key types.NamespacedName, uid types.UID) []webappv1.RetainedField {
+func (m *memory) retainedPending(key types.NamespacedName, uid types.UID) []webappv2.RetainedField {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if rec := m.record(key, false); rec != nil && rec.foundUID == uid {

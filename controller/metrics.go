@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // Results of an apply, the values of the result label of webapp_operator_applies_total.
@@ -67,7 +67,7 @@ func RegisterReadyCollector(reader client.Reader) error {
 func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
-	list := &webappv1.WebAppList{}
+	list := &webappv2.WebAppList{}
 	// A cache that cannot sync must not hang the scrape.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -79,7 +79,7 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[metav1.ConditionStatus]float64{metav1.ConditionTrue: 0, metav1.ConditionFalse: 0, metav1.ConditionUnknown: 0}
 	for i := range list.Items {
 		status := metav1.ConditionUnknown
-		if ready := meta.FindStatusCondition(list.Items[i].Status.Conditions, webappv1.ConditionReady); ready != nil {
+		if ready := meta.FindStatusCondition(list.Items[i].Status.Conditions, webappv2.ConditionReady); ready != nil {
 			status = ready.Status
 		}
 		counts[status]++

@@ -28,9 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/applyconfig"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -50,7 +50,7 @@ type fakeEnv struct {
 type webAppApply struct {
 	subresource string // "" for the WebApp itself
 	opts        client.ApplyOptions
-	obj         *webappv1ac.WebAppApplyConfiguration
+	obj         *webappv2ac.WebAppApplyConfiguration
 }
 
 func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
@@ -61,7 +61,7 @@ func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
 	env.Client = fake.NewClientBuilder().
 		WithScheme(scheme).
 		WithTypeConverters(clientgoac.NewTypeConverter(scheme), applyconfig.NewTypeConverter(scheme)).
-		WithStatusSubresource(&webappv1.WebApp{}).
+		WithStatusSubresource(&webappv2.WebApp{}).
 		WithReturnManagedFields().
 		WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
@@ -78,7 +78,7 @@ func newFakeEnv(t testing.TB, objs ...client.Object) *fakeEnv {
 				return c.Patch(ctx, o, p, opts...)
 			},
 			Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-				if w, ok := o.(*webappv1ac.WebAppApplyConfiguration); ok {
+				if w, ok := o.(*webappv2ac.WebAppApplyConfiguration); ok {
 					if err := env.recordWebAppApply("", *(&client.ApplyOptions{}).ApplyOptions(opts), o); err != nil {
 						return err
 					}
@@ -117,7 +117,7 @@ func (e *fakeEnv) recordWebAppApply(subresource string, opts client.ApplyOptions
 	if err != nil {
 		return err
 	}
-	sent := &webappv1ac.WebAppApplyConfiguration{}
+	sent := &webappv2ac.WebAppApplyConfiguration{}
 	if err := json.Unmarshal(data, sent); err != nil {
 		return err
 	}
@@ -125,11 +125,11 @@ func (e *fakeEnv) recordWebAppApply(subresource string, opts client.ApplyOptions
 	return nil
 }
 
-func reqFor(app *webappv1.WebApp) ctrl.Request {
+func reqFor(app *webappv2.WebApp) ctrl.Request {
 	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: app.Namespace, Name: app.Name}}
 }
 
-func (e *fakeEnv) reconcile(t *testing.T, r *WebAppReconciler, app *webappv1.WebApp) ctrl.Result {
+func (e *fakeEnv) reconcile(t *testing.T, r *WebAppReconciler, app *webappv2.WebApp) ctrl.Result {
 	t.Helper()
 	res, err := r.Reconcile(context.Background(), reqFor(app))
 	if err != nil {
@@ -152,7 +152,7 @@ func (e *fakeEnv) resync(t *testing.T, r *WebAppReconciler) []string {
 }
 
 // get reads the object of app's name and namespace (the WebApp or a child) into obj.
-func (e *fakeEnv) get(t *testing.T, app *webappv1.WebApp, obj client.Object) {
+func (e *fakeEnv) get(t *testing.T, app *webappv2.WebApp, obj client.Object) {
 	t.Helper()
 	if err := e.Get(context.Background(), client.ObjectKeyFromObject(app), obj); err != nil {
 		t.Fatal(err)
@@ -184,9 +184,9 @@ func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
 			t.Errorf("%T has no Apply entry of %s: %+v", o, FieldManager, o.GetManagedFields())
 		}
 	}
-	got := &webappv1.WebApp{}
+	got := &webappv2.WebApp{}
 	env.get(t, app, got)
-	if ready := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionReady); got.Status.URL != "http://web.ns.svc:80" || ready == nil || ready.Status != metav1.ConditionFalse {
+	if ready := meta.FindStatusCondition(got.Status.Conditions, webappv2.ConditionReady); got.Status.URL != "http://web.ns.svc:80" || ready == nil || ready.Status != metav1.ConditionFalse {
 		t.Errorf("status = %+v", got.Status)
 	}
 	// The status goes through the status subresource, forced, under our manager, and carries nothing but status;
@@ -264,11 +264,11 @@ func TestChildrenFollowTheWebApp(t *testing.T) {
 	cases := []struct {
 		name string
 		// change is made between the first reconcile and the second.
-		change func(t *testing.T, env *fakeEnv, app *webappv1.WebApp)
+		change func(t *testing.T, env *fakeEnv, app *webappv2.WebApp)
 		writes int32
 		check  func(t *testing.T, dep *appsv1.Deployment, svc *corev1.Service)
 	}{
-		{"drift is repaired, a foreign annotation kept", func(t *testing.T, env *fakeEnv, app *webappv1.WebApp) {
+		{"drift is repaired, a foreign annotation kept", func(t *testing.T, env *fakeEnv, app *webappv2.WebApp) {
 			dep := &appsv1.Deployment{}
 			env.get(t, app, dep)
 			dep.Spec.Replicas = ptr.To(int32(7))
@@ -282,9 +282,9 @@ func TestChildrenFollowTheWebApp(t *testing.T) {
 				t.Errorf("replicas %d annotations %v, want 3 (drift repaired) and team=payments kept", *dep.Spec.Replicas, dep.Annotations)
 			}
 		}},
-		{"a spec change reaches the Deployment and the Service", func(t *testing.T, env *fakeEnv, app *webappv1.WebApp) {
+		{"a spec change reaches the Deployment and the Service", func(t *testing.T, env *fakeEnv, app *webappv2.WebApp) {
 			env.get(t, app, app)
-			app.Spec.Replicas, app.Spec.Image, app.Spec.Port = 5, "nginx:1.27", 8080
+			app.Spec.Replicas, app.Spec.Image, app.Spec.Ports = ptr.To(int32(5)), "nginx:1.27", []webappv2.Port{{Name: "http", Port: 8080}}
 			app.ManagedFields = nil
 			if err := env.Update(context.Background(), app); err != nil {
 				t.Fatal(err)
@@ -371,7 +371,7 @@ func TestApplyErrorsAreSortedAndReported(t *testing.T) {
 				t.Errorf("a refused child: the resync enqueues %v, want [web]", got)
 			}
 			env.get(t, app, app)
-			ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+			ready := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady)
 			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != tc.reason || !strings.Contains(ready.Message, tc.msgContaining) {
 				t.Errorf("Ready = %+v, want False/%s with the server's message", ready, tc.reason)
 			}
@@ -399,7 +399,7 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 		t.Errorf("foreign Service was changed: %+v", svc)
 	}
 	env.get(t, app, app)
-	ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+	ready := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady)
 	if ready == nil || ready.Reason != ReasonChildNotOwned || !strings.Contains(ready.Message, "Service ns/web already exists and is not managed by webapp-operator") {
 		t.Errorf("Ready = %+v", ready)
 	}
@@ -408,8 +408,8 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 // What is remembered of a WebApp is one record, and a deleted WebApp leaves none behind: the memory is bounded by
 // the WebApps that exist.
 func TestADeletedWebAppLeavesNothingInMemory(t *testing.T) {
-	apps := []*webappv1.WebApp{newApp("web", 3, 80, "nginx:1.25"), newApp("api", 1, 80, "nginx:1.25")}
-	apps[1].Spec.Env = []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+	apps := []*webappv2.WebApp{newApp("web", 3, 80, "nginx:1.25"), newApp("api", 1, 80, "nginx:1.25")}
+	apps[1].Spec.Container.Env = []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "k"}}}}
 	env := newFakeEnv(t, apps[0], apps[1])
 	r := &WebAppReconciler{Client: env}

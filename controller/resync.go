@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // resyncLoop is the periodic resync. Every period it walks the cached WebApps and enqueues those a reconcile could
@@ -64,7 +64,7 @@ func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.
 // fingerprint is the state of what reconciling app reads, from the cache; "" when some of it cannot be read. An
 // object our own last write left at a newer resourceVersion than the cache shows counts at that version, so a
 // reconcile settled after its writes (a failing one) sees the same fingerprint once the cache catches up.
-func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv1.WebApp) string {
+func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp) string {
 	var b strings.Builder
 	key := client.ObjectKeyFromObject(app)
 	// Our own writes are not a change: a cache behind them shows the version they returned.
@@ -126,7 +126,7 @@ func cachedObject(kind string) client.Object {
 		return c.object()
 	}
 	if kind == "WebApp" {
-		return &webappv1.WebApp{}
+		return &webappv2.WebApp{}
 	}
 	return metadataOnly(kind)
 }
@@ -154,22 +154,22 @@ func (r *WebAppReconciler) peek(ctx context.Context, kind string, key types.Name
 }
 
 // cachedWebApps are the WebApps in the cache, not copied: they must not be changed.
-func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv1.WebApp, error) {
+func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv2.WebApp, error) {
 	if s := r.stores["WebApp"]; s != nil {
 		items := s.List()
-		apps := make([]*webappv1.WebApp, 0, len(items))
+		apps := make([]*webappv2.WebApp, 0, len(items))
 		for _, item := range items {
-			if app, ok := item.(*webappv1.WebApp); ok {
+			if app, ok := item.(*webappv2.WebApp); ok {
 				apps = append(apps, app)
 			}
 		}
 		return apps, nil
 	}
-	list := &webappv1.WebAppList{}
+	list := &webappv2.WebAppList{}
 	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	apps := make([]*webappv1.WebApp, len(list.Items))
+	apps := make([]*webappv2.WebApp, len(list.Items))
 	for i := range list.Items {
 		apps[i] = &list.Items[i]
 	}

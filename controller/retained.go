@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	smdtyped "sigs.k8s.io/structured-merge-diff/v6/typed"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // Server-Side Apply removes a field we stop sending only when no other field manager owns it too. A child that
@@ -27,7 +27,7 @@ const maxRetained = 64
 
 // retainedFields lists, for a child of kind, the fields our manager owned in before and no longer owns in after
 // (the object as our apply left it), that other managers of after still own: each with those managers.
-func retainedFields(kind string, before, after client.Object) []webappv1.RetainedField {
+func retainedFields(kind string, before, after client.Object) []webappv2.RetainedField {
 	if before == nil || after == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func retainedFields(kind string, before, after client.Object) []webappv1.Retaine
 // stillRetained keeps of listed, the retained fields of a child of kind reported before, those that obj (read from
 // the API server, with every manager's entry) still has under another manager and our manager does not own again.
 // Paths are compared as paths, not strings: a key with a dot ("example.com/a.b") is not below "example.com/a".
-func stillRetained(kind string, listed []webappv1.RetainedField, obj client.Object) []webappv1.RetainedField {
+func stillRetained(kind string, listed []webappv2.RetainedField, obj client.Object) []webappv2.RetainedField {
 	if obj == nil {
 		return nil
 	}
@@ -57,7 +57,7 @@ func stillRetained(kind string, listed []webappv1.RetainedField, obj client.Obje
 	if err != nil {
 		return nil
 	}
-	var kept []webappv1.RetainedField
+	var kept []webappv2.RetainedField
 	for _, f := range listed {
 		if f.Kind != kind {
 			continue
@@ -110,7 +110,7 @@ func covers(set *fieldpath.Set, p fieldpath.Path) bool {
 
 // heldBy is the part of set that the entries of other managers (main resource only) own, as retained fields: the
 // top-most paths only (an env entry, not each of its fields), each with the managers owning it, sorted by path.
-func heldBy(kind string, set *fieldpath.Set, entries []metav1.ManagedFieldsEntry) []webappv1.RetainedField {
+func heldBy(kind string, set *fieldpath.Set, entries []metav1.ManagedFieldsEntry) []webappv2.RetainedField {
 	byPath := map[string][]string{}
 	var order []string
 	for _, e := range entries {
@@ -134,11 +134,11 @@ func heldBy(kind string, set *fieldpath.Set, entries []metav1.ManagedFieldsEntry
 		})
 	}
 	slices.Sort(order)
-	var out []webappv1.RetainedField
+	var out []webappv2.RetainedField
 	for _, s := range order {
 		managers := byPath[s]
 		slices.Sort(managers)
-		out = append(out, withinLimits(webappv1.RetainedField{Kind: kind, Field: s, Managers: slices.Compact(managers)}))
+		out = append(out, withinLimits(webappv2.RetainedField{Kind: kind, Field: s, Managers: slices.Compact(managers)}))
 	}
 	return out
 }
@@ -152,7 +152,7 @@ const (
 
 // withinLimits cuts f to the CRD's limits (a cut path no longer matches the child's, so it is reported once, then
 // dropped by stillRetained).
-func withinLimits(f webappv1.RetainedField) webappv1.RetainedField {
+func withinLimits(f webappv2.RetainedField) webappv2.RetainedField {
 	if len(f.Field) > maxFieldPath {
 		f.Field = f.Field[:maxFieldPath-3] + "..."
 	}
@@ -205,7 +205,7 @@ func entrySet(e metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 }
 
 // retainedMessage is Ready's message while fields are retained: which, by whom, and how to let them go.
-func retainedMessage(app *webappv1.WebApp, fields []webappv1.RetainedField) string {
+func retainedMessage(app *webappv2.WebApp, fields []webappv2.RetainedField) string {
 	var b strings.Builder
 	b.WriteString("Fields this WebApp no longer sets stay on its children because another field manager also owns them: ")
 	for i, f := range fields {

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // entry is a managedFields entry of manager on the main resource, with fields in the server's FieldsV1 form.
@@ -36,7 +36,7 @@ func TestRetainedFields(t *testing.T) {
 	cases := []struct {
 		name          string
 		before, after *appsv1.Deployment
-		want          []webappv1.RetainedField
+		want          []webappv2.RetainedField
 	}{
 		{"nothing let go", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
 			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)), nil},
@@ -44,11 +44,11 @@ func TestRetainedFields(t *testing.T) {
 			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("other", metav1.ManagedFieldsOperationUpdate, fieldsX)), nil},
 		{"let go, the creator holds it: the env entry, listed whole", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
 			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
-			[]webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}}}},
+			[]webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}}}},
 		{"two managers hold it", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
 			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD),
 				entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
-			[]webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create", "ops"}}}},
+			[]webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create", "ops"}}}},
 		{"a subresource's manager is not a co-owner", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
 			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), func() metav1.ManagedFieldsEntry {
 				e := entry("hpa", metav1.ManagedFieldsOperationUpdate, fieldsAD)
@@ -67,21 +67,21 @@ func TestRetainedFields(t *testing.T) {
 	}
 }
 
-func sameRetained(a, b webappv1.RetainedField) bool {
+func sameRetained(a, b webappv2.RetainedField) bool {
 	return a.Kind == b.Kind && a.Field == b.Field && slices.Equal(a.Managers, b.Managers)
 }
 
 func TestStillRetained(t *testing.T) {
-	listed := []webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}},
+	listed := []webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}},
 		{Kind: "Service", Field: ".metadata.labels.x", Managers: []string{"ops"}}}
 	// Keys with dots: "example.com/a.b" is another key than "example.com/a", not a field below it.
-	dotted := []webappv1.RetainedField{{Kind: "Deployment", Field: ".metadata.annotations.example.com/a", Managers: []string{"ops"}}}
+	dotted := []webappv2.RetainedField{{Kind: "Deployment", Field: ".metadata.annotations.example.com/a", Managers: []string{"ops"}}}
 	annotation := func(key string) string { return `{"f:metadata":{"f:annotations":{"f:` + key + `":{}}}}` }
 	cases := []struct {
 		name   string
-		listed []webappv1.RetainedField
+		listed []webappv2.RetainedField
 		obj    *appsv1.Deployment
-		want   []webappv1.RetainedField
+		want   []webappv2.RetainedField
 	}{
 		{"still held", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
 			listed[:1]},
@@ -133,7 +133,7 @@ func TestReleases(t *testing.T) {
 }
 
 func TestRetainedMessageNamesFieldManagerAndRemedy(t *testing.T) {
-	msg := retainedMessage(newApp("web", 1, 80, "nginx"), []webappv1.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"a", "b"}}})
+	msg := retainedMessage(newApp("web", 1, 80, "nginx"), []webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"a", "b"}}})
 	for _, want := range []string{"Deployment web " + debugPath + " (held by a, b)", "kubectl edit", "apply without them"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)

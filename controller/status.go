@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 )
 
 // Reasons of the Ready and Progressing conditions.
@@ -39,7 +39,7 @@ type observation struct {
 	// err is the failure to write this generation's Deployment: then its rollout is not this generation's.
 	err error
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
-	retained []webappv1.RetainedField
+	retained []webappv2.RetainedField
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -66,12 +66,12 @@ func observe(out childOutcome, err error) observation {
 // conditions' transition times are kept while their status holds, its counts while the Deployment is unknown), the
 // Deployment as observed and the error of writing the children. now is only the transition time of a condition
 // whose status changes.
-func desiredStatus(app, cur *webappv1.WebApp, obs observation, applyErr error, now metav1.Time) *webappv1ac.WebAppApplyConfiguration {
+func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, now metav1.Time) *webappv2ac.WebAppApplyConfiguration {
 	if cur == nil {
 		cur = app
 	}
 	r := rolloutOf(app, obs, applyErr)
-	st := webappv1ac.WebAppStatus().
+	st := webappv2ac.WebAppStatus().
 		WithObservedGeneration(app.Generation).
 		WithSelector(labels.SelectorFromSet(selectorLabels(app)).String()).
 		WithURL(serviceURL(app)).
@@ -96,9 +96,9 @@ func desiredStatus(app, cur *webappv1.WebApp, obs observation, applyErr error, n
 		st.WithAvailableReplicas(available)
 	}
 	for _, f := range obs.retained {
-		st.WithRetainedFields(webappv1ac.RetainedField().WithKind(f.Kind).WithField(f.Field).WithManagers(f.Managers...))
+		st.WithRetainedFields(webappv2ac.RetainedField().WithKind(f.Kind).WithField(f.Field).WithManagers(f.Managers...))
 	}
-	return webappv1ac.WebApp(app.Name, app.Namespace).WithStatus(st)
+	return webappv2ac.WebApp(app.Name, app.Namespace).WithStatus(st)
 }
 
 func isReadError(err error) bool {
@@ -116,12 +116,12 @@ func isNotOurs(err error) bool {
 type rollout struct {
 	done, stuck, unknown bool
 	notApplied           bool // this generation's Deployment apply failed: nothing is claimed of its rollout
-	retained             []webappv1.RetainedField
+	retained             []webappv2.RetainedField
 	reason, msg          string
 }
 
-func rolloutOf(app *webappv1.WebApp, obs observation, applyErr error) rollout {
-	want, dep := app.Spec.Replicas, obs.dep
+func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
+	want, dep := replicas(app), obs.dep
 	switch {
 	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}
@@ -160,8 +160,8 @@ func errorMessage(err error) string {
 
 // readyCondition is True only when the Deployment of app's current spec is fully rolled out and the last write
 // succeeded; Unknown when something could not be read; otherwise False with the reason.
-func readyCondition(app *webappv1.WebApp, r rollout, applyErr error) metav1.Condition {
-	c := metav1.Condition{Type: webappv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: r.msg}
+func readyCondition(app *webappv2.WebApp, r rollout, applyErr error) metav1.Condition {
+	c := metav1.Condition{Type: webappv2.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: r.msg}
 	switch {
 	case applyErr != nil:
 		c.Reason, c.Message = applyErrorReason(applyErr), truncate(applyErr.Error())
@@ -180,8 +180,8 @@ func readyCondition(app *webappv1.WebApp, r rollout, applyErr error) metav1.Cond
 
 // progressingCondition is True while the rollout is under way, False once it completed or got stuck, Unknown when
 // the Deployment's state is not known (unreadable, or not ours).
-func progressingCondition(app *webappv1.WebApp, r rollout) metav1.Condition {
-	c := metav1.Condition{Type: webappv1.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: ReasonRollingOut, Message: r.msg}
+func progressingCondition(app *webappv2.WebApp, r rollout) metav1.Condition {
+	c := metav1.Condition{Type: webappv2.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: ReasonRollingOut, Message: r.msg}
 	switch {
 	case r.done:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonRolloutComplete
@@ -223,8 +223,8 @@ func applyErrorReason(err error) string {
 }
 
 // readyReason is the reason of app's stored Ready condition, or "".
-func readyReason(app *webappv1.WebApp) string {
-	if c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady); c != nil {
+func readyReason(app *webappv2.WebApp) string {
+	if c := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady); c != nil {
 		return c.Reason
 	}
 	return ""
@@ -242,7 +242,7 @@ func deploymentConditionReason(dep *appsv1.Deployment, t appsv1.DeploymentCondit
 
 // conditionApply turns c into an apply configuration, keeping the transition time of cur's existing condition of
 // the same type when its status did not change, so an unchanged condition is byte-for-byte what we own already.
-func conditionApply(cur *webappv1.WebApp, c metav1.Condition, now metav1.Time) *metav1ac.ConditionApplyConfiguration {
+func conditionApply(cur *webappv2.WebApp, c metav1.Condition, now metav1.Time) *metav1ac.ConditionApplyConfiguration {
 	transition := now
 	if old := meta.FindStatusCondition(cur.Status.Conditions, c.Type); old != nil && old.Status == c.Status {
 		transition = old.LastTransitionTime

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 func deployment(gen, observed int64, spec, replicas, updated, ready, available int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
@@ -41,7 +41,7 @@ func TestReadyCondition(t *testing.T) {
 	seen := func(d *appsv1.Deployment) observation { return observation{dep: d, known: true} }
 	// failed is a Deployment whose apply of this generation failed with err: it still has an older spec.
 	failed := func(d *appsv1.Deployment, err error) observation { return observation{dep: d, known: true, err: err} }
-	retained := []webappv1.RetainedField{{Kind: "Deployment", Field: `.spec.template.spec.containers[name="app"].env[name="DEBUG"]`, Managers: []string{"kubectl-create"}}}
+	retained := []webappv2.RetainedField{{Kind: "Deployment", Field: `.spec.template.spec.containers[name="app"].env[name="DEBUG"]`, Managers: []string{"kubectl-create"}}}
 	cases := []struct {
 		name        string
 		obs         observation
@@ -83,14 +83,14 @@ func TestReadyCondition(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rolloutOf(app, tc.obs, tc.err)
 			c := readyCondition(app, r, tc.err)
-			if c.Type != webappv1.ConditionReady || c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 4 {
+			if c.Type != webappv2.ConditionReady || c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 4 {
 				t.Errorf("condition = %+v, want status %s reason %s generation 4", c, tc.status, tc.reason)
 			}
 			if !strings.Contains(c.Message, tc.msgContains) {
 				t.Errorf("message %q does not contain %q", c.Message, tc.msgContains)
 			}
 			p := progressingCondition(app, r)
-			if p.Type != webappv1.ConditionProgressing || p.Status != tc.progressing || p.Reason != tc.progReason || p.ObservedGeneration != 4 {
+			if p.Type != webappv2.ConditionProgressing || p.Status != tc.progressing || p.Reason != tc.progReason || p.ObservedGeneration != 4 {
 				t.Errorf("progressing = %+v, want status %s reason %s generation 4", p, tc.progressing, tc.progReason)
 			}
 		})
@@ -100,12 +100,12 @@ func TestReadyCondition(t *testing.T) {
 func TestDesiredStatus(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
-	withReady := func(s metav1.ConditionStatus) *webappv1.WebApp {
+	withReady := func(s metav1.ConditionStatus) *webappv2.WebApp {
 		app := newApp("web", 3, 8080, "nginx")
 		app.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: s, LastTransitionTime: t0, Reason: "X"}}
 		return app
 	}
-	withCounts := func(app *webappv1.WebApp, replicas, available int32) *webappv1.WebApp {
+	withCounts := func(app *webappv2.WebApp, replicas, available int32) *webappv2.WebApp {
 		app.Status.Replicas, app.Status.AvailableReplicas = replicas, available
 		return app
 	}
@@ -113,7 +113,7 @@ func TestDesiredStatus(t *testing.T) {
 	notOurs := &childError{kind: "Deployment", notOurs: "is not managed by webapp-operator"}
 	cases := []struct {
 		name           string
-		app            *webappv1.WebApp
+		app            *webappv2.WebApp
 		obs            observation
 		err            error
 		wantTransition metav1.Time
@@ -129,9 +129,9 @@ func TestDesiredStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := typed[webappv1.WebApp](t, desiredStatus(tc.app, tc.app, tc.obs, tc.err, t1))
+			got := typed[webappv2.WebApp](t, desiredStatus(tc.app, tc.app, tc.obs, tc.err, t1))
 			st := got.Status
-			if got.Name != "web" || got.Namespace != "ns" || got.Kind != "WebApp" || got.APIVersion != "example.com/v1" {
+			if got.Name != "web" || got.Namespace != "ns" || got.Kind != "WebApp" || got.APIVersion != "example.com/v2" {
 				t.Errorf("identity = %s %s/%s %s", got.APIVersion, got.Namespace, got.Name, got.Kind)
 			}
 			if st.ObservedGeneration != 1 || st.URL != "http://web.ns.svc:8080" ||
@@ -166,7 +166,7 @@ func TestDesiredStatusClaimsTheSnapshotsGeneration(t *testing.T) {
 	cur := snapshot.DeepCopy()
 	cur.Generation = 3
 	cur.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, LastTransitionTime: t0, Reason: "X"}}
-	got := typed[webappv1.WebApp](t, desiredStatus(snapshot, cur, observation{dep: deployment(1, 1, 1, 1, 1, 1, 1), known: true}, nil, metav1.Now()))
+	got := typed[webappv2.WebApp](t, desiredStatus(snapshot, cur, observation{dep: deployment(1, 1, 1, 1, 1, 1, 1), known: true}, nil, metav1.Now()))
 	if got.Status.ObservedGeneration != 2 || got.Status.Conditions[0].ObservedGeneration != 2 || !got.Status.Conditions[0].LastTransitionTime.Equal(&t0) {
 		t.Errorf("status = %+v, want generation 2 and the current transition time %v", got.Status, t0)
 	}

@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	webappv1 "github.com/example/webapp-operator/apis/v1"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 )
 
 // DefaultRequeueAfter is how often a converged WebApp is looked at again; it costs no write when nothing drifted.
@@ -71,7 +71,7 @@ type WebAppReconciler struct {
 // Reconcile applies the WebApp's finalizer (Orphan policy only), its Deployment, Service and PodDisruptionBudget,
 // then its status.
 func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	app := &webappv1.WebApp{}
+	app := &webappv2.WebApp{}
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		// Deleted: garbage collection removes the children through their owner references.
 		if apierrors.IsNotFound(err) {
@@ -88,7 +88,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
 	// operator never blocks deleting a WebApp.
-	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan); err != nil {
+	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan); err != nil {
 		r.mem.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
 		return ctrl.Result{}, err
 	}
@@ -102,7 +102,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // converge writes app's children, then its status, and remembers how that ended: converged at fp (nothing sent,
 // nothing failed), failing, or neither, for the resync.
-func (r *WebAppReconciler) converge(ctx context.Context, app *webappv1.WebApp, fp string) (ctrl.Result, error) {
+func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, fp string) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(app)
 	kids, applyErr := r.applyChildren(ctx, app)
 	if errors.Is(applyErr, errOwnerGoing) {
@@ -133,7 +133,7 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv1.WebApp, f
 type childrenOutcome struct {
 	byKind   map[string]childOutcome
 	errs     map[string]error
-	retained []webappv1.RetainedField
+	retained []webappv2.RetainedField
 	wrote    bool // a write was sent
 }
 
@@ -147,7 +147,7 @@ func (c childrenOutcome) observation() observation {
 
 // applyChildren writes each kind of child of app (only where what we own differs from desired; an optional child
 // the WebApp no longer needs is deleted) and returns what it found and did.
-func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebApp) (childrenOutcome, error) {
+func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp) (childrenOutcome, error) {
 	in := inputs{}
 	in.configHash, in.configErr = r.configHash(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
@@ -180,14 +180,14 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv1.WebA
 // retained is the list for status.retainedFields: what this reconcile's applies let go of and other managers keep
 // (by kind), and what the status listed before, or earlier applies found and no status stored yet, that the child,
 // read from the API server, still has.
-func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, byKind map[string]childOutcome) []webappv1.RetainedField {
+func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, byKind map[string]childOutcome) []webappv2.RetainedField {
 	key := client.ObjectKeyFromObject(app)
 	listed := app.Status.RetainedFields
 	if r.mem.behind("WebAppStatus", key, app) {
 		// The cache has not yet seen our last status write: the list is the one written, so none is lost.
 		if written, ok := r.mem.lastRetained(key, app.UID); ok {
 			listed = written
-		} else if live := (&webappv1.WebApp{}); r.reader().Get(ctx, key, live) == nil {
+		} else if live := (&webappv2.WebApp{}); r.reader().Get(ctx, key, live) == nil {
 			listed = live.Status.RetainedFields
 		}
 	}
@@ -195,11 +195,11 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, b
 	for _, c := range children {
 		r.mem.retainedFound(key, app.UID, byKind[c.kind].retained)
 	}
-	var out []webappv1.RetainedField
+	var out []webappv2.RetainedField
 	for _, c := range children {
 		kind := c.kind
 		out = append(out, byKind[kind].retained...)
-		if !slices.ContainsFunc(listed, func(f webappv1.RetainedField) bool { return f.Kind == kind }) {
+		if !slices.ContainsFunc(listed, func(f webappv2.RetainedField) bool { return f.Kind == kind }) {
 			continue
 		}
 		obj := c.object()
@@ -211,13 +211,13 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, b
 			obj = nil
 		}
 		for _, f := range listed {
-			if f.Kind != kind || slices.ContainsFunc(out, func(o webappv1.RetainedField) bool { return o.Kind == kind && o.Field == f.Field }) {
+			if f.Kind != kind || slices.ContainsFunc(out, func(o webappv2.RetainedField) bool { return o.Kind == kind && o.Field == f.Field }) {
 				continue
 			}
 			if obj == nil {
 				out = append(out, f)
 			} else {
-				out = append(out, stillRetained(kind, []webappv1.RetainedField{f}, obj)...)
+				out = append(out, stillRetained(kind, []webappv2.RetainedField{f}, obj)...)
 			}
 		}
 	}
@@ -230,7 +230,7 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv1.WebApp, b
 // record tells the user, by an event on the WebApp that names the child as related object, about the writes worth
 // a `kubectl describe` line, and counts them. An apply that changed nothing on the server is no news. It reports a
 // creation rather than telling it: one event names all the children a reconcile created.
-func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kind string, w written, err error) (created bool) {
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, kind string, w written, err error) (created bool) {
 	name, child := kind+" "+app.Name, childRef(app, kind)
 	switch {
 	case w.deleted && err != nil:
@@ -262,7 +262,7 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv1.WebApp, kin
 }
 
 // childRef names app's child of kind, as the related object of an event.
-func childRef(app *webappv1.WebApp, kind string) *metav1.PartialObjectMetadata {
+func childRef(app *webappv2.WebApp, kind string) *metav1.PartialObjectMetadata {
 	ref := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind}, ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
 	if c := childKindOf(kind); c != nil {
 		ref.APIVersion = c.apiVersion
@@ -270,7 +270,7 @@ func childRef(app *webappv1.WebApp, kind string) *metav1.PartialObjectMetadata {
 	return ref
 }
 
-func (r *WebAppReconciler) event(app *webappv1.WebApp, related runtime.Object, eventType, reason, action, note string, args ...any) {
+func (r *WebAppReconciler) event(app *webappv2.WebApp, related runtime.Object, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(app, related, eventType, reason, action, note, args...)
 	}
@@ -279,16 +279,16 @@ func (r *WebAppReconciler) event(app *webappv1.WebApp, related runtime.Object, e
 // ensureFinalizer makes our field manager own exactly our finalizer when want is set, and nothing on the WebApp's
 // main resource otherwise. A finalizer we do not want that another manager also set (a restored manifest that
 // carried it) survives that apply; it is then removed with a guarded JSON patch, since nothing else will.
-func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.WebApp, want bool) error {
+func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv2.WebApp, want bool) error {
 	key := client.ObjectKeyFromObject(app)
-	out, err := ensure(ctx, r, "WebApp", key, func(*webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
-		desired := webappv1ac.WebApp(app.Name, app.Namespace)
+	out, err := ensure(ctx, r, "WebApp", key, func(*webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
+		desired := webappv2ac.WebApp(app.Name, app.Namespace)
 		if want {
-			desired.WithFinalizers(webappv1.Finalizer)
+			desired.WithFinalizers(webappv2.Finalizer)
 		}
 		return desired
-	}, webappv1ac.ExtractWebApp, writeOpts{onlyIfExists: true})
-	if err == nil && !want && out.obj != nil && controllerutil.ContainsFinalizer(out.obj, webappv1.Finalizer) {
+	}, webappv2ac.ExtractWebApp, writeOpts{onlyIfExists: true})
+	if err == nil && !want && out.obj != nil && controllerutil.ContainsFinalizer(out.obj, webappv2.Finalizer) {
 		err = r.removeFinalizer(ctx, key)
 	}
 	if err = client.IgnoreNotFound(err); err != nil {
@@ -299,11 +299,11 @@ func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv1.We
 
 // removeFinalizer removes our finalizer, which another manager also owns, from the WebApp as the server has it.
 func (r *WebAppReconciler) removeFinalizer(ctx context.Context, key types.NamespacedName) error {
-	fresh := &webappv1.WebApp{}
+	fresh := &webappv2.WebApp{}
 	if err := r.reader().Get(ctx, key, fresh); err != nil {
 		return err
 	}
-	i := slices.Index(fresh.Finalizers, webappv1.Finalizer)
+	i := slices.Index(fresh.Finalizers, webappv2.Finalizer)
 	if i < 0 {
 		return nil
 	}
@@ -318,11 +318,11 @@ func (r *WebAppReconciler) removeFinalizer(ctx context.Context, key types.Namesp
 
 // finalize runs when the WebApp is being deleted and still carries our finalizer: with the Orphan policy it first
 // releases the children, then it removes the finalizer so the deletion completes.
-func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) error {
-	if !controllerutil.ContainsFinalizer(app, webappv1.Finalizer) {
+func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv2.WebApp) error {
+	if !controllerutil.ContainsFinalizer(app, webappv2.Finalizer) {
 		return nil
 	}
-	if app.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan {
+	if app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan {
 		if err := r.releaseChildren(ctx, app); err != nil {
 			return err
 		}
@@ -331,7 +331,7 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv1.WebApp) e
 }
 
 // releaseChildren takes our owner reference off the children, changing nothing else: they keep running.
-func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.WebApp) error {
+func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.WebApp) error {
 	key := client.ObjectKeyFromObject(app)
 	var errs []error
 	for _, c := range children {
@@ -353,18 +353,18 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv1.We
 // whether it wrote. A change of progress alone (counts, messages) within ProgressInterval of the last status write
 // is held back: it returns how long, and the status is not written now (the condition statuses, reasons,
 // observedGeneration and retained fields are never held).
-func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv1.WebApp, obs observation, applyErr error) (time.Duration, bool, error) {
+func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp, obs observation, applyErr error) (time.Duration, bool, error) {
 	now := r.now()
 	key := client.ObjectKeyFromObject(app)
 	// The shape of the status (what is never held back) does not depend on the current transition times.
 	if held := r.mem.statusWait(key, app.UID, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 {
 		return held, false, nil
 	}
-	var sent *webappv1ac.WebAppApplyConfiguration
-	out, err := ensure(ctx, r, "WebAppStatus", key, func(cur *webappv1.WebApp) *webappv1ac.WebAppApplyConfiguration {
+	var sent *webappv2ac.WebAppApplyConfiguration
+	out, err := ensure(ctx, r, "WebAppStatus", key, func(cur *webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
 		sent = desiredStatus(app, cur, obs, applyErr, now)
 		return sent
-	}, webappv1ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
+	}, webappv2ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
 	if out.sent && err == nil {
 		r.mem.statusWritten(key, app.UID, sent, now.Time)
 	}
@@ -447,7 +447,7 @@ var metadataChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 // the metadata only of ConfigMaps and Secrets, so a change to one a WebApp refers to rolls its pods; and the
 // metadata only of ResourceQuotas and Namespaces, so a change that may fix a denied write retries it at once.
 func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv1.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv2.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
 	stores, err := storesOf(ctx, mgr.GetCache())
@@ -469,7 +469,7 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}
 	return b.
 		// Our own status writes do not bring the WebApp back: they change neither its generation nor its metadata.
-		For(&webappv1.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
+		For(&webappv2.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, metadataChanged))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).

@@ -17,14 +17,14 @@ if [ "${NODE:-kwok}" = real ]; then
   kubeconfig=$(bin/localcluster kubeconfig real)
   echo
   echo "In another terminal, use it through hack/realnode.sh (it enters the cluster's network namespace):"
-  echo "  hack/realnode.sh kubectl create -f - <<<'{\"apiVersion\":\"example.com/v1\",\"kind\":\"WebApp\",\"metadata\":{\"name\":\"web\"},\"spec\":{\"image\":\"webapp-test/webserver:1\",\"port\":8080}}'"
-  echo "  (no image can be pulled: only the ones cluster-up built are there, webapp-test/webserver:1 among them)"
+  echo "  hack/realnode.sh kubectl create -f - <<<'{\"apiVersion\":\"example.com/v2\",\"kind\":\"WebApp\",\"metadata\":{\"name\":\"web\"},\"spec\":{\"image\":\"webapp-test/webserver:1\",\"ports\":[{\"name\":\"http\",\"port\":8080}]}}'"
+  echo "  (v2 only: the CRD here has no conversion webhook; no image can be pulled: only the ones cluster-up built are there, webapp-test/webserver:1 among them)"
   echo "  hack/realnode.sh kubectl get webapp,pods,svc; hack/realnode.sh curl -s http://CLUSTER-IP:PORT/"
   echo
-  hack/realnode.sh kubectl apply --server-side -f manifests/crd
+  hack/realnode.sh kubectl apply --server-side -f manifests/crd/example.com_webapps.yaml
   hack/realnode.sh kubectl wait --for=condition=Established --timeout=60s crd/webapps.example.com >/dev/null
   echo "starting the manager in the cluster's namespace (Ctrl-C stops it; 'make cluster-down NODE=real' stops the cluster)"
-  exec hack/realnode.sh bin/manager --kubeconfig="$kubeconfig" "$@"
+  exec hack/realnode.sh bin/manager --kubeconfig="$kubeconfig" --webhook-port=0 "$@"
 fi
 
 if kubectl get --raw=/readyz --request-timeout=5s >/dev/null 2>&1; then
@@ -42,7 +42,12 @@ else
   echo
 fi
 
-kubectl apply --server-side -f manifests/crd
+if ! kubectl get crd webapps.example.com >/dev/null 2>&1; then
+  # The CRD with conversion by the operator's Service: v1 requests need the deployed operator (make deploy).
+  kubectl apply --server-side -k manifests/crd
+fi
 kubectl wait --for=condition=Established --timeout=60s crd/webapps.example.com >/dev/null
 echo "starting the manager (Ctrl-C stops it; 'make cluster-down' stops a local cluster)"
-exec bin/manager --kubeconfig="${KUBECONFIG:-$HOME/.kube/config}" "$@"
+# The manager on a workstation serves no conversion webhook (the API server could not call it): the local cluster
+# serves it, or the deployed operator does.
+exec bin/manager --kubeconfig="${KUBECONFIG:-$HOME/.kube/config}" --webhook-port=0 "$@"

@@ -29,65 +29,7 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
-- name: com.github.example.webapp-operator.apis.v1.DeletionPolicy
-  scalar: string
-- name: com.github.example.webapp-operator.apis.v1.PodSecurity
-  scalar: string
-- name: com.github.example.webapp-operator.apis.v1.RetainedField
-  map:
-    fields:
-    - name: field
-      type:
-        scalar: string
-    - name: kind
-      type:
-        scalar: string
-    - name: managers
-      type:
-        list:
-          elementType:
-            scalar: string
-          elementRelationship: atomic
-- name: com.github.example.webapp-operator.apis.v1.RollingUpdate
-  map:
-    fields:
-    - name: maxSurge
-      type:
-        namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
-    - name: maxUnavailable
-      type:
-        namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
-- name: com.github.example.webapp-operator.apis.v1.ServiceSpec
-  map:
-    fields:
-    - name: annotations
-      type:
-        map:
-          elementType:
-            scalar: string
-    - name: type
-      type:
-        namedType: io.k8s.api.core.v1.ServiceType
-      default: ClusterIP
-- name: com.github.example.webapp-operator.apis.v1.WebApp
-  map:
-    fields:
-    - name: apiVersion
-      type:
-        scalar: string
-    - name: kind
-      type:
-        scalar: string
-    - name: metadata
-      type:
-        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
-    - name: spec
-      type:
-        namedType: com.github.example.webapp-operator.apis.v1.WebAppSpec
-    - name: status
-      type:
-        namedType: com.github.example.webapp-operator.apis.v1.WebAppStatus
-- name: com.github.example.webapp-operator.apis.v1.WebAppSpec
+- name: com.github.example.webapp-operator.apis.v2.ContainerSpec
   map:
     fields:
     - name: args
@@ -102,10 +44,6 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
-    - name: deletionPolicy
-      type:
-        namedType: com.github.example.webapp-operator.apis.v1.DeletionPolicy
-      default: Delete
     - name: env
       type:
         list:
@@ -123,12 +61,30 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: healthCheckPath
       type:
         scalar: string
-    - name: image
-      type:
-        scalar: string
     - name: imagePullPolicy
       type:
         namedType: io.k8s.api.core.v1.PullPolicy
+    - name: livenessProbe
+      type:
+        namedType: io.k8s.api.core.v1.Probe
+    - name: readinessProbe
+      type:
+        namedType: io.k8s.api.core.v1.Probe
+    - name: resources
+      type:
+        namedType: io.k8s.api.core.v1.ResourceRequirements
+- name: com.github.example.webapp-operator.apis.v2.DeletionPolicy
+  scalar: string
+- name: com.github.example.webapp-operator.apis.v2.PodSecurity
+  scalar: string
+- name: com.github.example.webapp-operator.apis.v2.PodSpec
+  map:
+    fields:
+    - name: annotations
+      type:
+        map:
+          elementType:
+            scalar: string
     - name: imagePullSecrets
       type:
         list:
@@ -137,51 +93,119 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
-    - name: livenessProbe
-      type:
-        namedType: io.k8s.api.core.v1.Probe
-    - name: podAnnotations
+    - name: labels
       type:
         map:
           elementType:
             scalar: string
-    - name: podLabels
+    - name: security
       type:
-        map:
-          elementType:
-            scalar: string
-    - name: podSecurity
+        namedType: com.github.example.webapp-operator.apis.v2.PodSecurity
+- name: com.github.example.webapp-operator.apis.v2.Port
+  map:
+    fields:
+    - name: name
       type:
-        namedType: com.github.example.webapp-operator.apis.v1.PodSecurity
-      default: Restricted
+        scalar: string
     - name: port
       type:
         scalar: numeric
-      default: 80
+- name: com.github.example.webapp-operator.apis.v2.RetainedField
+  map:
+    fields:
+    - name: field
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: managers
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+- name: com.github.example.webapp-operator.apis.v2.RolloutSpec
+  map:
+    fields:
+    - name: maxSurge
+      type:
+        namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+    - name: maxUnavailable
+      type:
+        namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
     - name: progressDeadlineSeconds
       type:
         scalar: numeric
-      default: 600
-    - name: readinessProbe
-      type:
-        namedType: io.k8s.api.core.v1.Probe
-    - name: replicas
-      type:
-        scalar: numeric
-      default: 1
-    - name: resources
-      type:
-        namedType: io.k8s.api.core.v1.ResourceRequirements
     - name: revisionHistoryLimit
       type:
         scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.ServiceSpec
+  map:
+    fields:
+    - name: annotations
+      type:
+        map:
+          elementType:
+            scalar: string
+    - name: type
+      type:
+        namedType: io.k8s.api.core.v1.ServiceType
+- name: com.github.example.webapp-operator.apis.v2.WebApp
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
+    - name: spec
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.WebAppSpec
+    - name: status
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.WebAppStatus
+- name: com.github.example.webapp-operator.apis.v2.WebAppSpec
+  map:
+    fields:
+    - name: container
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ContainerSpec
+    - name: deletionPolicy
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.DeletionPolicy
+      default: Delete
+    - name: image
+      type:
+        scalar: string
+    - name: pod
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.PodSpec
+    - name: ports
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.Port
+          elementRelationship: associative
+          keys:
+          - name
+      default:
+      - name: http
+        port: 80
+    - name: replicas
+      type:
+        scalar: numeric
+    - name: rollout
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.RolloutSpec
     - name: service
       type:
-        namedType: com.github.example.webapp-operator.apis.v1.ServiceSpec
-    - name: strategy
-      type:
-        namedType: com.github.example.webapp-operator.apis.v1.RollingUpdate
-- name: com.github.example.webapp-operator.apis.v1.WebAppStatus
+        namedType: com.github.example.webapp-operator.apis.v2.ServiceSpec
+- name: com.github.example.webapp-operator.apis.v2.WebAppStatus
   map:
     fields:
     - name: availableReplicas
@@ -205,7 +229,7 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         list:
           elementType:
-            namedType: com.github.example.webapp-operator.apis.v1.RetainedField
+            namedType: com.github.example.webapp-operator.apis.v2.RetainedField
           elementRelationship: atomic
     - name: selector
       type:

@@ -61,6 +61,8 @@ type Cluster struct {
 	env   *envtest.Environment
 	procs []*process
 	real  *realNode // the real node's state, for its teardown; nil with kwok
+	// stopConversion stops the WebApp conversion webhook this process serves for the CRD it installed.
+	stopConversion context.CancelFunc
 }
 
 // process is a component the harness started itself.
@@ -94,6 +96,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}()
 	if _, err = env.Start(); err != nil {
 		return c, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+	}
+	if opts.InstallCRD {
+		var convCtx context.Context
+		convCtx, c.stopConversion = context.WithCancel(context.Background())
+		if err = StartConversion(convCtx, env); err != nil {
+			return c, err
+		}
 	}
 	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -293,6 +302,10 @@ func (c *Cluster) Stop() error {
 		Terminate(c.procs[i].cmd.Process, c.procs[i].done, 10*time.Second)
 	}
 	c.procs = nil
+	if c.stopConversion != nil {
+		c.stopConversion()
+		c.stopConversion = nil
+	}
 	if c.real != nil {
 		err := c.real.teardown()
 		c.real = nil

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +10,9 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/example/webapp-operator/controller"
 )
 
 // NewEnvtest configures (does not start) an etcd and kube-apiserver on free loopback ports, with the WebApp CRD
@@ -27,8 +32,11 @@ func NewEnvtest(logDir string, installCRD bool) (*envtest.Environment, error) {
 		ControlPlaneStopTimeout: 30 * time.Second,
 	}
 	if installCRD {
-		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "manifests", "crd")}
+		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "manifests", "crd", "example.com_webapps.yaml")}
 		env.ErrorIfCRDPathMissing = true
+		// The CRD's conversion webhook is served by this process (StartConversion) on loopback over TLS, with a
+		// CA envtest makes and puts in the CRD's caBundle: the API server calls it as it calls the operator's.
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{IgnoreSchemeConvertible: true, LocalServingHost: "127.0.0.1"}
 	}
 	etcdLog, err := logFile(logDir, "etcd.log")
 	if err != nil {
@@ -78,4 +86,33 @@ func logFile(dir, name string) (*os.File, error) {
 		return nil, fmt.Errorf("opening log %s: %w", name, err)
 	}
 	return f, nil
+}
+
+// StartConversion serves the WebApp conversion webhook for env's CRD (installed with NewEnvtest's installCRD) until
+// ctx ends, and returns once it answers over TLS.
+func StartConversion(ctx context.Context, env *envtest.Environment) error {
+	o := env.WebhookInstallOptions
+	handler, err := controller.NewConversionHandler(controller.NewScheme())
+	if err != nil {
+		return err
+	}
+	server := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir})
+	server.Register("/convert", handler)
+	errs := make(chan error, 1)
+	go func() { errs <- server.Start(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-errs:
+			return fmt.Errorf("serving the conversion webhook: %w", err)
+		default:
+		}
+		if server.StartedChecker()(nil) == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the conversion webhook did not start within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -19,7 +19,7 @@ import (
 // setup installs the CRD (idempotent) and creates the test's namespace.
 func setup(t *testing.T, ns string) {
 	t.Helper()
-	kubectl(t, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd"))
+	kubectl(t, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd", "example.com_webapps.yaml"))
 	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com")
 	kubectl(t, "create", "namespace", ns)
 }

@@ -47,7 +47,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building the manager: %v\n%s", err, out)
 		return 1
 	}
-	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true})
+	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true, InstallCRD: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the local cluster: %v\n", err)
 		return 1
@@ -128,6 +128,9 @@ func startManager(t *testing.T, name string, extraArgs ...string) *manager {
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + probeAddr,
 		"--zap-log-level=debug",
+		// The harness serves the CRD's conversion (cluster.StartConversion): a manager on loopback has no
+		// Service the API server could call.
+		"--webhook-port=0",
 	}, extraArgs...)
 	cmd := exec.Command(filepath.Join(workDir, "manager"), args...)
 	cmd.Stdout, cmd.Stderr = log, log

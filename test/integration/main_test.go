@@ -67,6 +67,12 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stopping the test API server: %v\n", err)
 		}
 	}()
+	convCtx, stopConversion := context.WithCancel(context.Background())
+	defer stopConversion()
+	if err := cluster.StartConversion(convCtx, env); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	k8s, err = client.New(cfg, client.Options{Scheme: controller.NewScheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	webappv1ac "github.com/example/webapp-operator/applyconfig/apis/v1"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
 )
@@ -213,7 +213,7 @@ func setup(ctx context.Context, c config, dir string) (*env, error) {
 		return nil, err
 	}
 	logf("starting a local cluster in %s", dir)
-	cl, err := cluster.Start(ctx, cluster.Options{Dir: dir, DieWithParent: true, NodePods: 2*c.n*c.replicas + c.u*c.uReplicas + 100})
+	cl, err := cluster.Start(ctx, cluster.Options{Dir: dir, DieWithParent: true, InstallCRD: true, NodePods: 2*c.n*c.replicas + c.u*c.uReplicas + 100})
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func setup(ctx context.Context, c config, dir string) (*env, error) {
 		}
 	}()
 	kubectl := exec.CommandContext(ctx, filepath.Join(cl.Bin, "kubectl"), "--kubeconfig", cl.Kubeconfig, "apply", "--server-side",
-		"-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd"))
+		"-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd", "example.com_webapps.yaml"))
 	if out, err := kubectl.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("installing the CRD: %w: %s", err, out)
 	}
@@ -375,6 +375,8 @@ func startManager(c config, e *env, logName string) (*manager, error) {
 	m := &manager{metricsAddr: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
 	args := append([]string{
 		"--kubeconfig=" + e.proxyKube,
+		// The harness serves the CRD's conversion.
+		"--webhook-port=0",
 		"--metrics-bind-address=" + m.metricsAddr,
 		"--health-probe-bind-address=0",
 		fmt.Sprintf("--requeue-after=%s", c.resync),
@@ -644,8 +646,8 @@ func printCounts(c counts, n int) {
 }
 
 // floorStatus is a status that observes the WebApp's generation.
-func floorStatus(app *webappv1.WebApp, now time.Time) *webappv1ac.WebAppApplyConfiguration {
-	return webappv1ac.WebApp(app.Name, app.Namespace).WithStatus(webappv1ac.WebAppStatus().
+func floorStatus(app *webappv1.WebApp, now time.Time) *webappv2ac.WebAppApplyConfiguration {
+	return webappv2ac.WebApp(app.Name, app.Namespace).WithStatus(webappv2ac.WebAppStatus().
 		WithObservedGeneration(app.Generation).
 		WithConditions(metav1ac.Condition().
 			WithType(webappv1.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(controller.ReasonDeploymentProgressing).

@@ -305,7 +305,9 @@ func serve(dir string, realNode bool) error {
 // start starts the kwok cluster, or the real node's with the images `up` built.
 func start(ctx context.Context, dir string, realNode bool) (*cluster.Cluster, error) {
 	if !realNode {
-		return cluster.Start(ctx, cluster.Options{Dir: dir})
+		// The CRD is installed with its conversion webhook served by this process: a manager run from a
+		// workstation (make run) has no address the API server could call.
+		return cluster.Start(ctx, cluster.Options{Dir: dir, InstallCRD: true})
 	}
 	images, err := filepath.Glob(filepath.Join(dir, "images", "*.tar"))
 	if err != nil {

@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+var storageMigratedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "webapp_operator_storage_migrated_total",
+	Help: "WebApps rewritten so that the API server stores them at the CRD's storage version (storage migration).",
+})
+
+func init() { metrics.Registry.MustRegister(storageMigratedTotal) }
+
+// migrationBatch is how many WebApps one page of the migration lists (and one log line reports).
+const migrationBatch = 100
+
+// StorageMigrator rewrites every stored WebApp at the CRD's storage version, then sets the CRD's
+// status.storedVersions to that version alone, so that older versions can later be removed from the CRD. It runs
+// once per start of a leader, is idempotent (a rewrite of a WebApp already at the storage version is harmless)
+// and resumes from the start after a restart: status.storedVersions is changed only after a complete pass.
+// (The cluster's StorageVersionMigration API is off by default and cannot be relied on.)
+type StorageMigrator struct {
+	Client client.Client
+	// Ready is closed once this replica's conversion webhook can serve: reading stored WebApps at another version
+	// needs it.
+	Ready <-chan struct{}
+}
+
+// NeedLeaderElection: one replica migrates.
+func (*StorageMigrator) NeedLeaderElection() bool { return true }
+
+// Start migrates, retrying with a backoff until done or stopped.
+func (m *StorageMigrator) Start(ctx context.Context) error {
+	select {
+	case <-m.Ready:
+	case <-ctx.Done():
+		return nil
+	}
+	logger := log.FromContext(ctx).WithName("storage-migration")
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 100, Cap: 5 * time.Minute}
+	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := m.migrate(ctx); err != nil {
+			logger.Error(err, "storage migration failed; retrying")
+			return false, nil
+		}
+		return true, nil
+	})
+	return nil
+}
+
+// migrate is one complete pass, or nothing when the CRD's status says every object is at the storage version.
+func (m *StorageMigrator) migrate(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("storage-migration")
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	if err := m.Client.Get(ctx, client.ObjectKey{Name: CRDName}, crd); err != nil {
+		return fmt.Errorf("reading the CRD %s: %w", CRDName, err)
+	}
+	storage, index, stored, err := storageVersions(crd)
+	if err != nil {
+		return err
+	}
+	if slices.Equal(stored, []string{storage}) {
+		logger.Info("every WebApp is stored at the storage version", "storageVersion", storage)
+		return nil
+	}
+	logger.Info("migrating stored WebApps", "storageVersion", storage, "storedVersions", stored)
+
+	total := 0
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(webappv2.GroupVersion.WithKind("WebAppList"))
+	for cont := ""; ; {
+		if err := m.Client.List(ctx, list, client.Limit(migrationBatch), client.Continue(cont)); err != nil {
+			return fmt.Errorf("listing WebApps: %w", err)
+		}
+		for i := range list.Items {
+			if err := m.rewrite(ctx, &list.Items[i]); err != nil {
+				return err
+			}
+		}
+		total += len(list.Items)
+		storageMigratedTotal.Add(float64(len(list.Items)))
+		logger.Info("migrated a batch of WebApps", "batch", len(list.Items), "total", total, "storageVersion", storage)
+		if cont = list.Continue; cont == "" {
+			break
+		}
+	}
+
+	// Only the storage version is left, guarded: the storage version is still the one migrated to, and the list
+	// is still the one read (a rollback's storage change or another migrator in between makes this fail and retry).
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": fmt.Sprintf("/spec/versions/%d/storage", index), "value": true},
+		{"op": "test", "path": "/status/storedVersions", "value": stored},
+		{"op": "replace", "path": "/status/storedVersions", "value": []string{storage}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := m.Client.Status().Patch(ctx, crd, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("setting the CRD's status.storedVersions to [%s]: %w", storage, err)
+	}
+	logger.Info("storage migration complete", "migrated", total, "storedVersions", []string{storage})
+	return nil
+}
+
+// rewrite makes the API server store app at the storage version: a write that changes nothing is still a write
+// when the stored encoding is of another version. Server-Side Apply cannot express it (an apply under our field
+// manager would release what the manager owns on the WebApp, its finalizer), so it is a JSON patch whose only
+// operation tests the UID: the narrowest write there is. A WebApp gone or replaced since the list needs nothing.
+func (m *StorageMigrator) rewrite(ctx context.Context, app *metav1.PartialObjectMetadata) error {
+	patch, err := json.Marshal([]map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}})
+	if err != nil {
+		return err
+	}
+	err = m.Client.Patch(ctx, app, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager))
+	switch {
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
+		return nil
+	default:
+		return fmt.Errorf("rewriting WebApp %s/%s: %w", app.Namespace, app.Name, err)
+	}
+}
+
+// storageVersions reads the CRD's storage version (and its index in spec.versions) and status.storedVersions.
+func storageVersions(crd *unstructured.Unstructured) (string, int, []string, error) {
+	versions, _, err := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if err != nil {
+		return "", 0, nil, err
+	}
+	storage, index := "", -1
+	for i, v := range versions {
+		m, _ := v.(map[string]any)
+		if s, _ := m["storage"].(bool); s {
+			storage, _ = m["name"].(string)
+			index = i
+		}
+	}
+	if index < 0 {
+		return "", 0, nil, fmt.Errorf("the CRD %s has no storage version", CRDName)
+	}
+	stored, _, err := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+	return storage, index, stored, err
+}
