@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // gen draws random WebApps that the API server accepts: every spec field, each in the forms the CRD allows
@@ -286,11 +287,57 @@ func (g *gen) annotations() map[string]string {
 
 // manifest is app as YAML a user can apply as it is (no namespace, no server fields).
 func manifest(app *webappv1.WebApp) string {
-	clean := &webappv1.WebApp{TypeMeta: metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"},
-		ObjectMeta: metav1.ObjectMeta{Name: app.Name}, Spec: app.Spec}
+	// Printed as v2, the storage version: exact for a case drawn as v2 too (its v1 form keeps the rest in the
+	// conversion-data annotation, which ConvertToHub reads).
+	hub := &webappv2.WebApp{}
+	if err := webappv1.ConvertToHub(app, hub); err != nil {
+		return fmt.Sprintf("(cannot convert: %v)", err)
+	}
+	clean := &webappv2.WebApp{TypeMeta: metav1.TypeMeta{APIVersion: webappv2.GroupVersion.String(), Kind: "WebApp"},
+		ObjectMeta: metav1.ObjectMeta{Name: app.Name}, Spec: hub.Spec}
 	data, err := yaml.Marshal(clean)
 	if err != nil {
 		return fmt.Sprintf("(cannot print: %v)", err)
 	}
 	return strings.ReplaceAll(string(data), "  creationTimestamp: null\n", "")
+}
+
+// webAppV2 draws a WebApp as v2 draws it: a v1 draw converted, then what only v2 can say (an unset replica count,
+// more ports, a primary port not named http). It returns the v2 object to create and its v1 form (the form the
+// checks read, with the conversion-data annotation).
+func (g *gen) webAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
+	hub := &webappv2.WebApp{}
+	if err := webappv1.ConvertToHub(g.webApp(ns, name), hub); err != nil {
+		panic(err)
+	}
+	hub.TypeMeta = metav1.TypeMeta{APIVersion: webappv2.GroupVersion.String(), Kind: "WebApp"}
+	if g.chance(0.3) {
+		hub.Spec.Replicas = nil
+	}
+	if g.chance(0.6) {
+		if len(hub.Spec.Ports) == 0 {
+			hub.Spec.Ports = []webappv2.Port{{Name: "http", Port: 80}}
+		}
+		if g.chance(0.5) {
+			hub.Spec.Ports[0].Name = g.pick("web", "main", "h2c", "p-1")
+		}
+		used := map[int32]bool{hub.Spec.Ports[0].Port: true}
+		for i, n := range g.subset("metrics", "grpc", "admin", "debug-port") {
+			p := int32(1 + g.intn(65535))
+			if used[p] {
+				p = int32(60000 + i)
+			}
+			if used[p] {
+				continue
+			}
+			used[p] = true
+			hub.Spec.Ports = append(hub.Spec.Ports, webappv2.Port{Name: n, Port: p})
+		}
+	}
+	spoke := &webappv1.WebApp{}
+	if err := webappv1.ConvertFromHub(hub, spoke); err != nil {
+		panic(err)
+	}
+	spoke.TypeMeta = metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"}
+	return hub, spoke
 }

@@ -50,8 +50,13 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	apps := map[string]*webappv1.WebApp{}
 	ctx := context.Background()
 	for i := range count {
+		// Every other case is drawn and created as v2; the others as v1, which the operator reads as v2.
 		app := g.webApp(ns, fmt.Sprintf("case-%d", i))
-		if err := k8s.Create(ctx, app.DeepCopy()); err != nil {
+		var create client.Object = app.DeepCopy()
+		if i%2 == 1 {
+			create, app = g.webAppV2(ns, fmt.Sprintf("case-%d", i))
+		}
+		if err := k8s.Create(ctx, create); err != nil {
 			t.Fatalf("the generator drew a WebApp the API server refuses: %v\n%s", err, manifest(app))
 		}
 		apps[app.Name] = app

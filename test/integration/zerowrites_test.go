@@ -122,7 +122,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 			pdbWrites++
 		case w == "PATCH /apis/apps/v1/namespaces/"+ns+"/deployments/a":
 			depWrites++
-		case w == "PATCH /apis/example.com/v1/namespaces/"+ns+"/webapps/a/status":
+		case w == "PATCH /apis/example.com/v2/namespaces/"+ns+"/webapps/a/status":
 			statusWrites++
 		default:
 			other++
