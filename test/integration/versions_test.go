@@ -30,7 +30,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	v2app := &webappv2.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two"},
-		Spec: webappv2.WebAppSpec{Image: "nginx:1.25", Ports: []webappv2.Port{{Name: "web", Port: 8080}, {Name: "metrics", Port: 9090}}},
+		Spec:       webappv2.WebAppSpec{Image: "nginx:1.25", Ports: []webappv2.Port{{Name: "web", Port: 8080}, {Name: "metrics", Port: 9090}}},
 	}
 	if err := k8s.Create(ctx, v2app); err != nil {
 		t.Fatal(err)
