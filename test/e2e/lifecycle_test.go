@@ -203,19 +203,34 @@ func TestConfigMapChangeRollsThePods(t *testing.T) {
 
 func TestExplainDescribesEveryField(t *testing.T) {
 	setup(t, "explain")
-	out := kubectl(t, "explain", "webapp.spec")
-	for _, field := range []string{"image", "replicas", "port", "progressDeadlineSeconds", "deletionPolicy", "command", "args", "env", "envFrom",
-		"resources", "healthCheckPath", "readinessProbe", "livenessProbe", "imagePullSecrets", "imagePullPolicy", "service", "podLabels",
-		"podAnnotations", "strategy", "revisionHistoryLimit", "podSecurity"} {
-		i := strings.Index(out, "\n  "+field+"\t")
-		if i < 0 {
-			t.Errorf("kubectl explain webapp.spec has no field %s:\n%s", field, out)
-			continue
-		}
-		// The line after the field's name is its description.
-		rest := strings.SplitN(out[i+1:], "\n", 3)
-		if len(rest) < 2 || strings.TrimSpace(rest[1]) == "" || strings.Contains(rest[1], "<no description>") {
-			t.Errorf("%s has no description in kubectl explain", field)
+	// Every field of both versions; v2, the preferred version, is what kubectl explains by default.
+	for _, tc := range []struct {
+		path   string
+		args   []string
+		fields []string
+	}{
+		{"webapp.spec", []string{"--api-version=example.com/v1"}, []string{"image", "replicas", "port", "progressDeadlineSeconds", "deletionPolicy", "command", "args", "env", "envFrom",
+			"resources", "healthCheckPath", "readinessProbe", "livenessProbe", "imagePullSecrets", "imagePullPolicy", "service", "podLabels",
+			"podAnnotations", "strategy", "revisionHistoryLimit", "podSecurity"}},
+		{"webapp.spec", nil, []string{"image", "replicas", "ports", "container", "pod", "rollout", "service", "deletionPolicy"}},
+		{"webapp.spec", []string{"--api-version=example.com/v2"}, []string{"image", "replicas", "ports", "container", "pod", "rollout", "service", "deletionPolicy"}},
+		{"webapp.spec.ports", nil, []string{"name", "port"}},
+		{"webapp.spec.container", nil, []string{"command", "args", "env", "envFrom", "resources", "imagePullPolicy", "healthCheckPath", "readinessProbe", "livenessProbe"}},
+		{"webapp.spec.pod", nil, []string{"labels", "annotations", "imagePullSecrets", "security"}},
+		{"webapp.spec.rollout", nil, []string{"maxSurge", "maxUnavailable", "revisionHistoryLimit", "progressDeadlineSeconds"}},
+	} {
+		out := kubectl(t, append([]string{"explain", tc.path}, tc.args...)...)
+		for _, field := range tc.fields {
+			i := strings.Index(out, "\n  "+field+"\t")
+			if i < 0 {
+				t.Errorf("kubectl explain %s %v has no field %s:\n%s", tc.path, tc.args, field, out)
+				continue
+			}
+			// The line after the field's name is its description.
+			rest := strings.SplitN(out[i+1:], "\n", 3)
+			if len(rest) < 2 || strings.TrimSpace(rest[1]) == "" || strings.Contains(rest[1], "<no description>") {
+				t.Errorf("%s.%s has no description in kubectl explain %v", tc.path, field, tc.args)
+			}
 		}
 	}
 }

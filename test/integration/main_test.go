@@ -67,12 +67,12 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stopping the test API server: %v\n", err)
 		}
 	}()
-	convCtx, stopConversion := context.WithCancel(context.Background())
-	defer stopConversion()
-	if err := cluster.StartConversion(convCtx, env); err != nil {
+	testEnv = env
+	if err := startConversion(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer func() { stopConversion() }()
 	k8s, err = client.New(cfg, client.Options{Scheme: controller.NewScheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -272,4 +272,17 @@ func waitResyncs(t *testing.T, n int, timeout time.Duration) {
 func metricSum(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	return operatorpkg.MetricSum(t, name, labels)
+}
+
+var (
+	// testEnv is the suite's API server; stopConversion stops the conversion webhook this process serves for it
+	// (startConversion starts it again).
+	testEnv        *envtest.Environment
+	stopConversion context.CancelFunc = func() {}
+)
+
+func startConversion() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopConversion = cancel
+	return cluster.StartConversion(ctx, testEnv)
 }

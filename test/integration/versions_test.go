@@ -334,3 +334,112 @@ func operatorMetric(t *testing.T, name string) float64 {
 	t.Helper()
 	return metricSum(t, name, nil)
 }
+
+// TestConversionWebhookDown: with no conversion webhook answering, every request in v1 fails with an error naming
+// the webhook, and nothing is stored from it; requests in v2 (the storage version) and the operator (which reads
+// and writes v2 only) keep working; when the webhook is back, v1 reads the same as before.
+func TestConversionWebhookDown(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	op := startOperator(t, ns, time.Second)
+	if err := k8s.Create(ctx, &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old"}, Spec: webappv1.WebAppSpec{Image: "nginx", Replicas: 2, Port: 80}}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, "old", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	beforeV1 := &webappv1.WebApp{}
+	if err := get(ctx, ns, "old", beforeV1); err != nil {
+		t.Fatal(err)
+	}
+
+	stopConversion()
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = startConversion()
+		}
+	}()
+	var v1err error
+	testutil.Eventually(t, 30*time.Second, "v1 reads fail", func(ctx context.Context) error {
+		if v1err = get(ctx, ns, "old", &webappv1.WebApp{}); v1err == nil {
+			return fmt.Errorf("a v1 read still works")
+		}
+		return nil
+	})
+	t.Logf("v1 read with the webhook down: %v", v1err)
+	if !strings.Contains(v1err.Error(), "conversion webhook") {
+		t.Errorf("the v1 error does not name the conversion webhook: %v", v1err)
+	}
+	v1list := &webappv1.WebAppList{}
+	err := k8s.List(ctx, v1list, client.InNamespace(ns))
+	t.Logf("v1 list with the webhook down: %d items, error %v", len(v1list.Items), err)
+	for _, it := range v1list.Items {
+		t.Logf("  listed %s rv %s spec %+v", it.Name, it.ResourceVersion, it.Spec)
+	}
+	err = k8s.Create(ctx, &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new-v1"}, Spec: webappv1.WebAppSpec{Image: "nginx", Replicas: 1, Port: 80}})
+	t.Logf("v1 create with the webhook down: %v", err)
+	if err == nil || get(ctx, ns, "new-v1", &webappv2.WebApp{}) == nil {
+		t.Errorf("a v1 create was stored with the webhook down (error %v)", err)
+	}
+	// v2 keeps working: reads, lists, creates, and the operator's reconciling of a spec change.
+	if err := k8s.List(ctx, &webappv2.WebAppList{}, client.InNamespace(ns)); err != nil {
+		t.Errorf("v2 list with the webhook down: %v", err)
+	}
+	if err := k8s.Create(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new-v2"}, Spec: webappv2.WebAppSpec{Image: "nginx"}}); err != nil {
+		t.Errorf("v2 create with the webhook down: %v", err)
+	}
+	app := &webappv2.WebApp{}
+	if err := get(ctx, ns, "old", app); err != nil {
+		t.Fatal(err)
+	}
+	app.Spec.Image = "nginx:1.27"
+	if err := k8s.Update(ctx, app); err != nil {
+		t.Fatalf("v2 update with the webhook down: %v", err)
+	}
+	// The operator reads and writes v2 only: the change reaches the Deployment, and a WebApp whose field managers
+	// all wrote v2 gets its status. The status of one with a manager that wrote v1 ("old", created in v1) cannot be
+	// written: Server-Side Apply converts the object to every manager's version to compute field sets, and that
+	// needs the webhook; it is written once the webhook is back.
+	testutil.Eventually(t, 30*time.Second, "the operator reconciles with the webhook down", func(ctx context.Context) error {
+		for _, name := range []string{"new-v2"} {
+			app := &webappv2.WebApp{}
+			if err := get(ctx, ns, name, app); err != nil {
+				return err
+			}
+			if app.Status.ObservedGeneration != app.Generation {
+				return fmt.Errorf("%s: status at generation %d of %d", name, app.Status.ObservedGeneration, app.Generation)
+			}
+		}
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, "old", dep); err != nil {
+			return err
+		}
+		if img := dep.Spec.Template.Spec.Containers[0].Image; img != "nginx:1.27" {
+			return fmt.Errorf("Deployment image %s", img)
+		}
+		return nil
+	})
+
+	// Back: v1 reads work again and show the change made meanwhile.
+	if err := startConversion(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	after := &webappv1.WebApp{}
+	testutil.Eventually(t, 30*time.Second, "v1 reads work again", func(ctx context.Context) error {
+		return get(ctx, ns, "old", after)
+	})
+	if after.Spec.Image != "nginx:1.27" || after.Spec.Port != beforeV1.Spec.Port || after.Spec.Replicas != beforeV1.Spec.Replicas {
+		t.Errorf("after the webhook came back, v1 reads %+v", after.Spec)
+	}
+	testutil.Eventually(t, 60*time.Second, "the held status is written", func(ctx context.Context) error {
+		app := &webappv2.WebApp{}
+		if err := get(ctx, ns, "old", app); err != nil {
+			return err
+		}
+		if app.Status.ObservedGeneration != app.Generation {
+			return fmt.Errorf("status at generation %d of %d", app.Status.ObservedGeneration, app.Generation)
+		}
+		return nil
+	})
+	restartCostsNoWrites(t, op, ns)
+}
