@@ -141,7 +141,7 @@ func run(o options) error {
 		}
 	}
 	if o.migrateStorage {
-		if err := mgr.Add(&controller.StorageMigrator{Client: mgr.GetClient(), Ready: webhookReady}); err != nil {
+		if err := mgr.Add(&controller.StorageMigrator{Client: mgr.GetClient(), Ready: webhookReady, Recheck: time.Minute}); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -32,14 +33,17 @@ const migrationBatch = 100
 
 // StorageMigrator rewrites every stored WebApp at the CRD's storage version, then sets the CRD's
 // status.storedVersions to that version alone, so that older versions can later be removed from the CRD. It runs
-// once per start of a leader, is idempotent (a rewrite of a WebApp already at the storage version is harmless)
-// and resumes from the start after a restart: status.storedVersions is changed only after a complete pass.
+// when a replica starts leading and again whenever the storage version changes (checked every Recheck: one read
+// of the CRD), is idempotent (a rewrite of a WebApp already at the storage version writes nothing) and resumes
+// from the start after a restart: status.storedVersions is changed only after a complete pass.
 // (The cluster's StorageVersionMigration API is off by default and cannot be relied on.)
 type StorageMigrator struct {
 	Client client.Client
 	// Ready is closed once this replica's conversion webhook can serve: reading stored WebApps at another version
 	// needs it.
 	Ready <-chan struct{}
+	// Recheck is how often the CRD is read for a new storage version once migrated (0: never; Start returns).
+	Recheck time.Duration
 }
 
 // NeedLeaderElection: one replica migrates.
@@ -53,15 +57,24 @@ func (m *StorageMigrator) Start(ctx context.Context) error {
 		return nil
 	}
 	logger := log.FromContext(ctx).WithName("storage-migration")
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 100, Cap: 5 * time.Minute}
-	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		if err := m.migrate(ctx); err != nil {
-			logger.Error(err, "storage migration failed; retrying")
-			return false, nil
+	for {
+		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 5 * time.Minute}
+		_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+			if err := m.migrate(ctx); err != nil {
+				logger.Error(err, "storage migration failed; retrying")
+				return false, nil
+			}
+			return true, nil
+		})
+		if m.Recheck <= 0 {
+			return nil
 		}
-		return true, nil
-	})
-	return nil
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(m.Recheck):
+		}
+	}
 }
 
 // migrate is one complete pass, or nothing when the CRD's status says every object is at the storage version.
@@ -78,7 +91,7 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 		return err
 	}
 	if slices.Equal(stored, []string{storage}) {
-		logger.Info("every WebApp is stored at the storage version", "storageVersion", storage)
+		logger.V(1).Info("every WebApp is stored at the storage version", "storageVersion", storage)
 		return nil
 	}
 	logger.Info("migrating stored WebApps", "storageVersion", storage, "storedVersions", stored)
