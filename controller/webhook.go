@@ -1,15 +1,22 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
@@ -32,8 +39,9 @@ type WebhookOptions struct {
 	Port    int
 	CertDir string
 	// Rotate keeps a CA and serving certificate in the Secret Namespace/SecretName and the CA in the CRD's
-	// conversion caBundle (cert-controller's rotator; CertDir is the Secret mounted as a volume). Off, the
-	// certificate files and the caBundle come from elsewhere (cert-manager, a test's own CA).
+	// conversion caBundle (cert-controller's rotator), and writes the certificate and its key into CertDir (a
+	// writable directory: an emptyDir). Off, the certificate files and the caBundle come from elsewhere
+	// (cert-manager's Secret mounted at CertDir, a test's own CA).
 	Rotate                bool
 	Namespace, SecretName string
 	// ServiceName is the Service the API server calls, in Namespace: the certificate is for its DNS names and
@@ -76,6 +84,11 @@ func SetupConversionWebhook(mgr manager.Manager, o WebhookOptions) (healthz.Chec
 			EnableReadinessCheck:  true,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("setting up certificate rotation: %w", err)
+		}
+		// The files come from the Secret at once, instead of when the kubelet next syncs a mounted Secret (up
+		// to a minute or two, during which the replica could not serve).
+		if err := mgr.Add(certFiles{reader: mgr.GetAPIReader(), key: types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}, dir: o.CertDir}); err != nil {
+			return nil, nil, err
 		}
 	} else {
 		close(certsReady)
@@ -123,4 +136,69 @@ func NewConversionHandler(scheme *runtime.Scheme) (http.Handler, error) {
 		return nil, err
 	}
 	return conversion.NewWebhookHandler(scheme, registry), nil
+}
+
+// certFiles writes the serving certificate and key of the rotator's Secret into the webhook server's directory
+// (tls.crt, tls.key; never the CA's key), on every replica: every 2 seconds until they are there, then every
+// minute (a renewal happens 90 days before expiry). Each file is replaced by a rename, and only when it changed;
+// the server reloads it. The Secret is read directly, not cached (the manager caches Secrets' metadata only).
+type certFiles struct {
+	reader client.Reader
+	key    types.NamespacedName
+	dir    string
+}
+
+func (c certFiles) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("webhook-certificate")
+	for {
+		period := time.Minute
+		if err := c.sync(ctx); err != nil {
+			logger.Error(err, "writing the webhook's certificate files")
+			period = 2 * time.Second
+		} else if _, err := os.Stat(filepath.Join(c.dir, "tls.crt")); err != nil {
+			period = 2 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(period):
+		}
+	}
+}
+
+func (certFiles) NeedLeaderElection() bool { return false }
+
+// sync writes the Secret's tls.key and tls.crt where they differ from the files (nothing while the Secret has none).
+func (c certFiles) sync(ctx context.Context) error {
+	secret := &corev1.Secret{}
+	if err := c.reader.Get(ctx, c.key, secret); err != nil {
+		return err
+	}
+	crt, key := secret.Data["tls.crt"], secret.Data["tls.key"]
+	if len(crt) == 0 || len(key) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	// The key first: the server reloads on a change of either, and a new certificate needs its new key.
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"tls.key", key}, {"tls.crt", crt}} {
+		path := filepath.Join(c.dir, f.name)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, f.data) {
+			continue
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, f.data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+		logger := log.FromContext(ctx).WithName("webhook-certificate")
+		logger.Info("wrote the webhook's certificate file", "file", path)
+	}
+	return nil
 }

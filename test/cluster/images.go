@@ -11,12 +11,20 @@ import (
 	"time"
 )
 
+// BeforeV2 is the last commit before API v2, the operator the upgrade test starts from; BeforeV2Image is its image,
+// built by test/images/build.sh from that commit's tree.
+const (
+	BeforeV2      = "0e58b1c93562e0042664b93e630c7ab1b0a6e29b"
+	BeforeV2Image = "webapp-operator:before-v2"
+)
+
 // BuildImages builds the real node's images (the operator's from the project's Dockerfile, the test web app, the
 // pause image) with test/images/build.sh into dir and returns the image tarballs. It runs outside the node's
 // namespace: the builds fetch Go modules.
 func BuildImages(dir string) ([]string, error) {
 	var out bytes.Buffer
 	cmd := exec.Command(filepath.Join(RepoRoot(), "test", "images", "build.sh"), dir)
+	cmd.Env = append(os.Environ(), "WEBAPP_UPGRADE_FROM="+BeforeV2)
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("building the images (test/images/build.sh): %w", err)

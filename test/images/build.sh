@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real node's images with no registry and writes them as image tarballs for containerd to import:
 #   webapp-operator:dev           the operator, from the project's own Dockerfile (`make docker-build`, unchanged)
+#   webapp-operator:before-v2     the operator of the last commit before API v2 (WEBAPP_UPGRADE_FROM), for the
+#                                 upgrade test
 #   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
 #   registry.k8s.io/pause:3.10    the pod sandbox (test/images/pause)
 # No base image can be pulled here, so the Dockerfile's two base images are stand-ins made on this machine:
@@ -118,11 +120,21 @@ docker build -q --network=host -t webapp-test/webserver:1 "$tmp/ctx-webserver" >
 docker build -q --network=host -t registry.k8s.io/pause:3.10 "$tmp/ctx-pause" >/dev/null
 log "test images built"
 
+# The operator before v2 (the last commit without it), for the upgrade test: its manager built with this machine's
+# Go from that commit's tree, on the distroless stand-in.
+before=${WEBAPP_UPGRADE_FROM:-0e58b1c93562e0042664b93e630c7ab1b0a6e29b}
+mkdir -p "$tmp/ctx-before/src"
+git -C "$root" archive "$before" | tar -x -C "$tmp/ctx-before/src"
+(cd "$tmp/ctx-before/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/ctx-before/manager" .)
+printf 'FROM gcr.io/distroless/static:nonroot\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n' >"$tmp/ctx-before/Dockerfile"
+docker build -q --network=host -t webapp-operator:before-v2 "$tmp/ctx-before" >/dev/null
+log "operator image before v2 ($before) built"
+
 # The operator's image, the way users build it.
 make -C "$root" --no-print-directory docker-build IMG=webapp-operator:dev DOCKER_BUILD_ARGS="--network=host -q" >&2
 log "operator image built"
 
-for img in webapp-operator:dev webapp-test/webserver:1 registry.k8s.io/pause:3.10; do
+for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 registry.k8s.io/pause:3.10; do
   file="$out/$(echo "$img" | tr '/:' '__').tar"
   docker save -o "$file" "$img"
   echo "$file"

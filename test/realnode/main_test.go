@@ -108,7 +108,17 @@ func runInside(m *testing.M) int {
 	}
 	fmt.Printf("realnode: cluster ready in %v:%s\n", time.Since(start).Round(100*time.Millisecond), timings(lc.Timings))
 	code := 1
-	if err := deployOperator(); err != nil {
+	// The operator before v2 with WebApps of its own first, then this one the way the README upgrades
+	// (upgrade_test.go checks that the upgrade was a non-event).
+	oldDir, err := deployBeforeV2()
+	if err == nil {
+		fmt.Printf("realnode: the operator before v2 deployed in %v\n", time.Since(start).Round(100*time.Millisecond))
+		upgrade, err = prepareUpgrade(oldDir)
+	}
+	if err == nil {
+		err = deployOperator()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
 		fmt.Printf("realnode: operator deployed from its image in %v\n", time.Since(start).Round(100*time.Millisecond))

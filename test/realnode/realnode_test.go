@@ -105,18 +105,21 @@ metadata:
 
 func TestOperatorRunsFromItsOwnImageAsShipped(t *testing.T) {
 	jsonpathEquals(t, 10*time.Second, "restricted", `{.metadata.labels.pod-security\.kubernetes\.io/enforce}`, "namespace/"+operatorNS)
-	pod := operatorPod(t)
-	got := jsonpath(t, "{.spec.containers[0].image} {.spec.containers[0].securityContext.readOnlyRootFilesystem} {.spec.containers[0].args} {.status.containerStatuses[0].ready}", "-n", operatorNS, "pod/"+pod)
-	want := `webapp-operator:dev true ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081"] true`
-	if got != want {
-		t.Fatalf("operator pod: got %q, want %q", got, want)
+	pods := operatorPods(t, 2)
+	for _, pod := range pods {
+		got := jsonpath(t, "{.spec.containers[0].image} {.spec.containers[0].securityContext.readOnlyRootFilesystem} {.spec.containers[0].args} {.status.containerStatuses[0].ready}", "-n", operatorNS, "pod/"+pod)
+		want := `webapp-operator:dev true ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081","--webhook-port=9443"] true`
+		if got != want {
+			t.Fatalf("operator pod %s: got %q, want %q", pod, got, want)
+		}
+		// The kubelet ran the image the build made: containerd reports its digest.
+		if id := jsonpath(t, "{.status.containerStatuses[0].imageID}", "-n", operatorNS, "pod/"+pod); !strings.HasPrefix(id, "sha256:") && !strings.Contains(id, "@sha256:") {
+			t.Fatalf("operator container's imageID %q is not a digest", id)
+		}
 	}
-	// The kubelet ran the image the build made: containerd reports its digest.
-	if id := jsonpath(t, "{.status.containerStatuses[0].imageID}", "-n", operatorNS, "pod/"+pod); !strings.HasPrefix(id, "sha256:") && !strings.Contains(id, "@sha256:") {
-		t.Fatalf("operator container's imageID %q is not a digest", id)
-	}
-	eventually(t, 30*time.Second, "the operator's pod holds the leader-election Lease", func() error {
-		return holds(pod)
+	eventually(t, 30*time.Second, "one of the operator's pods holds the leader-election Lease", func() error {
+		_, err := leader(t)
+		return err
 	})
 }
 
@@ -239,7 +242,7 @@ metadata: {name: webapp-realnode-scraper}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: webapp-operator-metrics-reader}
 subjects: [{kind: ServiceAccount, name: scraper, namespace: `+appNS+`}]
 `)
-	url := "https://" + jsonpath(t, "{.status.podIP}", "-n", operatorNS, "pod/"+operatorPod(t)) + ":8443/metrics"
+	url := "https://" + jsonpath(t, "{.status.podIP}", "-n", operatorNS, "pod/"+operatorPods(t, 2)[0]) + ":8443/metrics"
 	cases := []struct {
 		name, token string
 		want        int
@@ -271,16 +274,22 @@ func TestKilledOperatorPodIsReplacedAndTheNewOneLeads(t *testing.T) {
 	ensureAppNamespace(t)
 	apply(t, webApp("failover", 1, ""))
 	kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "-n", appNS, "webapp/failover")
-	old := operatorPod(t)
+	old, err := leader(t)
+	if err != nil {
+		t.Fatal(err)
+	}
 	kubectl(t, "delete", "pod", "-n", operatorNS, old, "--grace-period=0", "--force", "--wait=false")
-	var next string
-	eventually(t, 2*time.Minute, "a new operator pod holds the Lease", func() error {
-		next = operatorPod(t)
+	eventually(t, 2*time.Minute, "another operator pod holds the Lease", func() error {
+		next, err := leader(t)
+		if err != nil {
+			return err
+		}
 		if next == old {
 			return fmt.Errorf("still %s", old)
 		}
-		return holds(next)
+		return nil
 	})
+	operatorPods(t, 2)
 	// The new leader reconciles: a spec change reaches the Deployment and the pods.
 	kubectl(t, "patch", "webapp", "-n", appNS, "failover", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
 	kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "-n", appNS, "webapp/failover")
@@ -290,29 +299,40 @@ func TestKilledOperatorPodIsReplacedAndTheNewOneLeads(t *testing.T) {
 	}
 }
 
-// operatorPod is the name of the operator's running pod (there is one replica; one being deleted is skipped).
-func operatorPod(t *testing.T) string {
+// operatorPods are the names of the operator's n running and ready pods (ones being deleted are skipped).
+func operatorPods(t *testing.T, n int) []string {
 	t.Helper()
-	var name string
-	eventually(t, 2*time.Minute, "one running operator pod", func() error {
+	var names []string
+	eventually(t, 3*time.Minute, fmt.Sprintf("%d running operator pods", n), func() error {
 		out, err := kubectlErr("get", "pods", "-n", operatorNS, "-l", "app.kubernetes.io/name=webapp-operator",
-			"-o", `jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.deletionTimestamp}/{.metadata.name}{"\n"}{end}`)
+			"-o", `jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.deletionTimestamp}/{.metadata.name}/{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
 		if err != nil {
 			return err
 		}
 		var live []string
 		for _, l := range strings.Fields(out) {
-			if strings.HasPrefix(l, "/") {
-				live = append(live, strings.TrimPrefix(l, "/"))
+			if strings.HasPrefix(l, "/") && strings.HasSuffix(l, "/True") {
+				live = append(live, strings.TrimSuffix(strings.TrimPrefix(l, "/"), "/True"))
 			}
 		}
-		if len(live) != 1 {
-			return fmt.Errorf("running operator pods: %q", out)
+		if len(live) != n {
+			return fmt.Errorf("running and ready operator pods: %q", out)
 		}
-		name = live[0]
+		names = live
 		return nil
 	})
-	return name
+	return names
+}
+
+// leader is the operator pod that holds the leader-election Lease.
+func leader(t *testing.T) (string, error) {
+	t.Helper()
+	for _, pod := range operatorPods(t, 2) {
+		if holds(pod) == nil {
+			return pod, nil
+		}
+	}
+	return "", fmt.Errorf("no running operator pod holds the Lease")
 }
 
 // holds is nil when pod holds the leader-election Lease (controller-runtime's identity is POD-NAME_UUID).
