@@ -203,8 +203,11 @@ func TestUpgradeFromBeforeV2IsANonEvent(t *testing.T) {
 			t.Errorf("%s reads differently as v1:\n before %s\n after  %s", name, upgrade.v1Spec[name], v1)
 		}
 		var v2 struct {
-			Replicas  int32 `json:"replicas"`
-			Ports     []struct{ Name string; Port int32 }
+			Replicas int32 `json:"replicas"`
+			Ports    []struct {
+				Name string
+				Port int32
+			}
 			Container struct {
 				HealthCheckPath string `json:"healthCheckPath"`
 			} `json:"container"`
