@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -135,10 +136,12 @@ func run(o options) error {
 	// Port 0: another process serves conversion (a test harness, a manager run on a workstation); this one serves
 	// none, and is ready without it.
 	webhookStarted, webhookReady := healthz.Ping, (<-chan struct{})(closed())
+	var conv *controller.ConversionWebhook
 	if o.webhook.Port != 0 {
-		if webhookStarted, webhookReady, err = controller.SetupConversionWebhook(mgr, o.webhook); err != nil {
+		if conv, err = controller.NewConversionWebhook(cfg, scheme, o.webhook); err != nil {
 			return fmt.Errorf("setting up the conversion webhook: %w", err)
 		}
+		webhookStarted, webhookReady = conv.Started, conv.Ready
 	}
 	if o.migrateStorage {
 		if err := mgr.Add(&controller.StorageMigrator{Client: mgr.GetClient(), Ready: webhookReady, Recheck: time.Minute}); err != nil {
@@ -167,7 +170,21 @@ func run(o options) error {
 		return err
 	}
 	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter.String())
-	return mgr.Start(ctx)
+	if conv == nil {
+		return mgr.Start(ctx)
+	}
+	// The conversion webhook runs beside the manager (see controller.ConversionWebhook); either stopping stops both.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	convDone := make(chan error, 1)
+	go func() {
+		err := conv.Start(ctx)
+		cancel()
+		convDone <- err
+	}()
+	err = mgr.Start(ctx)
+	cancel()
+	return errors.Join(err, <-convDone)
 }
 
 // metricsOptions serves /metrics in plain HTTP (for a local run), or over HTTPS with a self-signed certificate

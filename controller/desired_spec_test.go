@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -210,4 +211,54 @@ func fullSpecApp() *webappv2.WebApp {
 	s.Rollout = webappv2.RolloutSpec{MaxSurge: ptr.To(intstr.FromInt32(1))}
 	s.Rollout.RevisionHistoryLimit = ptr.To(int32(3))
 	return app
+}
+
+// TestDesiredPortsAndReplicas: v2's named ports reach the container and the Service (each Service port targets the
+// container port of its name), the first is the primary one (readiness, status.url); an unset count is 1 and an
+// empty port list is v2's default, http 80.
+func TestDesiredPortsAndReplicas(t *testing.T) {
+	cases := []struct {
+		name      string
+		ports     []webappv2.Port
+		replicas  *int32
+		want      []webappv2.Port
+		wantCount int32
+	}{
+		{"v1's one port", []webappv2.Port{{Name: "http", Port: 8080}}, ptr.To(int32(3)), []webappv2.Port{{Name: "http", Port: 8080}}, 3},
+		{"named ports", []webappv2.Port{{Name: "web", Port: 8080}, {Name: "metrics", Port: 9090}}, nil, []webappv2.Port{{Name: "web", Port: 8080}, {Name: "metrics", Port: 9090}}, 1},
+		{"no ports (built in Go)", nil, ptr.To(int32(2)), []webappv2.Port{{Name: "http", Port: 80}}, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("x", 1, 80, "nginx")
+			app.Spec.Ports, app.Spec.Replicas = tc.ports, tc.replicas
+			d := typed[appsv1.Deployment](t, mustDeployment(t, app))
+			s := typed[corev1.Service](t, desiredService(app))
+			c := d.Spec.Template.Spec.Containers[0]
+			if *d.Spec.Replicas != tc.wantCount {
+				t.Errorf("replicas = %d, want %d", *d.Spec.Replicas, tc.wantCount)
+			}
+			if (desiredPDB(app) != nil) != (tc.wantCount > 1) {
+				t.Errorf("PDB for %d replicas: %v", tc.wantCount, desiredPDB(app) != nil)
+			}
+			if len(c.Ports) != len(tc.want) || len(s.Spec.Ports) != len(tc.want) {
+				t.Fatalf("container ports %+v, service ports %+v, want %+v", c.Ports, s.Spec.Ports, tc.want)
+			}
+			for i, p := range tc.want {
+				if c.Ports[i].Name != p.Name || c.Ports[i].ContainerPort != p.Port || c.Ports[i].Protocol != corev1.ProtocolTCP {
+					t.Errorf("container port %d = %+v, want %+v", i, c.Ports[i], p)
+				}
+				sp := s.Spec.Ports[i]
+				if sp.Name != p.Name || sp.Port != p.Port || sp.TargetPort != intstr.FromString(p.Name) || sp.Protocol != corev1.ProtocolTCP {
+					t.Errorf("service port %d = %+v, want %+v", i, sp, p)
+				}
+			}
+			if r := c.ReadinessProbe; r == nil || r.TCPSocket == nil || r.TCPSocket.Port != intstr.FromString(tc.want[0].Name) {
+				t.Errorf("readiness = %+v, want a TCP check of %s", r, tc.want[0].Name)
+			}
+			if u := serviceURL(app); u != fmt.Sprintf("http://x.ns.svc:%d", tc.want[0].Port) {
+				t.Errorf("url = %s", u)
+			}
+		})
+	}
 }

@@ -46,7 +46,7 @@ type StorageMigrator struct {
 	Recheck time.Duration
 }
 
-// NeedLeaderElection: one replica migrates.
+// NeedLeaderElection is true: one replica migrates.
 func (*StorageMigrator) NeedLeaderElection() bool { return true }
 
 // Start migrates, retrying with a backoff until done or stopped.

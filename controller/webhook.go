@@ -14,10 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
@@ -50,14 +53,35 @@ type WebhookOptions struct {
 	ExtraDNSNames []string
 }
 
-// SetupConversionWebhook serves WebApp conversion (v1 to and from the v2 hub) at /convert on every replica, leader
-// or not: conversion sits on the read path of every request for a version other than the stored one. The server
-// starts only once its certificate is in place and the CRD trusts its CA, so a replica is ready (the returned
-// check) only when the API server can call it. It returns a channel closed at that moment.
-func SetupConversionWebhook(mgr manager.Manager, o WebhookOptions) (healthz.Checker, <-chan struct{}, error) {
-	handler, err := NewConversionHandler(mgr.GetScheme())
+// ConversionWebhook serves WebApp conversion (v1 to and from the v2 hub) at /convert on every replica, leader or
+// not: conversion sits on the read path of every request for a version other than the stored one. It runs in a
+// manager of its own, started before the operator's: the operator's cache lists WebApps at v2, which, while some
+// are stored at v1 (during an upgrade), needs a conversion webhook to answer; in the operator's manager the
+// certificates would wait for that cache, and the cache for the certificates.
+type ConversionWebhook struct {
+	mgr manager.Manager
+	// Started is nil once the server answers over TLS with a certificate the CRD trusts: the replica's readiness.
+	Started healthz.Checker
+	// Ready is closed at that moment.
+	Ready <-chan struct{}
+}
+
+// NewConversionWebhook sets up the webhook, its server starting only once its certificate is in place and the CRD
+// trusts its CA (with o.Rotate: cert-controller's rotator keeps both).
+func NewConversionWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOptions) (*ConversionWebhook, error) {
+	handler, err := NewConversionHandler(scheme)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Only the rotator's own cache of the Secret and the CRD is used.
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}},
+	})
+	if err != nil {
+		return nil, err
 	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
 	server.Register("/convert", handler)
@@ -65,7 +89,7 @@ func SetupConversionWebhook(mgr manager.Manager, o WebhookOptions) (healthz.Chec
 	certsReady := make(chan struct{})
 	if o.Rotate {
 		if o.Namespace == "" || o.SecretName == "" || o.ServiceName == "" {
-			return nil, nil, errors.New("certificate rotation needs the namespace, the Secret's and the Service's names")
+			return nil, errors.New("certificate rotation needs the namespace, the Secret's and the Service's names")
 		}
 		host := fmt.Sprintf("%s.%s.svc", o.ServiceName, o.Namespace)
 		if err := rotator.AddRotator(mgr, &rotator.CertRotator{
@@ -83,21 +107,24 @@ func SetupConversionWebhook(mgr manager.Manager, o WebhookOptions) (healthz.Chec
 			RequireLeaderElection: false,
 			EnableReadinessCheck:  true,
 		}); err != nil {
-			return nil, nil, fmt.Errorf("setting up certificate rotation: %w", err)
+			return nil, fmt.Errorf("setting up certificate rotation: %w", err)
 		}
 		// The files come from the Secret at once, instead of when the kubelet next syncs a mounted Secret (up
 		// to a minute or two, during which the replica could not serve).
 		if err := mgr.Add(certFiles{reader: mgr.GetAPIReader(), key: types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}, dir: o.CertDir}); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	} else {
 		close(certsReady)
 	}
 	if err := mgr.Add(webhookAfterCerts{server: server, ready: certsReady}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return server.StartedChecker(), certsReady, nil
+	return &ConversionWebhook{mgr: mgr, Started: server.StartedChecker(), Ready: certsReady}, nil
 }
+
+// Start runs the webhook until ctx ends.
+func (w *ConversionWebhook) Start(ctx context.Context) error { return w.mgr.Start(ctx) }
 
 // webhookAfterCerts starts the webhook server once the certificates are in place (it cannot start without its
 // files), on every replica.

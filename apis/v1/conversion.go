@@ -67,7 +67,7 @@ func ConvertToHub(src *WebApp, dst *v2.WebApp) error {
 		DeletionPolicy: v2.DeletionPolicy(s.DeletionPolicy),
 	}
 	// Unset stays unset while v1 shows the default it stands for; any other count is the v1 client's.
-	if s.Replicas != 0 && !(data.ReplicasUnset && s.Replicas == v2.DefaultReplicas) {
+	if s.Replicas != 0 && (!data.ReplicasUnset || s.Replicas != v2.DefaultReplicas) {
 		dst.Spec.Replicas = &s.Replicas
 	}
 	// The v1 port is the primary port's number; the rest of the list comes back from the annotation.

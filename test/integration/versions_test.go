@@ -252,13 +252,13 @@ func ptrProbe() *corev1.Probe {
 }
 
 // applyAs server-side applies the JSON document as field manager m and returns the result.
-func applyAs(t *testing.T, doc, m string) *unstructured.Unstructured {
+func applyAs(t *testing.T, doc, m string) *unstructured.Unstructured { //nolint:unparam // the manager is part of what a case says
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := json.Unmarshal([]byte(doc), &u.Object); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Patch(context.Background(), u, client.Apply, client.FieldOwner(m)); err != nil {
+	if err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(m)); err != nil {
 		t.Fatalf("applying as %s: %v\n%s", m, err, doc)
 	}
 	return u
@@ -299,7 +299,7 @@ func setStorage(t *testing.T, version string) {
 	if err := k8s.Update(context.Background(), u); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 30*time.Second, "storage version "+version+" in storedVersions", func(ctx context.Context) error {
+	testutil.Eventually(t, 30*time.Second, "storage version "+version+" in storedVersions", func(context.Context) error {
 		if !slices.Contains(storedVersions(t), version) {
 			return fmt.Errorf("storedVersions %v", storedVersions(t))
 		}

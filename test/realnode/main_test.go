@@ -118,6 +118,9 @@ func runInside(m *testing.M) int {
 	if err == nil {
 		err = deployOperator()
 	}
+	if err == nil {
+		err = upgrade.finish()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {

@@ -300,7 +300,7 @@ func TestKilledOperatorPodIsReplacedAndTheNewOneLeads(t *testing.T) {
 }
 
 // operatorPods are the names of the operator's n running and ready pods (ones being deleted are skipped).
-func operatorPods(t *testing.T, n int) []string {
+func operatorPods(t *testing.T, n int) []string { //nolint:unparam // the count is what is waited for
 	t.Helper()
 	var names []string
 	eventually(t, 3*time.Minute, fmt.Sprintf("%d running operator pods", n), func() error {
