@@ -144,7 +144,7 @@ func run(o options) error {
 		webhookStarted, webhookReady = conv.Started, conv.Ready
 	}
 	if o.migrateStorage {
-		if err := mgr.Add(&controller.StorageMigrator{Client: mgr.GetClient(), Ready: webhookReady, Recheck: time.Minute}); err != nil {
+		if err := mgr.Add(&controller.StorageMigrator{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Ready: webhookReady, Recheck: time.Minute}); err != nil {
 			return err
 		}
 	}

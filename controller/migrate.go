@@ -38,6 +38,10 @@ const migrationBatch = 100
 // from the start after a restart: status.storedVersions is changed only after a complete pass.
 // (The cluster's StorageVersionMigration API is off by default and cannot be relied on.)
 type StorageMigrator struct {
+	// Reader reads the CRD and lists the WebApps from the API server: uncached (a cache would hold every WebApp's
+	// metadata a second time, and cannot page).
+	Reader client.Reader
+	// Client writes.
 	Client client.Client
 	// Ready is closed once this replica's conversion webhook can serve: reading stored WebApps at another version
 	// needs it.
@@ -83,7 +87,7 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 	crd := &unstructured.Unstructured{}
 	crd.SetAPIVersion("apiextensions.k8s.io/v1")
 	crd.SetKind("CustomResourceDefinition")
-	if err := m.Client.Get(ctx, client.ObjectKey{Name: CRDName}, crd); err != nil {
+	if err := m.Reader.Get(ctx, client.ObjectKey{Name: CRDName}, crd); err != nil {
 		return fmt.Errorf("reading the CRD %s: %w", CRDName, err)
 	}
 	storage, index, stored, err := storageVersions(crd)
@@ -100,7 +104,7 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(webappv2.GroupVersion.WithKind("WebAppList"))
 	for cont := ""; ; {
-		if err := m.Client.List(ctx, list, client.Limit(migrationBatch), client.Continue(cont)); err != nil {
+		if err := m.Reader.List(ctx, list, client.Limit(migrationBatch), client.Continue(cont)); err != nil {
 			return fmt.Errorf("listing WebApps: %w", err)
 		}
 		for i := range list.Items {

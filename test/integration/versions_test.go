@@ -201,7 +201,7 @@ func TestStorageMigration(t *testing.T) {
 	migrated := operatorMetric(t, "webapp_operator_storage_migrated_total")
 	done := make(chan struct{})
 	close(done)
-	m := &controller.StorageMigrator{Client: k8s, Ready: done}
+	m := &controller.StorageMigrator{Reader: k8s, Client: k8s, Ready: done}
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
