@@ -99,7 +99,7 @@ type WebAppSpec struct {
 	// Resources are the container's compute resource requests and limits.
 	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="resources.claims is not supported: the WebApp's pods have no resource claims"
 	// +optional
-	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources corev1.ResourceRequirements `json:"resources,omitempty,omitzero"`
 
 	// HealthCheckPath makes the readiness probe an HTTP GET of this path on the port (default: a TCP check of the
 	// port). Not together with readinessProbe.
@@ -130,7 +130,7 @@ type WebAppSpec struct {
 
 	// Service configures the Service.
 	// +optional
-	Service ServiceSpec `json:"service,omitempty"`
+	Service ServiceSpec `json:"service,omitempty,omitzero"`
 
 	// PodLabels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and
 	// managed-by) cannot be set here.
@@ -146,7 +146,7 @@ type WebAppSpec struct {
 
 	// Strategy tunes the rolling update.
 	// +optional
-	Strategy RollingUpdate `json:"strategy,omitempty"`
+	Strategy RollingUpdate `json:"strategy,omitempty,omitzero"`
 
 	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps for rollback (default 10).
 	// +kubebuilder:validation:Minimum=0

@@ -72,19 +72,19 @@ type WebAppSpec struct {
 
 	// Container configures the app's container: command, environment, resources, probes, pull policy.
 	// +optional
-	Container ContainerSpec `json:"container,omitempty"`
+	Container ContainerSpec `json:"container,omitempty,omitzero"`
 
 	// Pod configures the pods: labels, annotations, pull secrets and the Pod Security Standard they meet.
 	// +optional
-	Pod PodSpec `json:"pod,omitempty"`
+	Pod PodSpec `json:"pod,omitempty,omitzero"`
 
 	// Rollout tunes the Deployment's rolling update.
 	// +optional
-	Rollout RolloutSpec `json:"rollout,omitempty"`
+	Rollout RolloutSpec `json:"rollout,omitempty,omitzero"`
 
 	// Service configures the Service.
 	// +optional
-	Service ServiceSpec `json:"service,omitempty"`
+	Service ServiceSpec `json:"service,omitempty,omitzero"`
 
 	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
 	// them with it; Orphan leaves them running, without an owner.
@@ -142,7 +142,7 @@ type ContainerSpec struct {
 	// Resources are the container's compute resource requests and limits.
 	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="container.resources.claims is not supported: the WebApp's pods have no resource claims"
 	// +optional
-	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources corev1.ResourceRequirements `json:"resources,omitempty,omitzero"`
 
 	// ImagePullPolicy is Always, IfNotPresent or Never (default: the cluster's, IfNotPresent unless the tag is
 	// latest).

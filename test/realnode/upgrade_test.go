@@ -5,6 +5,7 @@ package realnode
 // last (this file sorts last, the rollback is its last test): after the rollback the old operator runs.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -263,7 +264,10 @@ func TestZRollbackToBeforeV2(t *testing.T) {
 	}
 	for _, step := range rollbackSteps(upgrade.oldDir) {
 		t.Logf("$ %s", step)
-		if out, err := exec.Command("sh", "-c", step).CombinedOutput(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		out, err := exec.CommandContext(ctx, "sh", "-c", step).CombinedOutput()
+		cancel()
+		if err != nil {
 			t.Fatalf("%s: %v\n%s", step, err, out)
 		}
 	}
@@ -294,7 +298,7 @@ func rollbackSteps(oldDir string) []string {
 	root := cluster.RepoRoot()
 	return []string{
 		k + " apply --server-side --force-conflicts -k " + filepath.Join(root, "manifests", "crd-rollback"),
-		k + ` wait crd/webapps.example.com --for=jsonpath='{.status.storedVersions}'='["v1"]' --timeout=5m`,
+		`until [ "$(` + k + ` get crd webapps.example.com -o jsonpath='{.status.storedVersions}')" = '["v1"]' ]; do sleep 2; done`,
 		k + " -n webapp-system scale deployment/webapp-operator --replicas=0",
 		k + " -n webapp-system wait --for=delete pod -l app.kubernetes.io/name=webapp-operator --timeout=2m",
 		k + ` patch crd webapps.example.com --type=json -p '[{"op":"remove","path":"/spec/conversion/webhook"},{"op":"replace","path":"/spec/conversion/strategy","value":"None"}]'`,
