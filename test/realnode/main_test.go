@@ -158,8 +158,11 @@ func deployOperator() error {
 }
 
 // kubectlEnv puts the cluster's kubectl first on PATH and its kubeconfig in KUBECONFIG.
+// kubectl's discovery cache is this run's own: a cache from an earlier run at the same address would name versions
+// this cluster does not serve.
 func kubectlEnv() []string {
-	return append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig, "PATH="+lc.Bin+":"+os.Getenv("PATH"))
+	return append(os.Environ(), "KUBECONFIG="+lc.Kubeconfig, "PATH="+lc.Bin+":"+os.Getenv("PATH"),
+		"KUBECACHEDIR="+filepath.Join(workDir, "kubectl-cache"))
 }
 
 // kubectl runs kubectl and returns its stdout; a failure fails the test with stderr.

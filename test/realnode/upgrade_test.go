@@ -265,7 +265,9 @@ func TestZRollbackToBeforeV2(t *testing.T) {
 	for _, step := range rollbackSteps(upgrade.oldDir) {
 		t.Logf("$ %s", step)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		out, err := exec.CommandContext(ctx, "sh", "-c", step).CombinedOutput()
+		cmd := exec.CommandContext(ctx, "sh", "-c", step)
+		cmd.Env = kubectlEnv()
+		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", step, err, out)
@@ -294,7 +296,7 @@ func TestZRollbackToBeforeV2(t *testing.T) {
 
 // rollbackSteps are the README's rollback commands, with the old release's tree in oldDir.
 func rollbackSteps(oldDir string) []string {
-	k := filepath.Join(lc.Bin, "kubectl") + " --kubeconfig=" + lc.Kubeconfig
+	k := "kubectl"
 	root := cluster.RepoRoot()
 	return []string{
 		k + " apply --server-side --force-conflicts -k " + filepath.Join(root, "manifests", "crd-rollback"),
@@ -303,6 +305,7 @@ func rollbackSteps(oldDir string) []string {
 		k + " -n webapp-system wait --for=delete pod -l app.kubernetes.io/name=webapp-operator --timeout=2m",
 		k + ` patch crd webapps.example.com --type=json -p '[{"op":"remove","path":"/spec/conversion/webhook"},{"op":"replace","path":"/spec/conversion/strategy","value":"None"}]'`,
 		k + " apply --server-side --force-conflicts -k " + filepath.Join(oldDir, "manifests"),
+		`rm -rf "${KUBECACHEDIR:-$HOME/.kube/cache}/discovery"`,
 		k + " -n webapp-system delete service/webapp-operator-webhook secret/webapp-operator-webhook-cert pdb/webapp-operator role/webapp-operator-webhook-cert rolebinding/webapp-operator-webhook-cert",
 	}
 }
