@@ -22,6 +22,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=example.com, Version=v2
+	case v2.SchemeGroupVersion.WithKind("Autoscaling"):
+		return &apisv2.AutoscalingApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ContainerSpec"):
 		return &apisv2.ContainerSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("PodSpec"):

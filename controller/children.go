@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,10 +34,16 @@ var children = []childKind{
 		// A new config hash on an existing Deployment is a config rollout, not drift.
 		withConfigHash(func(o client.Object) string {
 			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
-		}),
+		}).
+		// Autoscaling switched on: the count passes to the HPA without a reset.
+		withHandover(handOverReplicas),
 	declare("Service", "v1", false, func(app *webappv2.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
 		return desiredService(app), nil
 	}, corev1ac.ExtractService),
+	// With autoscaling, the HorizontalPodAutoscaler; without, it must not exist.
+	declare("HorizontalPodAutoscaler", "autoscaling/v2", true, func(app *webappv2.WebApp, _ inputs) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
+		return desiredHPA(app)
+	}, autoscalingv2ac.ExtractHorizontalPodAutoscaler),
 	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
 	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 		return desiredPDB(app), nil
@@ -53,9 +60,18 @@ type childKind struct {
 	optional bool
 	// configHash reads the config hash an object of the kind carries (nil: it carries none).
 	configHash func(client.Object) string
+	// hooks are shared by the declaration's copies (write reads them).
+	hooks *hooks
 	// write and release are ensure and release for the kind's types.
 	write   func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o writeOpts) (childOutcome, error)
 	release func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error)
+}
+
+// hooks are steps of a kind's write beyond the apply.
+type hooks struct {
+	// handover runs before the kind's apply (nil: nothing to do): it gives fields the apply is about to leave out
+	// to their next owner.
+	handover func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) error
 }
 
 // inputs are what the builders need besides the WebApp, read once per reconcile.
@@ -75,7 +91,7 @@ type childOutcome struct {
 // an optional kind: must not exist), extract reads what our manager owns on an object of the kind.
 func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersion string, optional bool,
 	build func(*webappv2.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
-	c := childKind{kind: kind, apiVersion: apiVersion, optional: optional, object: func() client.Object { return PT(new(T)) }}
+	c := childKind{kind: kind, apiVersion: apiVersion, optional: optional, object: func() client.Object { return PT(new(T)) }, hooks: &hooks{}}
 	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o writeOpts) (childOutcome, error) {
 		key := client.ObjectKeyFromObject(app)
 		desired, err := build(app, in)
@@ -88,6 +104,12 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 		if optional && reflect.ValueOf(desired).IsNil() {
 			deleted, err := deleteChild(ctx, r, c, app)
 			return childOutcome{written: written{sent: deleted, deleted: deleted}}, err
+		}
+		if c.hooks.handover != nil {
+			if err := c.hooks.handover(ctx, r, app); err != nil {
+				obj, _ := r.cachedChild(ctx, c, key, app.UID)
+				return childOutcome{obj: obj}, &childError{kind: kind, key: key, err: err}
+			}
 		}
 		out, err := ensure(ctx, r, kind, key, func(PT) AC { return desired }, extract, o)
 		res := childOutcome{written: out.written(), retained: out.retained}
@@ -108,6 +130,11 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 
 func (c childKind) withConfigHash(f func(client.Object) string) childKind {
 	c.configHash = f
+	return c
+}
+
+func (c childKind) withHandover(f func(context.Context, *WebAppReconciler, *webappv2.WebApp) error) childKind {
+	c.hooks.handover = f
 	return c
 }
 

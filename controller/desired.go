@@ -6,10 +6,12 @@ import (
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
@@ -81,10 +83,14 @@ func desiredDeployment(app *webappv2.WebApp, configHash string) (*appsv1ac.Deplo
 		return nil, err
 	}
 	spec := appsv1ac.DeploymentSpec().
-		WithReplicas(replicas(app)).
 		WithProgressDeadlineSeconds(progressDeadline(app)).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
 		WithTemplate(template)
+	// With autoscaling the count is the HorizontalPodAutoscaler's: it is left out, so the HPA's writes through
+	// /scale own it (handOverReplicas makes sure it is never reset on the way).
+	if app.Spec.Autoscaling == nil {
+		spec.WithReplicas(replicas(app))
+	}
 	if app.Spec.Rollout.RevisionHistoryLimit != nil {
 		spec.WithRevisionHistoryLimit(*app.Spec.Rollout.RevisionHistoryLimit)
 	}
@@ -198,6 +204,52 @@ func ports(app *webappv2.WebApp) []webappv2.Port {
 	return app.Spec.Ports
 }
 
+// maxReplicas is the most pods the WebApp can have: spec.replicas, or with autoscaling its maxReplicas.
+func maxReplicas(app *webappv2.WebApp) int32 {
+	if a := app.Spec.Autoscaling; a != nil {
+		return a.MaxReplicas
+	}
+	return replicas(app)
+}
+
+// desiredHPA is the HorizontalPodAutoscaler of an autoscaling WebApp (nil: none must exist): it scales the
+// Deployment between minReplicas and maxReplicas on the CPU and memory targets (CPU 80% when neither is set).
+func desiredHPA(app *webappv2.WebApp) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
+	a := app.Spec.Autoscaling
+	if a == nil {
+		return nil, nil
+	}
+	spec := autoscalingv2ac.HorizontalPodAutoscalerSpec().
+		WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().WithAPIVersion("apps/v1").WithKind("Deployment").WithName(app.Name)).
+		WithMinReplicas(ptr.Deref(a.MinReplicas, 1)).
+		WithMaxReplicas(a.MaxReplicas)
+	cpu, memory := a.TargetCPUUtilizationPercentage, a.TargetMemoryUtilizationPercentage
+	if cpu == nil && memory == nil {
+		cpu = ptr.To(webappv2.DefaultTargetCPUUtilizationPercentage)
+	}
+	for _, t := range []struct {
+		name   corev1.ResourceName
+		target *int32
+	}{{corev1.ResourceCPU, cpu}, {corev1.ResourceMemory, memory}} {
+		if t.target == nil {
+			continue
+		}
+		spec.WithMetrics(autoscalingv2ac.MetricSpec().
+			WithType(autoscalingv2.ResourceMetricSourceType).
+			WithResource(autoscalingv2ac.ResourceMetricSource().
+				WithName(t.name).
+				WithTarget(autoscalingv2ac.MetricTarget().WithType(autoscalingv2.UtilizationMetricType).WithAverageUtilization(*t.target))))
+	}
+	var err error
+	if a.Behavior != nil {
+		err = convert(a.Behavior, func(ac *autoscalingv2ac.HorizontalPodAutoscalerBehaviorApplyConfiguration) { spec.WithBehavior(ac) })
+	}
+	return autoscalingv2ac.HorizontalPodAutoscaler(app.Name, app.Namespace).
+		WithLabels(commonLabels(app)).
+		WithOwnerReferences(ownerReference(app)).
+		WithSpec(spec), err
+}
+
 // replicas is spec.replicas, or what unset means.
 func replicas(app *webappv2.WebApp) int32 {
 	return ptr.Deref(app.Spec.Replicas, webappv2.DefaultReplicas)
@@ -275,7 +327,7 @@ func containerSecurityContext(app *webappv2.WebApp) *corev1ac.SecurityContextApp
 // desiredPDB is the PodDisruptionBudget that keeps all but one pod up during voluntary disruptions (node drains),
 // or nil when there is a single replica: there is then nothing for it to protect.
 func desiredPDB(app *webappv2.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
-	if replicas(app) < 2 {
+	if maxReplicas(app) < 2 {
 		return nil
 	}
 	return policyv1ac.PodDisruptionBudget(app.Name, app.Namespace).

@@ -95,10 +95,38 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	if available != 0 {
 		st.WithAvailableReplicas(available)
 	}
+	// Who decides the count, and what it is now: the WebApp, or with autoscaling the HPA (whose decision is the
+	// Deployment's count: it writes it there).
+	if app.Spec.Autoscaling != nil {
+		st.WithReplicasSetBy(replicasSetByHPA)
+	} else {
+		st.WithReplicasSetBy(replicasSetByWebApp)
+	}
+	if n := desiredReplicas(app, obs.dep); n != 0 {
+		st.WithDesiredReplicas(n)
+	}
 	for _, f := range obs.retained {
 		st.WithRetainedFields(webappv2ac.RetainedField().WithKind(f.Kind).WithField(f.Field).WithManagers(f.Managers...))
 	}
 	return webappv2ac.WebApp(app.Name, app.Namespace).WithStatus(st)
+}
+
+// Values of status.replicasSetBy.
+const (
+	replicasSetByWebApp = "WebApp"
+	replicasSetByHPA    = "HorizontalPodAutoscaler"
+)
+
+// desiredReplicas is the number of pods app asks for now: spec.replicas, or with autoscaling the Deployment's count
+// (the HPA's decision; 0 while there is no Deployment to read it from).
+func desiredReplicas(app *webappv2.WebApp, dep *appsv1.Deployment) int32 {
+	if app.Spec.Autoscaling == nil {
+		return replicas(app)
+	}
+	if dep != nil && dep.Spec.Replicas != nil {
+		return *dep.Spec.Replicas
+	}
+	return 0
 }
 
 func isReadError(err error) bool {
@@ -121,7 +149,7 @@ type rollout struct {
 }
 
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
-	want, dep := replicas(app), obs.dep
+	want, dep := desiredReplicas(app, obs.dep), obs.dep
 	switch {
 	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}

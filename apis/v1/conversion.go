@@ -9,7 +9,7 @@ import (
 )
 
 // ConversionDataAnnotation keeps, on a WebApp read as v1, what its v2 spec says that v1 cannot (an unset replica
-// count, more than one port or a port name other than http). Converting back to v2 restores it and removes the
+// count, more than one port or a port name other than http, autoscaling). Converting back to v2 restores it and removes the
 // annotation, so a v1 client that reads, changes and writes a WebApp never loses a v2-only field. The key is
 // reserved: a value set by hand is replaced on the next conversion.
 const ConversionDataAnnotation = "webapp.example.com/conversion-data"
@@ -23,6 +23,8 @@ type conversionData struct {
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
 	// Ports: v2's whole list of ports, when v1's one port cannot say it. v1's port is the first port's number.
 	Ports []v2.Port `json:"ports,omitempty"`
+	// Autoscaling: v2's spec.autoscaling, which v1 has no field for.
+	Autoscaling *v2.Autoscaling `json:"autoscaling,omitempty"`
 }
 
 // ConvertToHub converts a v1 WebApp to v2. It never fails: an annotation it cannot read is dropped (it was set by
@@ -81,6 +83,8 @@ func ConvertToHub(src *WebApp, dst *v2.WebApp) error {
 		dst.Spec.Ports = []v2.Port{{Name: v1PortName, Port: s.Port}}
 	}
 
+	dst.Spec.Autoscaling = data.Autoscaling
+
 	dst.Status = statusToHub(src.Status)
 	return nil
 }
@@ -128,7 +132,8 @@ func ConvertFromHub(src *v2.WebApp, dst *WebApp) error {
 			data.Ports = s.Ports
 		}
 	}
-	if data.ReplicasUnset || len(data.Ports) > 0 {
+	data.Autoscaling = s.Autoscaling
+	if data.ReplicasUnset || len(data.Ports) > 0 || data.Autoscaling != nil {
 		raw, err := json.Marshal(data)
 		if err != nil {
 			return err
@@ -160,6 +165,8 @@ func statusToHub(s WebAppStatus) v2.WebAppStatus {
 		ObservedGeneration: s.ObservedGeneration,
 		Replicas:           s.Replicas,
 		AvailableReplicas:  s.AvailableReplicas,
+		DesiredReplicas:    s.DesiredReplicas,
+		ReplicasSetBy:      s.ReplicasSetBy,
 		Selector:           s.Selector,
 		URL:                s.URL,
 	}
@@ -177,6 +184,8 @@ func statusFromHub(s v2.WebAppStatus) WebAppStatus {
 		ObservedGeneration: s.ObservedGeneration,
 		Replicas:           s.Replicas,
 		AvailableReplicas:  s.AvailableReplicas,
+		DesiredReplicas:    s.DesiredReplicas,
+		ReplicasSetBy:      s.ReplicasSetBy,
 		Selector:           s.Selector,
 		URL:                s.URL,
 	}

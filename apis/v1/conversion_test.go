@@ -144,6 +144,10 @@ func TestV1EditKeepsV2Fields(t *testing.T) {
 				t.Fatalf("case %d: port %d is %v, want %v", i, j, out.Spec.Ports[j], want)
 			}
 		}
+		// Autoscaling, which v1 has no field for, is v2's.
+		if !apiequality.Semantic.DeepEqual(in.Spec.Autoscaling, out.Spec.Autoscaling) {
+			t.Fatalf("case %d: autoscaling %+v became %+v", i, in.Spec.Autoscaling, out.Spec.Autoscaling)
+		}
 		// An unset count stays unset while the v1 client leaves it at 1.
 		if in.Spec.Replicas == nil && spoke.Spec.Replicas == 1 && out.Spec.Replicas != nil {
 			t.Fatalf("case %d: an unset replica count became %d", i, *out.Spec.Replicas)

@@ -217,6 +217,16 @@ type WebAppStatus struct {
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
 
+	// DesiredReplicas is the number of pods the WebApp asks for now: spec.replicas, or with autoscaling the
+	// HorizontalPodAutoscaler's decision.
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
+
+	// ReplicasSetBy says who decides the number of pods: WebApp (spec.replicas) or HorizontalPodAutoscaler.
+	// +kubebuilder:validation:Enum=WebApp;HorizontalPodAutoscaler
+	// +optional
+	ReplicasSetBy string `json:"replicasSetBy,omitempty"`
+
 	// Selector is the label selector of the pods, in string form (read by the scale subresource).
 	// +optional
 	Selector string `json:"selector,omitempty"`

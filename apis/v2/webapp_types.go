@@ -1,6 +1,7 @@
 package v2
 
 import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -86,12 +87,57 @@ type WebAppSpec struct {
 	// +optional
 	Service ServiceSpec `json:"service,omitempty,omitzero"`
 
+	// Autoscaling, when set, has an HorizontalPodAutoscaler of the WebApp's name decide the number of pods, between
+	// minReplicas and maxReplicas, from the pods' CPU and memory use (metrics-server or another resource-metrics API
+	// must run in the cluster). spec.replicas is then not used; removing autoscaling hands the count back to it.
+	// +optional
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+
 	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
 	// them with it; Orphan leaves them running, without an owner.
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
+
+// Autoscaling configures the WebApp's HorizontalPodAutoscaler.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="autoscaling.minReplicas must not be above autoscaling.maxReplicas"
+type Autoscaling struct {
+	// MinReplicas is the fewest pods the autoscaler keeps (default 1).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// MaxReplicas is the most pods the autoscaler runs.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +required
+	MaxReplicas int32 `json:"maxReplicas"`
+
+	// TargetCPUUtilizationPercentage is the average CPU use the autoscaler aims at, in percent of the container's
+	// CPU request (so the container needs one: container.resources.requests.cpu). When neither target is set, it is
+	// 80.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	TargetCPUUtilizationPercentage *int32 `json:"targetCPUUtilizationPercentage,omitempty"`
+
+	// TargetMemoryUtilizationPercentage is the average memory use the autoscaler aims at, in percent of the
+	// container's memory request.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"`
+
+	// Behavior tunes how fast the autoscaler scales up and down (the HorizontalPodAutoscaler's own field; its
+	// defaults: up at once, down after 5 minutes of lower use).
+	// +optional
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+}
+
+// DefaultTargetCPUUtilizationPercentage is the CPU target of an autoscaling WebApp that sets no target.
+const DefaultTargetCPUUtilizationPercentage int32 = 80
 
 // Port is one named TCP port of the container, exposed by the Service with the same number.
 type Port struct {
@@ -259,6 +305,16 @@ type WebAppStatus struct {
 	// AvailableReplicas is the number of the Deployment's pods that are available.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// DesiredReplicas is the number of pods the WebApp asks for now: spec.replicas, or with autoscaling the
+	// HorizontalPodAutoscaler's decision.
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
+
+	// ReplicasSetBy says who decides the number of pods: WebApp (spec.replicas) or HorizontalPodAutoscaler.
+	// +kubebuilder:validation:Enum=WebApp;HorizontalPodAutoscaler
+	// +optional
+	ReplicasSetBy string `json:"replicasSetBy,omitempty"`
 
 	// Selector is the label selector of the pods, in string form (read by the scale subresource).
 	// +optional

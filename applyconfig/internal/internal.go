@@ -29,6 +29,24 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.example.webapp-operator.apis.v2.Autoscaling
+  map:
+    fields:
+    - name: behavior
+      type:
+        namedType: io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior
+    - name: maxReplicas
+      type:
+        scalar: numeric
+    - name: minReplicas
+      type:
+        scalar: numeric
+    - name: targetCPUUtilizationPercentage
+      type:
+        scalar: numeric
+    - name: targetMemoryUtilizationPercentage
+      type:
+        scalar: numeric
 - name: com.github.example.webapp-operator.apis.v2.ContainerSpec
   map:
     fields:
@@ -172,6 +190,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.WebAppSpec
   map:
     fields:
+    - name: autoscaling
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.Autoscaling
     - name: container
       type:
         namedType: com.github.example.webapp-operator.apis.v2.ContainerSpec
@@ -219,12 +240,18 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: desiredReplicas
+      type:
+        scalar: numeric
     - name: observedGeneration
       type:
         scalar: numeric
     - name: replicas
       type:
         scalar: numeric
+    - name: replicasSetBy
+      type:
+        scalar: string
     - name: retainedFields
       type:
         list:
@@ -237,6 +264,49 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: url
       type:
         scalar: string
+- name: io.k8s.api.autoscaling.v2.HPAScalingPolicy
+  map:
+    fields:
+    - name: periodSeconds
+      type:
+        scalar: numeric
+    - name: type
+      type:
+        namedType: io.k8s.api.autoscaling.v2.HPAScalingPolicyType
+    - name: value
+      type:
+        scalar: numeric
+- name: io.k8s.api.autoscaling.v2.HPAScalingPolicyType
+  scalar: string
+- name: io.k8s.api.autoscaling.v2.HPAScalingRules
+  map:
+    fields:
+    - name: policies
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.autoscaling.v2.HPAScalingPolicy
+          elementRelationship: atomic
+    - name: selectPolicy
+      type:
+        namedType: io.k8s.api.autoscaling.v2.ScalingPolicySelect
+    - name: stabilizationWindowSeconds
+      type:
+        scalar: numeric
+    - name: tolerance
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior
+  map:
+    fields:
+    - name: scaleDown
+      type:
+        namedType: io.k8s.api.autoscaling.v2.HPAScalingRules
+    - name: scaleUp
+      type:
+        namedType: io.k8s.api.autoscaling.v2.HPAScalingRules
+- name: io.k8s.api.autoscaling.v2.ScalingPolicySelect
+  scalar: string
 - name: io.k8s.api.core.v1.ConfigMapEnvSource
   map:
     fields:

@@ -39,6 +39,10 @@ type WebAppSpecApplyConfiguration struct {
 	Rollout *RolloutSpecApplyConfiguration `json:"rollout,omitempty"`
 	// Service configures the Service.
 	Service *ServiceSpecApplyConfiguration `json:"service,omitempty"`
+	// Autoscaling, when set, has an HorizontalPodAutoscaler of the WebApp's name decide the number of pods, between
+	// minReplicas and maxReplicas, from the pods' CPU and memory use (metrics-server or another resource-metrics API
+	// must run in the cluster). spec.replicas is then not used; removing autoscaling hands the count back to it.
+	Autoscaling *AutoscalingApplyConfiguration `json:"autoscaling,omitempty"`
 	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
 	// them with it; Orphan leaves them running, without an owner.
 	DeletionPolicy *apisv2.DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -108,6 +112,14 @@ func (b *WebAppSpecApplyConfiguration) WithRollout(value *RolloutSpecApplyConfig
 // If called multiple times, the Service field is set to the value of the last call.
 func (b *WebAppSpecApplyConfiguration) WithService(value *ServiceSpecApplyConfiguration) *WebAppSpecApplyConfiguration {
 	b.Service = value
+	return b
+}
+
+// WithAutoscaling sets the Autoscaling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Autoscaling field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithAutoscaling(value *AutoscalingApplyConfiguration) *WebAppSpecApplyConfiguration {
+	b.Autoscaling = value
 	return b
 }
 

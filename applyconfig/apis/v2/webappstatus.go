@@ -23,6 +23,11 @@ type WebAppStatusApplyConfiguration struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 	// AvailableReplicas is the number of the Deployment's pods that are available.
 	AvailableReplicas *int32 `json:"availableReplicas,omitempty"`
+	// DesiredReplicas is the number of pods the WebApp asks for now: spec.replicas, or with autoscaling the
+	// HorizontalPodAutoscaler's decision.
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+	// ReplicasSetBy says who decides the number of pods: WebApp (spec.replicas) or HorizontalPodAutoscaler.
+	ReplicasSetBy *string `json:"replicasSetBy,omitempty"`
 	// Selector is the label selector of the pods, in string form (read by the scale subresource).
 	Selector *string `json:"selector,omitempty"`
 	// URL is the in-cluster address of the Service's primary port, e.g. http://nginx-app.default.svc:80.
@@ -62,6 +67,22 @@ func (b *WebAppStatusApplyConfiguration) WithReplicas(value int32) *WebAppStatus
 // If called multiple times, the AvailableReplicas field is set to the value of the last call.
 func (b *WebAppStatusApplyConfiguration) WithAvailableReplicas(value int32) *WebAppStatusApplyConfiguration {
 	b.AvailableReplicas = &value
+	return b
+}
+
+// WithDesiredReplicas sets the DesiredReplicas field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DesiredReplicas field is set to the value of the last call.
+func (b *WebAppStatusApplyConfiguration) WithDesiredReplicas(value int32) *WebAppStatusApplyConfiguration {
+	b.DesiredReplicas = &value
+	return b
+}
+
+// WithReplicasSetBy sets the ReplicasSetBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ReplicasSetBy field is set to the value of the last call.
+func (b *WebAppStatusApplyConfiguration) WithReplicasSetBy(value string) *WebAppStatusApplyConfiguration {
+	b.ReplicasSetBy = &value
 	return b
 }
 
