@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -334,10 +335,53 @@ func (g *gen) webAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 			hub.Spec.Ports = append(hub.Spec.Ports, webappv2.Port{Name: n, Port: p})
 		}
 	}
+	if g.chance(0.3) {
+		hub.Spec.Autoscaling = g.autoscaling()
+	}
 	spoke := &webappv1.WebApp{}
 	if err := webappv1.ConvertFromHub(hub, spoke); err != nil {
 		panic(err)
 	}
 	spoke.TypeMeta = metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"}
 	return hub, spoke
+}
+
+// autoscaling draws spec.autoscaling in every accepted form: with and without minReplicas and each target, and a
+// behavior with rules with and without policies.
+func (g *gen) autoscaling() *webappv2.Autoscaling {
+	a := &webappv2.Autoscaling{MaxReplicas: int32(1 + g.intn(100))}
+	if g.chance(0.6) {
+		a.MinReplicas = ptr.To(int32(1 + g.intn(int(a.MaxReplicas))))
+	}
+	if g.chance(0.5) {
+		a.TargetCPUUtilizationPercentage = ptr.To(int32(1 + g.intn(1000)))
+	}
+	if g.chance(0.4) {
+		a.TargetMemoryUtilizationPercentage = ptr.To(int32(1 + g.intn(1000)))
+	}
+	if g.chance(0.4) {
+		a.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: g.scalingRules(), ScaleDown: g.scalingRules()}
+	}
+	return a
+}
+
+func (g *gen) scalingRules() *autoscalingv2.HPAScalingRules {
+	if g.chance(0.3) {
+		return nil
+	}
+	r := &autoscalingv2.HPAScalingRules{}
+	if g.chance(0.6) {
+		r.StabilizationWindowSeconds = ptr.To(int32(g.intn(3601)))
+	}
+	if g.chance(0.5) {
+		r.SelectPolicy = ptr.To(autoscalingv2.ScalingPolicySelect(g.pick("Max", "Min", "Disabled")))
+	}
+	for range g.intn(3) {
+		r.Policies = append(r.Policies, autoscalingv2.HPAScalingPolicy{
+			Type:          autoscalingv2.HPAScalingPolicyType(g.pick("Pods", "Percent")),
+			Value:         int32(1 + g.intn(100)),
+			PeriodSeconds: int32(1 + g.intn(1800)),
+		})
+	}
+	return r
 }
