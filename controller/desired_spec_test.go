@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -258,6 +259,60 @@ func TestDesiredPortsAndReplicas(t *testing.T) {
 			}
 			if u := serviceURL(app); u != fmt.Sprintf("http://x.ns.svc:%d", tc.want[0].Port) {
 				t.Errorf("url = %s", u)
+			}
+		})
+	}
+}
+
+// TestDesiredHPA: no autoscaling, no HPA; with it, the Deployment carries no count, the HPA scales it between the
+// bounds on the targets asked for (CPU 80% when none is), with the behavior as given, and a PDB exists when the
+// HPA may run two pods or more.
+func TestDesiredHPA(t *testing.T) {
+	cases := []struct {
+		name    string
+		a       *webappv2.Autoscaling
+		metrics []string // resource:utilization
+		min     int32
+		pdb     bool
+	}{
+		{"off", nil, nil, 0, false},
+		{"default target", &webappv2.Autoscaling{MaxReplicas: 5}, []string{"cpu:80"}, 1, true},
+		{"both targets", &webappv2.Autoscaling{MinReplicas: ptr.To(int32(2)), MaxReplicas: 9, TargetCPUUtilizationPercentage: ptr.To(int32(50)), TargetMemoryUtilizationPercentage: ptr.To(int32(70))}, []string{"cpu:50", "memory:70"}, 2, true},
+		{"memory only, one pod", &webappv2.Autoscaling{MaxReplicas: 1, TargetMemoryUtilizationPercentage: ptr.To(int32(60))}, []string{"memory:60"}, 1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("x", 1, 80, "nginx")
+			app.Spec.Autoscaling = tc.a
+			ac, err := desiredHPA(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := typed[appsv1.Deployment](t, mustDeployment(t, app))
+			if tc.a == nil {
+				if ac != nil || d.Spec.Replicas == nil {
+					t.Fatalf("without autoscaling: HPA %v, Deployment replicas %v", ac, d.Spec.Replicas)
+				}
+				return
+			}
+			if d.Spec.Replicas != nil {
+				t.Errorf("with autoscaling the Deployment carries replicas %d", *d.Spec.Replicas)
+			}
+			h := typed[autoscalingv2.HorizontalPodAutoscaler](t, ac)
+			if h.Spec.ScaleTargetRef != (autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "x"}) ||
+				ptr.Deref(h.Spec.MinReplicas, 0) != tc.min || h.Spec.MaxReplicas != tc.a.MaxReplicas {
+				t.Errorf("spec = %+v", h.Spec)
+			}
+			var got []string
+			for _, m := range h.Spec.Metrics {
+				got = append(got, fmt.Sprintf("%s:%d", m.Resource.Name, ptr.Deref(m.Resource.Target.AverageUtilization, 0)))
+			}
+			if !slices.Equal(got, tc.metrics) {
+				t.Errorf("metrics = %v, want %v", got, tc.metrics)
+			}
+			checkOwner(t, h.OwnerReferences, app)
+			if (desiredPDB(app) != nil) != tc.pdb {
+				t.Errorf("PDB = %v, want %v", desiredPDB(app) != nil, tc.pdb)
 			}
 		})
 	}
