@@ -1,6 +1,7 @@
 package controller
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"maps"
 	"slices"
 
@@ -34,6 +35,8 @@ func CacheOptions(namespace string) cache.Options {
 	for _, c := range children {
 		o.ByObject[c.object()] = cache.ByObject{Label: ours, Transform: onlyOurFields}
 	}
+	// The WebApps' pods (they carry our labels through the pod template), only what podTrouble reads.
+	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
 	if namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 		// Namespaces are cluster-scoped: only ours is watched (RBAC can grant list and watch of that one by name).

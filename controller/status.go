@@ -40,6 +40,8 @@ type observation struct {
 	err error
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
 	retained []webappv2.RetainedField
+	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read).
+	pods []corev1.Pod
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -129,6 +131,17 @@ func desiredReplicas(app *webappv2.WebApp, dep *appsv1.Deployment) int32 {
 	return 0
 }
 
+// rolledOut: the Deployment has its count of updated, available pods.
+func rolledOut(dep *appsv1.Deployment, want int32) bool {
+	return dep.Spec.Replicas != nil && *dep.Spec.Replicas == want && dep.Status.UpdatedReplicas == want && dep.Status.Replicas == want &&
+		dep.Status.AvailableReplicas == want && dep.Status.ReadyReplicas == want
+}
+
+func podTroubleReason(pods []corev1.Pod) string {
+	reason, _ := podTrouble(pods)
+	return reason
+}
+
 func isReadError(err error) bool {
 	var ce *childError
 	return errors.As(err, &ce) && ce.read
@@ -164,8 +177,15 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 		// older one (a ProgressDeadlineExceeded a spec change has just fixed, say).
 		return rollout{reason: ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
 	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == ReasonProgressDeadlineExceeded:
-		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded,
-			msg: fmt.Sprintf("Deployment exceeded its progress deadline: %d/%d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)}
+		msg := fmt.Sprintf("Deployment exceeded its progress deadline: %d/%d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)
+		if _, trouble := podTrouble(obs.pods); trouble != "" {
+			msg += "; " + trouble
+		}
+		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded, msg: msg}
+	case !rolledOut(dep, want) && podTroubleReason(obs.pods) != "":
+		// What the pods say is wrong, within seconds of it, rather than a count until the deadline.
+		reason, msg := podTrouble(obs.pods)
+		return rollout{reason: reason, msg: msg}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:
 		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)}
 	case dep.Status.UpdatedReplicas != want || dep.Status.Replicas != want:

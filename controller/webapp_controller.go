@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -67,6 +68,7 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=resourcequotas;namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -112,7 +114,9 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		r.mem.settle(key, "", nil)
 		return ctrl.Result{}, nil
 	}
-	held, statusWrote, statusErr := r.applyStatus(ctx, app, kids.observation(), applyErr)
+	obs := kids.observation()
+	obs.pods = r.podsOf(ctx, app)
+	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {
 		// A progress update waits: come back when it may be written.
@@ -474,6 +478,13 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		For(&webappv2.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, metadataChanged))).
+		// A pod's trouble (a pull failure, a crash loop, no node) is reported within seconds, not at the deadline.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if key, ok := webAppOfPod(o); ok {
+				return []reconcile.Request{{NamespacedName: key}}
+			}
+			return nil
+		})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("secret")), builder.OnlyMetadata).
 		// A quota or namespace change may fix a denied write: the failing WebApps there are retried at once.

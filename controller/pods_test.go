@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func waiting(reason, image string, last *corev1.ContainerStateTerminated) corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "app", Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "words that change " + reason}},
+		LastTerminationState: corev1.ContainerState{Terminated: last},
+	}}}}
+}
+
+func running() corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+}
+
+func unschedulable(msg string) corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}}}
+}
+
+func TestPodTrouble(t *testing.T) {
+	exit1 := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}
+	oom := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
+	deleted := running()
+	deleted.DeletionTimestamp = &metav1.Time{}
+	cases := []struct {
+		name        string
+		pods        []corev1.Pod
+		reason, msg string
+	}{
+		{"no pods", nil, "", ""},
+		{"all running", []corev1.Pod{running(), running()}, "", ""},
+		{"crash loop", []corev1.Pod{waiting("CrashLoopBackOff", "x", exit1), waiting("CrashLoopBackOff", "x", exit1), running()},
+			ReasonCrashLoopBackOff, "2/3 pods CrashLoopBackOff: container app exited with code 1"},
+		{"out of memory", []corev1.Pod{waiting("CrashLoopBackOff", "x", oom)}, ReasonCrashLoopBackOff, "1/1 pods CrashLoopBackOff: container app was OOMKilled (exit code 137)"},
+		{"pull failing, both phases alike", []corev1.Pod{waiting("ErrImagePull", "nginx:nope", nil), waiting("ImagePullBackOff", "nginx:nope", nil)},
+			ReasonImagePullBackOff, `2/2 pods cannot pull image "nginx:nope"`},
+		{"pull before crash", []corev1.Pod{waiting("CrashLoopBackOff", "old", exit1), waiting("ImagePullBackOff", "new", nil)},
+			ReasonImagePullBackOff, `1/2 pods cannot pull image "new"`},
+		{"unschedulable", []corev1.Pod{unschedulable("0/1 nodes are available: 1 Insufficient cpu."), running()},
+			ReasonUnschedulable, "1/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu."},
+		{"a pod being deleted does not count", []corev1.Pod{deleted, waiting("CrashLoopBackOff", "x", exit1)}, ReasonCrashLoopBackOff, "1/1 pods CrashLoopBackOff: container app exited with code 1"},
+		{"starting is no trouble", []corev1.Pod{waiting("ContainerCreating", "x", nil)}, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, msg := podTrouble(tc.pods)
+			if reason != tc.reason || msg != tc.msg {
+				t.Errorf("got %q %q, want %q %q", reason, msg, tc.reason, tc.msg)
+			}
+		})
+	}
+}
+
+// TestSlimPodKeepsWhatPodTroubleReads: the cache's transform keeps every field podTrouble reads, so the trouble of
+// a slim pod is the trouble of the pod.
+func TestSlimPodKeepsWhatPodTroubleReads(t *testing.T) {
+	for _, p := range []corev1.Pod{waiting("CrashLoopBackOff", "x", &corev1.ContainerStateTerminated{ExitCode: 3}), waiting("ErrImagePull", "y", nil), unschedulable("no")} {
+		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "x", Env: []corev1.EnvVar{{Name: "BIG", Value: "..."}}}}
+		slim, _ := slimPod(p.DeepCopy())
+		r1, m1 := podTrouble([]corev1.Pod{p})
+		r2, m2 := podTrouble([]corev1.Pod{*slim.(*corev1.Pod)})
+		if r1 != r2 || m1 != m2 || len(slim.(*corev1.Pod).Spec.Containers) != 0 {
+			t.Errorf("%q %q became %q %q", r1, m1, r2, m2)
+		}
+	}
+}
