@@ -1,0 +1,71 @@
+package realnode
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/webapp-operator/test/cluster"
+)
+
+// TestPodTroubleIsReportedWithinSeconds: an image that cannot be pulled, a crash loop and a pod no node can take are
+// each in Ready's reason and message within seconds of the WebApp's apply (printed), with the pods' count; a
+// crash-looping WebApp then costs no status write per restart.
+func TestPodTroubleIsReportedWithinSeconds(t *testing.T) {
+	ensureAppNamespace(t)
+	cases := []struct {
+		name, image, container, reason, inMessage string
+	}{
+		{"pull", "missing.invalid/webapp-test/absent:1", "", "ImagePullBackOff", `2/2 pods cannot pull image "missing.invalid/webapp-test/absent:1"`},
+		{"crash", cluster.WebserverImage, `args: ["--listen=nowhere"]`, "CrashLoopBackOff", "2/2 pods CrashLoopBackOff: container app exited with code 1"},
+		{"nospace", cluster.WebserverImage, `resources: {requests: {cpu: "1000"}}`, "Unschedulable", "2/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "trouble-" + tc.name
+			start := time.Now()
+			apply(t, fmt.Sprintf(`apiVersion: example.com/v2
+kind: WebApp
+metadata: {name: %s, namespace: %s}
+spec:
+  image: %s
+  replicas: 2
+  ports: [{name: http, port: 8080}]
+  container: {%s}
+`, name, appNS, tc.image, tc.container))
+			defer kubectl(t, "delete", "-n", appNS, "webapp/"+name, "--wait=false")
+			jsonpathEquals(t, 2*time.Minute, tc.reason, `{.status.conditions[?(@.type=="Ready")].reason}`, "-n", appNS, "webapp/"+name)
+			took := time.Since(start)
+			msg := jsonpath(t, `{.status.conditions[?(@.type=="Ready")].message}`, "-n", appNS, "webapp/"+name)
+			if !strings.Contains(msg, tc.inMessage) {
+				t.Errorf("Ready's message %q, want it to say %q", msg, tc.inMessage)
+			}
+			fmt.Printf("realnode: pod trouble %s: Ready=False %s %.1fs after the apply\n", tc.name, tc.reason, took.Seconds())
+			if tc.name != "crash" {
+				return
+			}
+			// Restarts alone change nothing the status says: no write while the pods restart twice more.
+			rv := jsonpath(t, "{.metadata.resourceVersion}", "-n", appNS, "webapp/"+name)
+			restarts := func() int {
+				n := 0
+				for _, f := range strings.Fields(jsonpath(t, "{.items[*].status.containerStatuses[0].restartCount}", "-n", appNS, "pods", "-l", "app.kubernetes.io/instance="+name)) {
+					v, _ := strconv.Atoi(f)
+					n += v
+				}
+				return n
+			}
+			before := restarts()
+			eventually(t, 3*time.Minute, "two more restarts", func() error {
+				if n := restarts(); n < before+2 {
+					return fmt.Errorf("%d restarts, %d before", n, before)
+				}
+				return nil
+			})
+			if now := jsonpath(t, "{.metadata.resourceVersion}", "-n", appNS, "webapp/"+name); now != rv {
+				t.Errorf("the WebApp was written while its pods restarted (resourceVersion %s -> %s)", rv, now)
+			}
+		})
+	}
+}
