@@ -241,8 +241,8 @@ func desiredHPA(app *webappv2.WebApp) (*autoscalingv2ac.HorizontalPodAutoscalerA
 				WithTarget(autoscalingv2ac.MetricTarget().WithType(autoscalingv2.UtilizationMetricType).WithAverageUtilization(*t.target))))
 	}
 	var err error
-	if a.Behavior != nil {
-		err = convert(a.Behavior, func(ac *autoscalingv2ac.HorizontalPodAutoscalerBehaviorApplyConfiguration) { spec.WithBehavior(ac) })
+	if b := serverFormBehavior(a.Behavior); b != nil {
+		err = convert(b, func(ac *autoscalingv2ac.HorizontalPodAutoscalerBehaviorApplyConfiguration) { spec.WithBehavior(ac) })
 	}
 	return autoscalingv2ac.HorizontalPodAutoscaler(app.Name, app.Namespace).
 		WithLabels(commonLabels(app)).
@@ -281,6 +281,29 @@ func serverFormEnv(e corev1.EnvVar) corev1.EnvVar {
 	}
 	e.ValueFrom = from
 	return e
+}
+
+// serverFormBehavior is b without its empty parts: a scaling rule with no field set is the default rule, as an
+// unset one is, but applied it would be a field we send and never own (an empty struct), costing a write per
+// restart. nil when nothing is left.
+func serverFormBehavior(b *autoscalingv2.HorizontalPodAutoscalerBehavior) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	if b == nil {
+		return nil
+	}
+	out := b.DeepCopy()
+	empty := func(r *autoscalingv2.HPAScalingRules) bool {
+		return r != nil && r.StabilizationWindowSeconds == nil && r.SelectPolicy == nil && len(r.Policies) == 0 && r.Tolerance == nil
+	}
+	if empty(out.ScaleUp) {
+		out.ScaleUp = nil
+	}
+	if empty(out.ScaleDown) {
+		out.ScaleDown = nil
+	}
+	if out.ScaleUp == nil && out.ScaleDown == nil {
+		return nil
+	}
+	return out
 }
 
 // serverFormResources is r with every quantity rounded up to milli precision, as the API server stores it.

@@ -177,7 +177,9 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 		`.status.conditions[type="Ready"].reason`,
 		`.status.conditions[type="Ready"].status`,
 		`.status.conditions[type="Ready"].type`,
+		`.status.desiredReplicas`,
 		`.status.observedGeneration`,
+		`.status.replicasSetBy`,
 		`.status.selector`,
 		`.status.url`,
 	}
