@@ -90,7 +90,7 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 	if err := m.Reader.Get(ctx, client.ObjectKey{Name: CRDName}, crd); err != nil {
 		return fmt.Errorf("reading the CRD %s: %w", CRDName, err)
 	}
-	storage, index, stored, err := storageVersions(crd)
+	storage, index, stored, unserved, err := storageVersions(crd)
 	if err != nil {
 		return err
 	}
@@ -102,13 +102,15 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 
 	total := 0
 	list := &metav1.PartialObjectMetadataList{}
+	// Listed at the storage version: a version on its way out may no longer be served.
 	list.SetGroupVersionKind(webappv2.GroupVersion.WithKind("WebAppList"))
+	list.APIVersion = webappv2.GroupVersion.Group + "/" + storage
 	for cont := ""; ; {
 		if err := m.Reader.List(ctx, list, client.Limit(migrationBatch), client.Continue(cont)); err != nil {
 			return fmt.Errorf("listing WebApps: %w", err)
 		}
 		for i := range list.Items {
-			if err := m.rewrite(ctx, &list.Items[i]); err != nil {
+			if err := m.rewrite(ctx, &list.Items[i], storage, unserved); err != nil {
 				return err
 			}
 		}
@@ -139,39 +141,93 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 
 // rewrite makes the API server store app at the storage version: a write that changes nothing is still a write
 // when the stored encoding is of another version. Server-Side Apply cannot express it (an apply under our field
-// manager would release what the manager owns on the WebApp, its finalizer), so it is a JSON patch whose only
-// operation tests the UID: the narrowest write there is. A WebApp gone or replaced since the list needs nothing.
-func (m *StorageMigrator) rewrite(ctx context.Context, app *metav1.PartialObjectMetadata) error {
-	patch, err := json.Marshal([]map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}})
+// manager would release what the manager owns on the WebApp, its finalizer), so it is a JSON patch guarded by a
+// test of the UID: the narrowest write there is. A WebApp gone since the list needs nothing.
+//
+// The same patch moves the managedFields entries of versions that are no longer served (a rollback's v2) to the
+// storage version, because the API server cannot write an object that has entries of a version it does not know
+// any more ("request to convert CR to an invalid group/version"): an entry that owns only metadata and status
+// (the same fields in every version: the operator's status and finalizer) is relabelled; one that owns spec fields
+// (a user's apply of the other version, whose field paths differ) is dropped, and its fields stay, unowned, until
+// that user applies again. That part is also guarded by the resourceVersion read.
+func (m *StorageMigrator) rewrite(ctx context.Context, app *metav1.PartialObjectMetadata, storage string, unserved []string) error {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}}
+	if entries, changed := moveEntries(app.ManagedFields, webappv2.GroupVersion.Group, storage, unserved); changed && len(entries) > 0 {
+		ops = append(ops,
+			map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion},
+			map[string]any{"op": "replace", "path": "/metadata/managedFields", "value": entries})
+	}
+	patch, err := json.Marshal(ops)
 	if err != nil {
 		return err
 	}
 	err = m.Client.Patch(ctx, app, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager))
 	switch {
-	case err == nil, apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
+	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	default:
+		// Replaced or changed since the list: the pass is retried (the new object needs migrating too).
 		return fmt.Errorf("rewriting WebApp %s/%s: %w", app.Namespace, app.Name, err)
 	}
 }
 
-// storageVersions reads the CRD's storage version (and its index in spec.versions) and status.storedVersions.
-func storageVersions(crd *unstructured.Unstructured) (string, int, []string, error) {
+// moveEntries relabels to storage the managedFields entries of unserved versions that own only metadata and
+// status, and drops those that own more; changed says whether any entry was of an unserved version.
+func moveEntries(entries []metav1.ManagedFieldsEntry, group, storage string, unserved []string) ([]metav1.ManagedFieldsEntry, bool) {
+	var out []metav1.ManagedFieldsEntry
+	changed := false
+	for _, e := range entries {
+		if !slices.ContainsFunc(unserved, func(v string) bool { return e.APIVersion == group+"/"+v }) {
+			out = append(out, e)
+			continue
+		}
+		changed = true
+		if ownsOnlyMetadataAndStatus(e) {
+			e.APIVersion = group + "/" + storage
+			out = append(out, e)
+		}
+	}
+	return out, changed
+}
+
+func ownsOnlyMetadataAndStatus(e metav1.ManagedFieldsEntry) bool {
+	if e.FieldsV1 == nil {
+		return true
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(e.FieldsV1.Raw, &top) != nil {
+		return false
+	}
+	for k := range top {
+		if k != "f:metadata" && k != "f:status" && k != "." {
+			return false
+		}
+	}
+	return true
+}
+
+// storageVersions reads the CRD's storage version (and its index in spec.versions), status.storedVersions, and
+// the versions it no longer serves.
+func storageVersions(crd *unstructured.Unstructured) (string, int, []string, []string, error) {
 	versions, _, err := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	if err != nil {
-		return "", 0, nil, err
+		return "", 0, nil, nil, err
 	}
 	storage, index := "", -1
+	var unserved []string
 	for i, v := range versions {
 		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
 		if s, _ := m["storage"].(bool); s {
-			storage, _ = m["name"].(string)
-			index = i
+			storage, index = name, i
+		}
+		if served, _ := m["served"].(bool); !served {
+			unserved = append(unserved, name)
 		}
 	}
 	if index < 0 {
-		return "", 0, nil, fmt.Errorf("the CRD %s has no storage version", CRDName)
+		return "", 0, nil, nil, fmt.Errorf("the CRD %s has no storage version", CRDName)
 	}
 	stored, _, err := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
-	return storage, index, stored, err
+	return storage, index, stored, unserved, err
 }
