@@ -1,9 +1,10 @@
 package controller
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"maps"
 	"slices"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"

@@ -195,7 +195,7 @@ func ownsOnlyMetadataAndStatus(e metav1.ManagedFieldsEntry) bool {
 		return true
 	}
 	var top map[string]json.RawMessage
-	if json.Unmarshal(e.FieldsV1.Raw, &top) != nil {
+	if json.Unmarshal(e.FieldsV1.GetRawBytes(), &top) != nil {
 		return false
 	}
 	for k := range top {

@@ -10,7 +10,7 @@ import (
 // version, others of it are dropped, and entries of served versions are left as they are.
 func TestMoveEntries(t *testing.T) {
 	entry := func(manager, version, fields string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, APIVersion: "example.com/" + version, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, APIVersion: "example.com/" + version, FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	in := []metav1.ManagedFieldsEntry{
 		entry("webapp-operator", "v2", `{"f:status":{"f:url":{}}}`),
@@ -27,8 +27,8 @@ func TestMoveEntries(t *testing.T) {
 			t.Errorf("entry %d = %s, want %s", i, got, want)
 		}
 	}
-	if string(out[2].FieldsV1.Raw) != `{"f:spec":{"f:port":{}}}` {
-		t.Errorf("the served version's entry changed: %s", out[2].FieldsV1.Raw)
+	if out[2].FieldsV1.GetRawString() != `{"f:spec":{"f:port":{}}}` {
+		t.Errorf("the served version's entry changed: %s", out[2].FieldsV1.GetRawString())
 	}
 	if _, changed := moveEntries(in, "example.com", "v2", nil); changed {
 		t.Errorf("with every version served nothing moves")

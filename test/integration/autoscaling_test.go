@@ -152,7 +152,7 @@ func deploymentReplicas(t *testing.T, cs kubernetes.Interface, ns string, n int3
 func replicaOwners(dep *appsv1.Deployment) string {
 	var b strings.Builder
 	for _, e := range dep.ManagedFields {
-		if e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"f:replicas"`) {
+		if e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:replicas"`) {
 			fmt.Fprintf(&b, "%s/%s/%s;", e.Manager, e.Operation, e.Subresource)
 		}
 	}
