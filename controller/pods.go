@@ -66,16 +66,18 @@ func podTrouble(pods []corev1.Pod) (reason, msg string) {
 // oneTrouble is the trouble of one pod.
 func oneTrouble(p *corev1.Pod) (reason, detail string) {
 	for _, c := range p.Status.ContainerStatuses {
-		w := c.State.Waiting
-		if w == nil {
-			continue
+		if w := c.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+				// ErrImagePull and ImagePullBackOff alternate while the kubelet retries: one reason for both.
+				// The kubelet's words change between the two (and with the registry's): only the image is said.
+				return ReasonImagePullBackOff, fmt.Sprintf("cannot pull image %q", c.Image)
+			}
 		}
-		switch w.Reason {
-		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
-			// ErrImagePull and ImagePullBackOff alternate while the kubelet retries: one reason for both.
-			// The kubelet's words change between the two (and with the registry's): only the image is said.
-			return ReasonImagePullBackOff, fmt.Sprintf("cannot pull image %q", c.Image)
-		case "CrashLoopBackOff":
+		// A crash loop is the back-off and the moments between (the container restarted, running but not ready
+		// yet, or just ended): counted through all of them, so a restart changes nothing the status says.
+		if w := c.State.Waiting; (w != nil && w.Reason == "CrashLoopBackOff") ||
+			(!c.Ready && c.RestartCount > 0 && c.LastTerminationState.Terminated != nil) {
 			return ReasonCrashLoopBackOff, "CrashLoopBackOff: container " + c.Name + " " + lastExit(c)
 		}
 	}
@@ -101,7 +103,8 @@ func lastExit(c corev1.ContainerStatus) string {
 }
 
 // slimPod keeps of a cached pod what podTrouble and the watch read: name, namespace, UID, resourceVersion, labels,
-// deletion time; the scheduling condition; per container its name, image, waiting state and last termination.
+// deletion time; the scheduling condition; per container its name, image, readiness, restart count, waiting state
+// and last termination.
 func slimPod(o any) (any, error) {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
@@ -116,7 +119,7 @@ func slimPod(o any) (any, error) {
 		}
 	}
 	for _, c := range p.Status.ContainerStatuses {
-		s := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+		s := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: c.Ready, RestartCount: c.RestartCount}
 		if w := c.State.Waiting; w != nil {
 			s.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
 		}

@@ -18,6 +18,11 @@ func running() corev1.Pod {
 	return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
 }
 
+func restarted(last *corev1.ContainerStateTerminated, ready bool) corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: ready, RestartCount: 3,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: last}}}}}
+}
+
 func unschedulable(msg string) corev1.Pod {
 	return corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}}}
 }
@@ -45,6 +50,9 @@ func TestPodTrouble(t *testing.T) {
 			ReasonUnschedulable, "1/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu."},
 		{"a pod being deleted does not count", []corev1.Pod{deleted, waiting("CrashLoopBackOff", "x", exit1)}, ReasonCrashLoopBackOff, "1/1 pods CrashLoopBackOff: container app exited with code 1"},
 		{"starting is no trouble", []corev1.Pod{waiting("ContainerCreating", "x", nil)}, "", ""},
+		{"between two crashes it still counts", []corev1.Pod{waiting("CrashLoopBackOff", "x", exit1), restarted(exit1, false)},
+			ReasonCrashLoopBackOff, "2/2 pods CrashLoopBackOff: container app exited with code 1"},
+		{"restarted once and ready is fine", []corev1.Pod{restarted(exit1, true)}, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
