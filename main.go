@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -156,11 +157,17 @@ func run(o options) error {
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
+	switch err := r.SetupWithManager(ctx, mgr); {
+	case meta.IsNoMatchError(err) && conv != nil:
+		// WebApp v2 is not served: the first step of a rollback (README). What is left to do is this process's
+		// conversion webhook and storage migration, which need no v2; it does only that, rather than crash-loop.
+		ctrl.Log.Info("WebApp v2 is not served: running only the conversion webhook and the storage migration", "error", err.Error())
+	case err != nil:
 		return fmt.Errorf("setting up the WebApp controller: %w", err)
-	}
-	if err := controller.RegisterReadyCollector(mgr.GetCache()); err != nil {
-		return err
+	default:
+		if err := controller.RegisterReadyCollector(mgr.GetCache()); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

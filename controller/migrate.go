@@ -152,7 +152,11 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 // that user applies again. That part is also guarded by the resourceVersion read.
 func (m *StorageMigrator) rewrite(ctx context.Context, app *metav1.PartialObjectMetadata, storage string, unserved []string) error {
 	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}}
-	if entries, changed := moveEntries(app.ManagedFields, webappv2.GroupVersion.Group, storage, unserved); changed && len(entries) > 0 {
+	if entries, changed := moveEntries(app.ManagedFields, webappv2.GroupVersion.Group, storage, unserved); changed {
+		if len(entries) == 0 {
+			// An empty list would leave managedFields as they are: one empty entry clears them (the API's way).
+			entries = []metav1.ManagedFieldsEntry{{}}
+		}
 		ops = append(ops,
 			map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion},
 			map[string]any{"op": "replace", "path": "/metadata/managedFields", "value": entries})
@@ -182,7 +186,12 @@ func moveEntries(entries []metav1.ManagedFieldsEntry, group, storage string, uns
 			continue
 		}
 		changed = true
-		if ownsOnlyMetadataAndStatus(e) {
+		// Relabelled unless an entry of the same manager, operation and subresource is already at the storage
+		// version (the server keeps one entry per identity): that one's fields stay owned.
+		same := func(o metav1.ManagedFieldsEntry) bool {
+			return o.Manager == e.Manager && o.Operation == e.Operation && o.Subresource == e.Subresource && o.APIVersion == group+"/"+storage
+		}
+		if ownsOnlyMetadataAndStatus(e) && !slices.ContainsFunc(entries, same) {
 			e.APIVersion = group + "/" + storage
 			out = append(out, e)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,7 +55,11 @@ func podTrouble(pods []corev1.Pod) (reason, msg string) {
 		if d := rank[a.reason] - rank[b.reason]; d != 0 {
 			return d
 		}
-		return b.n - a.n
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		// The cache lists pods in no order: ties are broken by the words, so the message never flips.
+		return strings.Compare(a.detail, b.detail)
 	})
 	if len(found) == 0 {
 		return "", ""
@@ -77,7 +82,7 @@ func oneTrouble(p *corev1.Pod) (reason, detail string) {
 		// A crash loop is the back-off and the moments between (the container restarted, running but not ready
 		// yet, or just ended): counted through all of them, so a restart changes nothing the status says.
 		if w := c.State.Waiting; (w != nil && w.Reason == "CrashLoopBackOff") ||
-			(!c.Ready && c.RestartCount > 0 && c.LastTerminationState.Terminated != nil) {
+			(!c.Ready && c.RestartCount > 1 && c.LastTerminationState.Terminated != nil) {
 			return ReasonCrashLoopBackOff, "CrashLoopBackOff: container " + c.Name + " " + lastExit(c)
 		}
 	}
@@ -131,6 +136,17 @@ func slimPod(o any) (any, error) {
 	return slim, nil
 }
 
+// podInstanceIndex indexes the cached pods by their WebApp (the instance label), so a WebApp's pods are found
+// without a scan of its namespace's (podsOf runs in every resync's fingerprint).
+const podInstanceIndex = "webapp.example.com/instance"
+
+func indexPodInstance(o client.Object) []string {
+	if key, ok := webAppOfPod(o); ok && o.GetLabels()[LabelName] == appName {
+		return []string{key.Name}
+	}
+	return nil
+}
+
 // webAppOfPod is the WebApp a pod of ours belongs to (its instance label).
 func webAppOfPod(o client.Object) (client.ObjectKey, bool) {
 	name := o.GetLabels()[LabelInstance]
@@ -140,7 +156,7 @@ func webAppOfPod(o client.Object) (client.ObjectKey, bool) {
 // podsOf lists app's pods from the cache (nil when the cache cannot say: then no trouble is claimed).
 func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) []corev1.Pod {
 	list := &corev1.PodList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(app.Namespace), client.MatchingLabels(selectorLabels(app))); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(app.Namespace), client.MatchingFields{podInstanceIndex: app.Name}); err != nil {
 		return nil
 	}
 	return list.Items

@@ -86,6 +86,10 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 		}
 		b.WriteString(";" + versions)
 	}
+	// What the pods say is wrong is part of what the status reports: a pod that starts crashing under a settled
+	// WebApp must bring it back.
+	reason, msg := podTrouble(r.podsOf(ctx, app))
+	b.WriteString(";" + reason + ":" + msg)
 	return b.String()
 }
 

@@ -456,6 +456,9 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv2.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podInstanceIndex, indexPodInstance); err != nil {
+		return err
+	}
 	stores, err := storesOf(ctx, mgr.GetCache())
 	if err != nil {
 		return err

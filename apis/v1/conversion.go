@@ -75,18 +75,37 @@ func ConvertToHub(src *WebApp, dst *v2.WebApp) error {
 	// The v1 port is the primary port's number; the rest of the list comes back from the annotation.
 	switch {
 	case len(data.Ports) > 0:
-		dst.Spec.Ports = append([]v2.Port(nil), data.Ports...)
-		if s.Port != 0 {
-			dst.Spec.Ports[0].Port = s.Port
-		}
+		dst.Spec.Ports = restorePorts(data.Ports, s.Port)
 	case s.Port != 0:
 		dst.Spec.Ports = []v2.Port{{Name: v1PortName, Port: s.Port}}
 	}
 
-	dst.Spec.Autoscaling = data.Autoscaling
+	// Autoscaling comes back as v2 accepts it only (the annotation can be set by hand in v1).
+	if a := data.Autoscaling; a != nil && a.MaxReplicas >= 1 && (a.MinReplicas == nil || (*a.MinReplicas >= 1 && *a.MinReplicas <= a.MaxReplicas)) {
+		dst.Spec.Autoscaling = a
+	}
 
 	dst.Status = statusToHub(src.Status)
 	return nil
+}
+
+// restorePorts is the annotation's ports with v1's port as the primary port's number, kept to what v2 accepts: a
+// port that repeats a name, or the number of a port before it, is left out. That happens only when a v1 client
+// gives the primary port the number of another port, or sets the annotation by hand; the v1 client's own port wins.
+func restorePorts(ports []v2.Port, primary int32) []v2.Port {
+	out := make([]v2.Port, 0, len(ports))
+	names, numbers := map[string]bool{}, map[int32]bool{}
+	for i, p := range ports {
+		if i == 0 && primary != 0 {
+			p.Port = primary
+		}
+		if p.Name == "" || p.Port < 1 || names[p.Name] || numbers[p.Port] {
+			continue
+		}
+		names[p.Name], numbers[p.Port] = true, true
+		out = append(out, p)
+	}
+	return out
 }
 
 // ConvertFromHub converts a v2 WebApp to v1, keeping what v1 cannot express in ConversionDataAnnotation (and

@@ -21,8 +21,9 @@ var (
 )
 
 // filler draws objects the API server accepts, in the respects conversion depends on: v1's replicas and port are
-// in range (the schema's minimum and default), v2's replicas is unset or in range and its ports are a non-empty list
-// with numbers in range; the reserved conversion-data annotation is never set by hand.
+// in range (the schema's minimum and default), v2's replicas is unset or in range, its ports are a non-empty list
+// of distinct names and numbers in range, its autoscaling bounds in range; the reserved conversion-data
+// annotation is never set by hand.
 func filler(s int64) *randfill.Filler {
 	return randfill.NewWithSeed(s).NilChance(0.3).NumElements(0, 3).Funcs(
 		func(s *webappv1.WebAppSpec, c randfill.Continue) {
@@ -37,8 +38,15 @@ func filler(s int64) *randfill.Filler {
 			}
 			s.Ports = nil
 			names := []string{"http", "web", "metrics", "grpc", "admin"}
-			for _, n := range c.Perm(len(names))[:1+c.Intn(len(names))] {
-				s.Ports = append(s.Ports, webappv2.Port{Name: names[n], Port: 1 + int32(c.Intn(65535))})
+			for i, n := range c.Perm(len(names))[:1+c.Intn(len(names))] {
+				// Distinct numbers, as v2's rule wants.
+				s.Ports = append(s.Ports, webappv2.Port{Name: names[n], Port: int32(1 + i*10000 + c.Intn(9999))})
+			}
+			if a := s.Autoscaling; a != nil {
+				a.MaxReplicas = 1 + int32(c.Intn(100))
+				if a.MinReplicas != nil {
+					*a.MinReplicas = 1 + int32(c.Intn(int(a.MaxReplicas)))
+				}
 			}
 		},
 		// The webhook sets apiVersion and kind; conversion converts the rest.
@@ -152,6 +160,26 @@ func TestV1EditKeepsV2Fields(t *testing.T) {
 		if in.Spec.Replicas == nil && spoke.Spec.Replicas == 1 && out.Spec.Replicas != nil {
 			t.Fatalf("case %d: an unset replica count became %d", i, *out.Spec.Replicas)
 		}
+	}
+}
+
+// TestConversionDataContradicted: restored data is kept to what v2 accepts. A v1 edit that gives the primary port
+// the number of another port keeps the edit and leaves that other port out; hand-set autoscaling out of range is
+// dropped.
+func TestConversionDataContradicted(t *testing.T) {
+	in := &webappv1.WebApp{}
+	in.Spec.Replicas, in.Spec.Port = 2, 9090
+	in.Annotations = map[string]string{webappv1.ConversionDataAnnotation: `{"ports":[{"name":"http","port":80},{"name":"metrics","port":9090},{"name":"grpc","port":9000},{"name":"grpc","port":9001}],"autoscaling":{"maxReplicas":0}}`}
+	out := &webappv2.WebApp{}
+	if err := webappv1.ConvertToHub(in, out); err != nil {
+		t.Fatal(err)
+	}
+	want := []webappv2.Port{{Name: "http", Port: 9090}, {Name: "grpc", Port: 9000}}
+	if len(out.Spec.Ports) != len(want) || out.Spec.Ports[0] != want[0] || out.Spec.Ports[1] != want[1] {
+		t.Errorf("ports = %v, want %v", out.Spec.Ports, want)
+	}
+	if out.Spec.Autoscaling != nil {
+		t.Errorf("autoscaling with maxReplicas 0 kept: %+v", out.Spec.Autoscaling)
 	}
 }
 
