@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -24,7 +26,7 @@ const (
 // telling trouble wins (pull before crash before scheduling), with how many of the pods have it. The message
 // holds only what stays the same while the trouble does (never a restart count or a back-off's wait), so a
 // crash-looping pod's every restart costs no status write.
-func podTrouble(pods []corev1.Pod) (reason, msg string) {
+func podTrouble(pods []*corev1.Pod) (reason, msg string) {
 	type finding struct {
 		reason, detail string
 		n              int
@@ -40,8 +42,7 @@ func podTrouble(pods []corev1.Pod) (reason, msg string) {
 		found = append(found, finding{reason, detail, 1})
 	}
 	total := 0
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
@@ -136,16 +137,8 @@ func slimPod(o any) (any, error) {
 	return slim, nil
 }
 
-// podInstanceIndex indexes the cached pods by their WebApp (the instance label), so a WebApp's pods are found
-// without a scan of its namespace's (podsOf runs in every resync's fingerprint).
-const podInstanceIndex = "webapp.example.com/instance"
-
-func indexPodInstance(o client.Object) []string {
-	if key, ok := webAppOfPod(o); ok && o.GetLabels()[LabelName] == appName {
-		return []string{key.Name}
-	}
-	return nil
-}
+// podsByWebApp is the pod informer's index of pods by their WebApp ("namespace/name", from the instance label).
+const podsByWebApp = "webapp.example.com/pods-by-webapp"
 
 // webAppOfPod is the WebApp a pod of ours belongs to (its instance label).
 func webAppOfPod(o client.Object) (client.ObjectKey, bool) {
@@ -153,11 +146,53 @@ func webAppOfPod(o client.Object) (client.ObjectKey, bool) {
 	return client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, name != ""
 }
 
-// podsOf lists app's pods from the cache (nil when the cache cannot say: then no trouble is claimed).
-func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) []corev1.Pod {
+// podsOf are app's pods from the cache, not copied: they must not be changed (nil when the cache cannot say: then no
+// trouble is claimed). The resync's fingerprint reads them for every WebApp, so they come from an index of the
+// informer's store, without a copy or a scan of the namespace.
+func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) []*corev1.Pod {
+	if r.pods != nil {
+		items, err := r.pods.ByIndex(podsByWebApp, app.Namespace+"/"+app.Name)
+		if err != nil {
+			return nil
+		}
+		pods := make([]*corev1.Pod, 0, len(items))
+		for _, it := range items {
+			if p, ok := it.(*corev1.Pod); ok {
+				pods = append(pods, p)
+			}
+		}
+		return pods
+	}
 	list := &corev1.PodList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(app.Namespace), client.MatchingFields{podInstanceIndex: app.Name}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(app.Namespace), client.MatchingLabels(selectorLabels(app))); err != nil {
 		return nil
 	}
-	return list.Items
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods
+}
+
+// podIndexer adds the index podsByWebApp to the cache's pod informer and returns its indexer (nil for a cache whose
+// informer has none).
+func podIndexer(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
+	inf, err := c.GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, err
+	}
+	if err := inf.AddIndexers(toolscache.Indexers{podsByWebApp: func(o any) ([]string, error) {
+		if p, ok := o.(*corev1.Pod); ok && p.Labels[LabelName] == appName {
+			if key, ok := webAppOfPod(p); ok {
+				return []string{key.Namespace + "/" + key.Name}, nil
+			}
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	if i, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		return i.GetIndexer(), nil
+	}
+	return nil, nil
 }

@@ -56,7 +56,7 @@ func TestPodTrouble(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reason, msg := podTrouble(tc.pods)
+			reason, msg := podTrouble(ptrs(tc.pods))
 			if reason != tc.reason || msg != tc.msg {
 				t.Errorf("got %q %q, want %q %q", reason, msg, tc.reason, tc.msg)
 			}
@@ -70,10 +70,18 @@ func TestSlimPodKeepsWhatPodTroubleReads(t *testing.T) {
 	for _, p := range []corev1.Pod{waiting("CrashLoopBackOff", "x", &corev1.ContainerStateTerminated{ExitCode: 3}), waiting("ErrImagePull", "y", nil), unschedulable("no")} {
 		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "x", Env: []corev1.EnvVar{{Name: "BIG", Value: "..."}}}}
 		slim, _ := slimPod(p.DeepCopy())
-		r1, m1 := podTrouble([]corev1.Pod{p})
-		r2, m2 := podTrouble([]corev1.Pod{*slim.(*corev1.Pod)})
+		r1, m1 := podTrouble([]*corev1.Pod{&p})
+		r2, m2 := podTrouble([]*corev1.Pod{slim.(*corev1.Pod)})
 		if r1 != r2 || m1 != m2 || len(slim.(*corev1.Pod).Spec.Containers) != 0 {
 			t.Errorf("%q %q became %q %q", r1, m1, r2, m2)
 		}
 	}
+}
+
+func ptrs(pods []corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		out[i] = &pods[i]
+	}
+	return out
 }

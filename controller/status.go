@@ -41,7 +41,7 @@ type observation struct {
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
 	retained []webappv2.RetainedField
 	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read).
-	pods []corev1.Pod
+	pods []*corev1.Pod
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -137,7 +137,7 @@ func rolledOut(dep *appsv1.Deployment, want int32) bool {
 		dep.Status.AvailableReplicas == want && dep.Status.ReadyReplicas == want
 }
 
-func podTroubleReason(pods []corev1.Pod) string {
+func podTroubleReason(pods []*corev1.Pod) string {
 	reason, _ := podTrouble(pods)
 	return reason
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -57,6 +58,8 @@ type WebAppReconciler struct {
 
 	mem    memory      // what is remembered of each WebApp between reconciles
 	stores cacheStores // the cache's stores, read in place by the resync (none: the client)
+	// pods indexes the cached pods by WebApp (nil without an informer: then they are listed).
+	pods toolscache.Indexer
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -456,9 +459,11 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv2.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podInstanceIndex, indexPodInstance); err != nil {
+	pods, err := podIndexer(ctx, mgr.GetCache())
+	if err != nil {
 		return err
 	}
+	r.pods = pods
 	stores, err := storesOf(ctx, mgr.GetCache())
 	if err != nil {
 		return err
