@@ -327,7 +327,11 @@ func (s *seq) waitDeletions() {
 	testutil.Eventually(s.reporting(), convergeTimeout, "every deleted WebApp gone (nothing blocks a deletion)", func(context.Context) error {
 		for _, d := range s.pending {
 			if !s.gone(d) {
-				return fmt.Errorf("WebApp %s still there:\n%s", d.name, toYAML(s.get(webAppKind, d.name).Object))
+				// Read again for the message: it may have gone since (then the next poll says so).
+				if u := s.get(webAppKind, d.name); u != nil {
+					return fmt.Errorf("WebApp %s still there:\n%s", d.name, toYAML(u.Object))
+				}
+				return fmt.Errorf("WebApp %s still there", d.name)
 			}
 		}
 		return nil
