@@ -137,11 +137,6 @@ func rolledOut(dep *appsv1.Deployment, want int32) bool {
 		dep.Status.AvailableReplicas == want && dep.Status.ReadyReplicas == want
 }
 
-func podTroubleReason(pods []*corev1.Pod) string {
-	reason, _ := podTrouble(pods)
-	return reason
-}
-
 func isReadError(err error) bool {
 	var ce *childError
 	return errors.As(err, &ce) && ce.read
@@ -163,6 +158,7 @@ type rollout struct {
 
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 	want, dep := desiredReplicas(app, obs.dep), obs.dep
+	troubleReason, trouble := podTrouble(obs.pods)
 	switch {
 	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}
@@ -178,14 +174,13 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 		return rollout{reason: ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
 	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == ReasonProgressDeadlineExceeded:
 		msg := fmt.Sprintf("Deployment exceeded its progress deadline: %d/%d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)
-		if _, trouble := podTrouble(obs.pods); trouble != "" {
+		if trouble != "" {
 			msg += "; " + trouble
 		}
 		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded, msg: msg}
-	case !rolledOut(dep, want) && podTroubleReason(obs.pods) != "":
+	case troubleReason != "" && !rolledOut(dep, want):
 		// What the pods say is wrong, within seconds of it, rather than a count until the deadline.
-		reason, msg := podTrouble(obs.pods)
-		return rollout{reason: reason, msg: msg}
+		return rollout{reason: troubleReason, msg: trouble}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:
 		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)}
 	case dep.Status.UpdatedReplicas != want || dep.Status.Replicas != want:

@@ -380,9 +380,6 @@ type WebApp struct {
 	Status WebAppStatus `json:"status,omitempty"`
 }
 
-// Hub marks v2 as the version every other version converts through (controller-runtime's hub and spoke).
-func (*WebApp) Hub() {}
-
 // WebAppList is a list of WebApps.
 //
 // +kubebuilder:object:root=true

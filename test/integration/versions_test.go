@@ -198,7 +198,7 @@ func TestStorageMigration(t *testing.T) {
 		before[list.Items[i].Name] = &list.Items[i]
 	}
 
-	migrated := operatorMetric(t, "webapp_operator_storage_migrated_total")
+	migrated := metricSum(t, "webapp_operator_storage_migrated_total", nil)
 	done := make(chan struct{})
 	close(done)
 	m := &controller.StorageMigrator{Reader: k8s, Client: k8s, Ready: done}
@@ -208,7 +208,7 @@ func TestStorageMigration(t *testing.T) {
 	if stored := storedVersions(t); !slices.Equal(stored, []string{"v2"}) {
 		t.Fatalf("after the migration storedVersions is %v, want [v2]", stored)
 	}
-	if n := operatorMetric(t, "webapp_operator_storage_migrated_total") - migrated; n < 5 {
+	if n := metricSum(t, "webapp_operator_storage_migrated_total", nil) - migrated; n < 5 {
 		t.Errorf("webapp_operator_storage_migrated_total rose by %v, want at least 5", n)
 	}
 	after := &webappv2.WebAppList{}
@@ -330,10 +330,6 @@ func managers(entries []metav1.ManagedFieldsEntry) string {
 	return strings.Join(out, ",")
 }
 
-func operatorMetric(t *testing.T, name string) float64 {
-	t.Helper()
-	return metricSum(t, name, nil)
-}
 
 // TestConversionWebhookDown: with no conversion webhook answering, every request in v1 fails with an error naming
 // the webhook, and nothing is stored from it; requests in v2 (the storage version) and the operator (which reads
