@@ -330,7 +330,6 @@ func managers(entries []metav1.ManagedFieldsEntry) string {
 	return strings.Join(out, ",")
 }
 
-
 // TestConversionWebhookDown: with no conversion webhook answering, every request in v1 fails with an error naming
 // the webhook, and nothing is stored from it; requests in v2 (the storage version) and the operator (which reads
 // and writes v2 only) keep working; when the webhook is back, v1 reads the same as before.
