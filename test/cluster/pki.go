@@ -19,9 +19,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
+// frontProxyClient is the name of the aggregation layer's client certificate.
+const frontProxyClient = "front-proxy-client"
+
 // pki is the real node's certificate authority and the files made from it, in one directory: a CA, the API
 // server's serving certificate (valid for every address a client or a pod uses), an admin client certificate
-// (system:masters) and the service-account signing key.
+// (system:masters), the aggregation layer's proxy client certificate and the service-account signing key.
 type pki struct {
 	dir    string
 	ca     *x509.Certificate
@@ -29,7 +32,8 @@ type pki struct {
 	serial int64
 }
 
-// newPKI writes ca.crt/ca.key, apiserver.crt/key, admin.crt/key and sa.key/sa.pub into dir.
+// newPKI writes ca.crt/ca.key, apiserver.crt/key, admin.crt/key, front-proxy-client.crt/key and sa.key/sa.pub
+// into dir.
 func newPKI(dir string, serverIPs []net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -62,6 +66,14 @@ func newPKI(dir string, serverIPs []net.IP) (*pki, error) {
 	admin := p.template(pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}})
 	admin.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	if err := p.issue("admin", admin); err != nil {
+		return nil, err
+	}
+	// The API server's identity towards extension API servers (metrics-server): they trust request headers only
+	// from a client certificate of this name (--requestheader-allowed-names). kubeadm signs it with a CA of its own;
+	// one CA is enough here, since that name is allowed nothing else.
+	proxy := p.template(pkix.Name{CommonName: frontProxyClient})
+	proxy.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	if err := p.issue(frontProxyClient, proxy); err != nil {
 		return nil, err
 	}
 	return p, p.serviceAccountKey()

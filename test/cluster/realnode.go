@@ -143,7 +143,8 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 }
 
 // apiServerArgs serve on every address of the namespace (it has no other traffic), advertise the node's address
-// as the kubernetes Service's endpoint, and sign service-account tokens, as a real cluster's API server does.
+// as the kubernetes Service's endpoint, sign service-account tokens and proxy to extension API servers
+// (metrics-server's metrics.k8s.io) through the aggregation layer, as a real cluster's API server does.
 func (c *Cluster) apiServerArgs() []string {
 	p := c.real.pki
 	return []string{
@@ -157,6 +158,11 @@ func (c *Cluster) apiServerArgs() []string {
 		"--service-cluster-ip-range=" + ServiceCIDR, "--authorization-mode=Node,RBAC", "--allow-privileged=true",
 		// The node's name resolves nowhere in the namespace: reach the kubelet (logs, exec) at its address.
 		"--kubelet-preferred-address-types=InternalIP",
+		// The aggregation layer: the identity it proxies with, and the headers that carry the user to the extension.
+		"--proxy-client-cert-file=" + p.path(frontProxyClient+".crt"), "--proxy-client-key-file=" + p.path(frontProxyClient+".key"),
+		"--requestheader-client-ca-file=" + p.path("ca.crt"), "--requestheader-allowed-names=" + frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 	}
 }
 

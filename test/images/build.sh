@@ -4,6 +4,8 @@
 #   webapp-operator:before-v2     the operator of the last commit before API v2 (WEBAPP_UPGRADE_FROM), for the
 #                                 upgrade test
 #   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
+#   webapp-test/metrics-server:1  metrics-server, built from its Go module (test/tools/metrics-server) on the
+#                                 distroless stand-in, as its own image is
 #   registry.k8s.io/pause:3.10    the pod sandbox (test/images/pause)
 # No base image can be pulled here, so the Dockerfile's two base images are stand-ins made on this machine:
 #   golang:1.26                       this machine's Go toolchain + busybox's shell + CA certificates
@@ -120,6 +122,14 @@ docker build -q --network=host -t webapp-test/webserver:1 "$tmp/ctx-webserver" >
 docker build -q --network=host -t registry.k8s.io/pause:3.10 "$tmp/ctx-pause" >/dev/null
 log "test images built"
 
+# metrics-server, at the version test/tools/metrics-server/go.mod pins, for the real node's autoscaling test.
+mkdir -p "$tmp/ctx-metrics-server"
+(cd "$root/test/tools/metrics-server" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+  -o "$tmp/ctx-metrics-server/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
+printf 'FROM gcr.io/distroless/static:nonroot\nCOPY metrics-server /metrics-server\nENTRYPOINT ["/metrics-server"]\n' >"$tmp/ctx-metrics-server/Dockerfile"
+docker build -q --network=host -t webapp-test/metrics-server:1 "$tmp/ctx-metrics-server" >/dev/null
+log "metrics-server image built"
+
 # The operator before v2 (the last commit without it), for the upgrade test: its manager built with this machine's
 # Go from that commit's tree, on the distroless stand-in.
 before=${WEBAPP_UPGRADE_FROM:-0e58b1c93562e0042664b93e630c7ab1b0a6e29b}
@@ -134,7 +144,7 @@ log "operator image before v2 ($before) built"
 make -C "$root" --no-print-directory docker-build IMG=webapp-operator:dev DOCKER_BUILD_ARGS="--network=host -q" >&2
 log "operator image built"
 
-for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 registry.k8s.io/pause:3.10; do
+for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 registry.k8s.io/pause:3.10; do
   file="$out/$(echo "$img" | tr '/:' '__').tar"
   docker save -o "$file" "$img"
   echo "$file"

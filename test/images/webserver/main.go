@@ -1,5 +1,6 @@
 // Command webserver is the real node's test web app: it answers GET / with who served the request (pod name, uid,
-// the GREETING environment variable) and GET /healthz with 200, or 500 with --fail-healthz.
+// the GREETING environment variable), GET /healthz with 200, or 500 with --fail-healthz, and GET /burn?ms=N by
+// spinning on a CPU for N milliseconds (at most 10 s), the load of the autoscaling test.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -37,6 +39,17 @@ func main() {
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /burn", func(w http.ResponseWriter, r *http.Request) {
+		ms, err := strconv.Atoi(r.URL.Query().Get("ms"))
+		if err != nil || ms < 0 || ms > 10000 {
+			http.Error(w, "ms must be a number of milliseconds from 0 to 10000", http.StatusBadRequest)
+			return
+		}
+		spins := 0
+		for end := time.Now().Add(time.Duration(ms) * time.Millisecond); time.Now().Before(end); spins++ {
+		}
+		_, _ = w.Write([]byte(strconv.Itoa(spins) + " spins\n"))
 	})
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("serving on %s as uid %d (fail-healthz=%v)", *listen, me.UID, *failHealthz)
