@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
@@ -19,14 +21,16 @@ const (
 	ReasonImagePullBackOff = "ImagePullBackOff"
 	ReasonCrashLoopBackOff = "CrashLoopBackOff"
 	ReasonUnschedulable    = "Unschedulable"
+	ReasonReadinessFailing = "ReadinessFailing"
 )
 
-// podTrouble says what keeps the WebApp's pods from running, from the pods as the cache keeps them (slimPod):
-// an image that cannot be pulled, a crash loop, a pod the scheduler cannot place; "" when none of these. The most
-// telling trouble wins (pull before crash before scheduling), with how many of the pods have it. The message
-// holds only what stays the same while the trouble does (never a restart count or a back-off's wait), so a
-// crash-looping pod's every restart costs no status write.
-func podTrouble(pods []*corev1.Pod) (reason, msg string) {
+// podTrouble says what keeps the WebApp's pods from running, from the pods as the cache keeps them (slimPod) and
+// the failed probes of those that run unready: an image that cannot be pulled, a crash loop, a pod the scheduler
+// cannot place, a failing readiness probe; "" when none of these. The most telling trouble wins (pull before crash
+// before scheduling before readiness), with how many of the pods have it. The message holds only what stays the
+// same while the trouble does (never a restart count or a back-off's wait), so a crash-looping pod's every
+// restart costs no status write.
+func podTrouble(pods []*corev1.Pod, probes probeFailures) (reason, msg string) {
 	type finding struct {
 		reason, detail string
 		n              int
@@ -42,6 +46,7 @@ func podTrouble(pods []*corev1.Pod) (reason, msg string) {
 		found = append(found, finding{reason, detail, 1})
 	}
 	total := 0
+	var unready []string // the failed probes' words, one per pod
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue
@@ -49,9 +54,15 @@ func podTrouble(pods []*corev1.Pod) (reason, msg string) {
 		total++
 		if reason, detail := oneTrouble(p); reason != "" {
 			add(reason, detail)
+		} else if probes[p.UID] != "" && awaitsReadiness(p) {
+			unready = append(unready, probes[p.UID])
 		}
 	}
-	rank := map[string]int{ReasonImagePullBackOff: 0, ReasonCrashLoopBackOff: 1, ReasonUnschedulable: 2}
+	if len(unready) > 0 {
+		// The words differ between pods (an address in them): every such pod counts, and one's words are said.
+		found = append(found, finding{ReasonReadinessFailing, "not ready: " + slices.Min(unready), len(unready)})
+	}
+	rank := map[string]int{ReasonImagePullBackOff: 0, ReasonCrashLoopBackOff: 1, ReasonUnschedulable: 2, ReasonReadinessFailing: 3}
 	slices.SortStableFunc(found, func(a, b finding) int {
 		if d := rank[a.reason] - rank[b.reason]; d != 0 {
 			return d
@@ -109,8 +120,8 @@ func lastExit(c corev1.ContainerStatus) string {
 }
 
 // slimPod keeps of a cached pod what podTrouble and the watch read: name, namespace, UID, resourceVersion, labels,
-// deletion time; the scheduling condition; per container its name, image, readiness, restart count, waiting state
-// and last termination.
+// deletion time; the scheduling condition; per container its name, image, readiness, restart count, waiting state,
+// when it started running and its last termination.
 func slimPod(o any) (any, error) {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
@@ -129,6 +140,9 @@ func slimPod(o any) (any, error) {
 		if w := c.State.Waiting; w != nil {
 			s.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
 		}
+		if r := c.State.Running; r != nil {
+			s.State.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
+		}
 		if t := c.LastTerminationState.Terminated; t != nil {
 			s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason}
 		}
@@ -146,21 +160,12 @@ func webAppOfPod(o client.Object) (client.ObjectKey, bool) {
 	return client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, name != ""
 }
 
-// podsOf are app's pods from the cache, not copied: they must not be changed (nil when the cache cannot say: then no
-// trouble is claimed). The resync's fingerprint reads them for every WebApp, so they come from an index of the
-// informer's store, without a copy or a scan of the namespace.
+// podsOf are app's pods as the pod watch has them, not copied: they must not be changed (nil while the watch is
+// stopped or cannot say: then no trouble is claimed). Without a watch (a client without a cache, in unit tests)
+// they are listed.
 func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) []*corev1.Pod {
-	if r.pods != nil {
-		items, err := r.pods.ByIndex(podsByWebApp, app.Namespace+"/"+app.Name)
-		if err != nil {
-			return nil
-		}
-		pods := make([]*corev1.Pod, 0, len(items))
-		for _, it := range items {
-			if p, ok := it.(*corev1.Pod); ok {
-				pods = append(pods, p)
-			}
-		}
+	if r.podWatch != nil {
+		pods, _ := r.podWatch.pods(ctx, client.ObjectKeyFromObject(app), client.MatchingLabels(selectorLabels(app)))
 		return pods
 	}
 	list := &corev1.PodList{}
@@ -174,25 +179,110 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) []*
 	return pods
 }
 
-// podIndexer adds the index podsByWebApp to the cache's pod informer and returns its indexer (nil for a cache whose
-// informer has none).
-func podIndexer(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
-	inf, err := c.GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, err
-	}
-	if err := inf.AddIndexers(toolscache.Indexers{podsByWebApp: func(o any) ([]string, error) {
-		if p, ok := o.(*corev1.Pod); ok && p.Labels[LabelName] == appName {
-			if key, ok := webAppOfPod(p); ok {
-				return []string{key.Namespace + "/" + key.Name}, nil
-			}
+// needsPods: app's Deployment is not rolled out, so its pods may say why (a rolled-out one has every pod ready,
+// and a pod that stops being ready changes the Deployment's status, which brings the WebApp back).
+func needsPods(app *webappv2.WebApp, obs observation) bool {
+	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs.dep))
+}
+
+// probeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.
+type probeFailures map[types.UID]string
+
+// Bounds of the probe events' read.
+const (
+	// probeRecheck is when a WebApp with a pod that runs unready, with no failed probe yet, is looked at again:
+	// the kubelet's event changes nothing in the pod.
+	probeRecheck = 5 * time.Second
+	// probeRecheckFor is how long after the container started that goes on (a slow first probe is not a failure).
+	probeRecheckFor = 2 * time.Minute
+	// maxProbeEvents bounds the one read of a namespace's failed-probe events.
+	maxProbeEvents = 500
+	// maxProbeWords bounds the words of one probe failure that the status repeats.
+	maxProbeWords = 512
+)
+
+// probeFailures reads the kubelet's events of failed probes (reason Unhealthy) in app's namespace, once and only
+// when one of pods runs without being ready and has no other trouble: the words of a failing readiness probe are
+// in no field of the pod. It says when to look again: soon, while such a pod started recently and no probe of it
+// has failed yet.
+func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, pods []*corev1.Pod) (probeFailures, time.Duration) {
+	unready := map[types.UID]*corev1.Pod{}
+	for _, p := range pods {
+		if reason, _ := oneTrouble(p); reason == "" && awaitsReadiness(p) {
+			unready[p.UID] = p
 		}
-		return nil, nil
-	}}); err != nil {
-		return nil, err
 	}
-	if i, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
-		return i.GetIndexer(), nil
+	if len(unready) == 0 {
+		return nil, 0
 	}
-	return nil, nil
+	list := &corev1.EventList{}
+	if err := r.reader().List(ctx, list, client.InNamespace(namespace), client.Limit(maxProbeEvents),
+		client.MatchingFieldsSelector{Selector: fields.SelectorFromSet(fields.Set{"reason": "Unhealthy", "involvedObject.kind": "Pod"})}); err != nil {
+		log.FromContext(ctx).V(1).Info("reading the failed probes' events", "error", err.Error())
+		return nil, probeRecheck
+	}
+	found, seen := probeFailures{}, map[types.UID]time.Time{}
+	for i := range list.Items {
+		e := &list.Items[i]
+		uid := e.InvolvedObject.UID
+		// A liveness probe's failure restarts the container: that is the crash loop's to report.
+		if unready[uid] == nil || strings.HasPrefix(e.Message, "Liveness probe") {
+			continue
+		}
+		if at := lastSeen(e); found[uid] == "" || at.After(seen[uid]) {
+			found[uid], seen[uid] = truncateTo(e.Message, maxProbeWords), at
+		}
+	}
+	var recheck time.Duration
+	for uid, p := range unready {
+		if found[uid] == "" && time.Since(runningSince(p)) < probeRecheckFor {
+			recheck = probeRecheck
+		}
+	}
+	return found, recheck
+}
+
+// awaitsReadiness: the pod's containers all run and one of them is not ready.
+func awaitsReadiness(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	ready := true
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running == nil {
+			return false
+		}
+		ready = ready && c.Ready
+	}
+	return !ready
+}
+
+// runningSince is when the pod's last container started.
+func runningSince(p *corev1.Pod) time.Time {
+	var t time.Time
+	for _, c := range p.Status.ContainerStatuses {
+		if r := c.State.Running; r != nil && r.StartedAt.After(t) {
+			t = r.StartedAt.Time
+		}
+	}
+	return t
+}
+
+// lastSeen is when an event last happened, whichever API wrote it.
+func lastSeen(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	default:
+		return e.EventTime.Time
+	}
+}
+
+func truncateTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func waiting(reason, image string, last *corev1.ContainerStateTerminated) corev1.Pod {
@@ -23,6 +25,13 @@ func restarted(last *corev1.ContainerStateTerminated, ready bool) corev1.Pod {
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: last}}}}}
 }
 
+// unready runs but is not ready, as pod uid.
+func unready(uid string) corev1.Pod {
+	p := running()
+	p.UID = types.UID(uid)
+	return p
+}
+
 func unschedulable(msg string) corev1.Pod {
 	return corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}}}
 }
@@ -32,6 +41,14 @@ func TestPodTrouble(t *testing.T) {
 	oom := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
 	deleted := running()
 	deleted.DeletionTimestamp = &metav1.Time{}
+	probes := probeFailures{
+		"a": "Readiness probe failed: HTTP probe failed with statuscode: 500",
+		"b": "Readiness probe failed: Get \"http://10.244.0.9:8080/healthz\": dial tcp 10.244.0.9:8080: connect: connection refused",
+		"c": "Readiness probe failed: Get \"http://10.244.0.7:8080/healthz\": dial tcp 10.244.0.7:8080: connect: connection refused",
+	}
+	readyWithProbe := running()
+	readyWithProbe.UID = "a"
+	readyWithProbe.Status.ContainerStatuses[0].Ready = true
 	cases := []struct {
 		name        string
 		pods        []corev1.Pod
@@ -53,10 +70,17 @@ func TestPodTrouble(t *testing.T) {
 		{"between two crashes it still counts", []corev1.Pod{waiting("CrashLoopBackOff", "x", exit1), restarted(exit1, false)},
 			ReasonCrashLoopBackOff, "2/2 pods CrashLoopBackOff: container app exited with code 1"},
 		{"restarted once and ready is fine", []corev1.Pod{restarted(exit1, true)}, "", ""},
+		{"readiness probe failing", []corev1.Pod{unready("a"), unready("a"), readyWithProbe}, ReasonReadinessFailing,
+			"2/3 pods not ready: Readiness probe failed: HTTP probe failed with statuscode: 500"},
+		{"each pod's words differ: all count, one's words are said", []corev1.Pod{unready("b"), unready("c")}, ReasonReadinessFailing,
+			"2/2 pods not ready: " + probes["c"]},
+		{"unready without a failed probe is still starting", []corev1.Pod{unready("z")}, "", ""},
+		{"a failed probe of a ready pod is history", []corev1.Pod{readyWithProbe}, "", ""},
+		{"unschedulable before readiness", []corev1.Pod{unready("a"), unschedulable("0/1 nodes")}, ReasonUnschedulable, "1/2 pods unschedulable: 0/1 nodes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reason, msg := podTrouble(ptrs(tc.pods))
+			reason, msg := podTrouble(ptrs(tc.pods), probes)
 			if reason != tc.reason || msg != tc.msg {
 				t.Errorf("got %q %q, want %q %q", reason, msg, tc.reason, tc.msg)
 			}
@@ -67,12 +91,17 @@ func TestPodTrouble(t *testing.T) {
 // TestSlimPodKeepsWhatPodTroubleReads: the cache's transform keeps every field podTrouble reads, so the trouble of
 // a slim pod is the trouble of the pod.
 func TestSlimPodKeepsWhatPodTroubleReads(t *testing.T) {
-	for _, p := range []corev1.Pod{waiting("CrashLoopBackOff", "x", &corev1.ContainerStateTerminated{ExitCode: 3}), waiting("ErrImagePull", "y", nil), unschedulable("no")} {
+	probes := probeFailures{"u": "Readiness probe failed: HTTP probe failed with statuscode: 500"}
+	started := metav1.NewTime(time.Unix(1796140000, 0))
+	notReady := unready("u")
+	notReady.Status.ContainerStatuses[0].State.Running.StartedAt = started
+	for _, p := range []corev1.Pod{waiting("CrashLoopBackOff", "x", &corev1.ContainerStateTerminated{ExitCode: 3}), waiting("ErrImagePull", "y", nil), unschedulable("no"), notReady} {
 		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "x", Env: []corev1.EnvVar{{Name: "BIG", Value: "..."}}}}
 		slim, _ := slimPod(p.DeepCopy())
-		r1, m1 := podTrouble([]*corev1.Pod{&p})
-		r2, m2 := podTrouble([]*corev1.Pod{slim.(*corev1.Pod)})
-		if r1 != r2 || m1 != m2 || len(slim.(*corev1.Pod).Spec.Containers) != 0 {
+		sp := slim.(*corev1.Pod)
+		r1, m1 := podTrouble([]*corev1.Pod{&p}, probes)
+		r2, m2 := podTrouble([]*corev1.Pod{sp}, probes)
+		if r1 != r2 || m1 != m2 || len(sp.Spec.Containers) != 0 || awaitsReadiness(&p) != awaitsReadiness(sp) || !runningSince(&p).Equal(runningSince(sp)) {
 			t.Errorf("%q %q became %q %q", r1, m1, r2, m2)
 		}
 	}

@@ -88,7 +88,9 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	}
 	// What the pods say is wrong is part of what the status reports: a pod that starts crashing under a settled
 	// WebApp must bring it back.
-	reason, msg := podTrouble(r.podsOf(ctx, app))
+	// (Not the failed probes' words: only a reconcile reads them, and a pod that stops being ready changes its
+	// Deployment's status.)
+	reason, msg := podTrouble(r.podsOf(ctx, app), nil)
 	b.WriteString(";" + reason + ":" + msg)
 	return b.String()
 }

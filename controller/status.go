@@ -40,8 +40,10 @@ type observation struct {
 	err error
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
 	retained []webappv2.RetainedField
-	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read).
+	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read or are not watched).
 	pods []*corev1.Pod
+	// probes are the failed probes' words of the pods that run unready.
+	probes probeFailures
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -158,7 +160,7 @@ type rollout struct {
 
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 	want, dep := desiredReplicas(app, obs.dep), obs.dep
-	troubleReason, trouble := podTrouble(obs.pods)
+	troubleReason, trouble := podTrouble(obs.pods, obs.probes)
 	switch {
 	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -27,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -58,8 +56,8 @@ type WebAppReconciler struct {
 
 	mem    memory      // what is remembered of each WebApp between reconciles
 	stores cacheStores // the cache's stores, read in place by the resync (none: the client)
-	// pods indexes the cached pods by WebApp (nil without an informer: then they are listed).
-	pods toolscache.Indexer
+	// podWatch watches the WebApps' pods while a rollout needs it (nil without a cache: then they are listed).
+	podWatch *podWatch
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -72,6 +70,7 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups="",resources=resourcequotas;namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -83,6 +82,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// Deleted: garbage collection removes the children through their owner references.
 		if apierrors.IsNotFound(err) {
 			r.mem.forget(req.NamespacedName)
+			r.watchPods(ctx, req.NamespacedName, false)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -118,19 +118,27 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		return ctrl.Result{}, nil
 	}
 	obs := kids.observation()
+	// Pods tell more than the Deployment only while its rollout is not complete: only then are they watched.
+	r.watchPods(ctx, key, needsPods(app, obs))
 	obs.pods = r.podsOf(ctx, app)
+	var probeWait time.Duration
+	obs.probes, probeWait = r.probeFailures(ctx, app.Namespace, obs.pods)
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
+	if probeWait > 0 && err == nil && (res.RequeueAfter == 0 || probeWait < res.RequeueAfter) {
+		// A pod runs unready and no probe of it has failed yet: the kubelet's event of one changes no object.
+		res.RequeueAfter = probeWait
+	}
 	switch {
 	case err != nil:
 		// Failing: remembered with what it read after its own writes, so the resync leaves it to the backoff until
 		// something else changes.
 		fp = r.fingerprint(ctx, app)
-	case applyErr != nil || statusErr != nil || held > 0 || kids.wrote || statusWrote:
+	case applyErr != nil || statusErr != nil || held > 0 || probeWait > 0 || kids.wrote || statusWrote:
 		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
@@ -438,6 +446,13 @@ func (r *WebAppReconciler) reader() client.Reader {
 	return r.Client
 }
 
+// watchPods says whether key's WebApp needs its pods watched (no-op without a pod watch).
+func (r *WebAppReconciler) watchPods(ctx context.Context, key client.ObjectKey, needed bool) {
+	if r.podWatch != nil {
+		r.podWatch.set(ctx, key, needed)
+	}
+}
+
 func (r *WebAppReconciler) requeueAfter() time.Duration {
 	if r.RequeueAfter > 0 {
 		return r.RequeueAfter
@@ -459,11 +474,7 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv2.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
-	pods, err := podIndexer(ctx, mgr.GetCache())
-	if err != nil {
-		return err
-	}
-	r.pods = pods
+	r.podWatch = newPodWatch(mgr.GetCache(), podWatchLinger)
 	stores, err := storesOf(ctx, mgr.GetCache())
 	if err != nil {
 		return err
@@ -486,13 +497,9 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		For(&webappv2.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, metadataChanged))).
-		// A pod's trouble (a pull failure, a crash loop, no node) is reported within seconds, not at the deadline.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if key, ok := webAppOfPod(o); ok {
-				return []reconcile.Request{{NamespacedName: key}}
-			}
-			return nil
-		})).
+		// A pod's trouble (a pull failure, a crash loop, no node, a failing probe) is reported within seconds, not
+		// at the deadline: the pods of WebApps whose rollout is not complete are watched (podWatch).
+		WatchesRawSource(source.Channel(r.podWatch.events, &handler.EnqueueRequestForObject{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("secret")), builder.OnlyMetadata).
 		// A quota or namespace change may fix a denied write: the failing WebApps there are retried at once.

@@ -10,17 +10,20 @@ import (
 	"github.com/example/webapp-operator/test/cluster"
 )
 
-// TestPodTroubleIsReportedWithinSeconds: an image that cannot be pulled, a crash loop and a pod no node can take are
-// each in Ready's reason and message within seconds of the WebApp's apply (printed), with the pods' count; a
-// crash-looping WebApp then costs no status write per restart.
+// TestPodTroubleIsReportedWithinSeconds: an image that cannot be pulled, a crash loop, a pod no node can take and a
+// failing readiness probe are each in Ready's reason and message within seconds of the first pod event that says
+// so (printed, with the time from the WebApp's apply), with the pods' count; a crash-looping WebApp then costs no
+// status write per restart.
 func TestPodTroubleIsReportedWithinSeconds(t *testing.T) {
 	ensureAppNamespace(t)
 	cases := []struct {
 		name, image, container, reason, inMessage string
+		event                                     string // the reason of the first pod event that shows the trouble
 	}{
-		{"pull", "missing.invalid/webapp-test/absent:1", "", "ImagePullBackOff", `2/2 pods cannot pull image "missing.invalid/webapp-test/absent:1"`},
-		{"crash", cluster.WebserverImage, `args: ["--listen=nowhere"]`, "CrashLoopBackOff", "2/2 pods CrashLoopBackOff: container app exited with code 1"},
-		{"nospace", cluster.WebserverImage, `resources: {requests: {cpu: "1000"}}`, "Unschedulable", "2/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu"},
+		{"pull", "missing.invalid/webapp-test/absent:1", "", "ImagePullBackOff", `2/2 pods cannot pull image "missing.invalid/webapp-test/absent:1"`, "Failed"},
+		{"crash", cluster.WebserverImage, `args: ["--listen=nowhere"]`, "CrashLoopBackOff", "2/2 pods CrashLoopBackOff: container app exited with code 1", "BackOff"},
+		{"nospace", cluster.WebserverImage, `resources: {requests: {cpu: "1000"}}`, "Unschedulable", "2/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu", "FailedScheduling"},
+		{"notready", cluster.WebserverImage, `args: ["--fail-healthz"], healthCheckPath: /healthz`, "ReadinessFailing", "2/2 pods not ready: Readiness probe failed: HTTP probe failed with statuscode: 500", "Unhealthy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,7 +40,9 @@ spec:
 `, name, appNS, tc.image, tc.container))
 			defer kubectl(t, "delete", "-n", appNS, "webapp/"+name, "--wait=false")
 			jsonpathEquals(t, 2*time.Minute, tc.reason, `{.status.conditions[?(@.type=="Ready")].reason}`, "-n", appNS, "webapp/"+name)
-			took := time.Since(start)
+			seen := time.Now()
+			took := seen.Sub(start)
+			first := firstPodEvent(t, name, tc.event)
 			// Then with every pod counted (a second pod may report a moment later).
 			eventually(t, time.Minute, "Ready's message says "+tc.inMessage, func() error {
 				msg, err := kubectlErr("get", "-n", appNS, "webapp/"+name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].message}`)
@@ -46,7 +51,8 @@ spec:
 				}
 				return err
 			})
-			fmt.Printf("realnode: pod trouble %s: Ready=False %s %.1fs after the apply, for every pod %.1fs\n", tc.name, tc.reason, took.Seconds(), time.Since(start).Seconds())
+			fmt.Printf("realnode: pod trouble %s: Ready=False %s %.1fs after the first pod event %s (%.1fs after the apply), for every pod %.1fs after the apply\n",
+				tc.name, tc.reason, seen.Sub(first).Seconds(), tc.event, took.Seconds(), time.Since(start).Seconds())
 			if tc.name != "crash" {
 				return
 			}
@@ -72,4 +78,27 @@ spec:
 			}
 		})
 	}
+}
+
+// firstPodEvent is when the first event of reason about one of a WebApp's pods happened (to the microsecond where
+// its reporter says, else to the second).
+func firstPodEvent(t *testing.T, webApp, reason string) time.Time {
+	t.Helper()
+	var first time.Time
+	for _, line := range strings.Split(jsonpath(t, `{range .items[*]}{.involvedObject.name} {.eventTime} {.firstTimestamp}{"\n"}{end}`, "-n", appNS, "events", "--field-selector", "reason="+reason), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasPrefix(f[0], webApp+"-") {
+			continue
+		}
+		for _, v := range f[1:] {
+			if at, err := time.Parse(time.RFC3339Nano, v); err == nil && (first.IsZero() || at.Before(first)) {
+				first = at
+				break
+			}
+		}
+	}
+	if first.IsZero() {
+		t.Fatalf("no %s event of a pod of %s", reason, webApp)
+	}
+	return first
 }
