@@ -416,18 +416,20 @@ func (m *manager) exited() error {
 
 // opResult is what the operator did.
 type opResult struct {
-	converged, ready             time.Duration
-	untilReady                   counts
-	restWrites, restAll          counts
-	restReconciles               float64
-	restCPU, cpuPerAppResync     time.Duration
-	restartWrites, restartAll    counts
-	restartReconciles            float64
-	peakRSS, restartPeakRSS      int64
-	rss, rssAnon, rssFile        int64 // at the end of the rest
-	deployments, services        int
-	coldCPU                      time.Duration
-	restartSettled, restartSpent time.Duration
+	converged, ready          time.Duration
+	untilReady                counts
+	restWrites, restAll       counts
+	restReconciles            float64
+	restCPU, cpuPerAppResync  time.Duration
+	restartWrites, restartAll counts
+	restartReconciles         float64
+	peakRSS, restartPeakRSS   int64
+	// podWatchAtRest and podWatchAfterRestart are webapp_operator_pod_watch_active then (1: the pods are watched).
+	podWatchAtRest, podWatchAfterRestart float64
+	rss, rssAnon, rssFile                int64 // at the end of the rest
+	deployments, services                int
+	coldCPU                              time.Duration
+	restartSettled, restartSpent         time.Duration
 }
 
 func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
@@ -464,6 +466,7 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 	r.restWrites, r.restAll = writesOnly(rest), rest
 	r.cpuPerAppResync = r.restCPU / time.Duration(3*c.n)
 	r.peakRSS = peakRSS(m.cmd.Process.Pid)
+	r.podWatchAtRest = metricSum(m.metricsAddr, "webapp_operator_pod_watch_active ", "")
 	r.rss, r.rssAnon, r.rssFile = procStatus(m.cmd.Process.Pid, "VmRSS"), procStatus(m.cmd.Process.Pid, "RssAnon"), procStatus(m.cmd.Process.Pid, "RssFile")
 	if err := m.exited(); err != nil {
 		return nil, err
@@ -490,6 +493,7 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 	r.restartWrites, r.restartAll = writesOnly(restart), restart
 	r.restartReconciles = reconciles(m.metricsAddr)
 	r.restartPeakRSS = peakRSS(m.cmd.Process.Pid)
+	r.podWatchAfterRestart = metricSum(m.metricsAddr, "webapp_operator_pod_watch_active ", "")
 	r.restartSpent = cpuTime(m.cmd.Process.Pid)
 	m.stop()
 	return r, nil
@@ -545,6 +549,8 @@ func (r *opResult) print(c config) {
 	printCounts(r.restartAll, 0)
 	fmt.Printf("peak RSS (VmHWM): %.1f MiB cold start and rest, %.1f MiB after a restart; %.1f KiB per WebApp (cold)\n",
 		float64(r.peakRSS)/(1<<20), float64(r.restartPeakRSS)/(1<<20), float64(r.peakRSS)/1024/float64(n))
+	fmt.Printf("pod watch (webapp_operator_pod_watch_active): %.0f at rest (it outlives the last rollout by a minute), %.0f after the restart\n",
+		r.podWatchAtRest, r.podWatchAfterRestart)
 	fmt.Printf("RSS at rest: %.1f MiB (%.1f MiB anonymous, %.1f MiB of files: the binary's pages)\n",
 		float64(r.rss)/(1<<20), float64(r.rssAnon)/(1<<20), float64(r.rssFile)/(1<<20))
 }

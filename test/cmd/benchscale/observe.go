@@ -156,6 +156,11 @@ func procStatus(pid int, field string) int64 {
 
 // reconciles is the manager's controller_runtime_reconcile_total of the webapp controller, all results.
 func reconciles(addr string) float64 {
+	return metricSum(addr, "controller_runtime_reconcile_total{", `controller="webapp"`)
+}
+
+// metricSum is the sum of the manager's samples whose line starts with prefix and contains sub.
+func metricSum(addr, prefix, sub string) float64 {
 	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, short
 	if err != nil {
 		return 0
@@ -167,7 +172,7 @@ func reconciles(addr string) float64 {
 	}
 	var sum float64
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="webapp"`) {
+		if strings.HasPrefix(line, prefix) && strings.Contains(line, sub) {
 			if i := strings.LastIndexByte(line, ' '); i > 0 {
 				v, _ := strconv.ParseFloat(line[i+1:], 64)
 				sum += v

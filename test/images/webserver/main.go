@@ -47,7 +47,8 @@ func main() {
 			return
 		}
 		spins := 0
-		for end := time.Now().Add(time.Duration(ms) * time.Millisecond); time.Now().Before(end); spins++ {
+		for end := time.Now().Add(time.Duration(ms) * time.Millisecond); time.Now().Before(end); {
+			spins++
 		}
 		_, _ = w.Write([]byte(strconv.Itoa(spins) + " spins\n"))
 	})
