@@ -160,23 +160,22 @@ func webAppOfPod(o client.Object) (client.ObjectKey, bool) {
 	return client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, name != ""
 }
 
-// podsOf are app's pods as the pod watch has them, not copied: they must not be changed (nil while the watch is
-// stopped or cannot say: then no trouble is claimed). Without a watch (a client without a cache, in unit tests)
-// they are listed.
-func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) []*corev1.Pod {
+// podsOf are app's pods as the pod watch has them, not copied: they must not be changed. known is false while the
+// watch is stopped or has not listed them yet (then no trouble is claimed). Without a watch (a client without a
+// cache, in unit tests) they are listed.
+func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) (pods []*corev1.Pod, known bool) {
 	if r.podWatch != nil {
-		pods, _ := r.podWatch.pods(ctx, client.ObjectKeyFromObject(app), client.MatchingLabels(selectorLabels(app)))
-		return pods
+		return r.podWatch.pods(ctx, client.ObjectKeyFromObject(app), client.MatchingLabels(selectorLabels(app)))
 	}
 	list := &corev1.PodList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(app.Namespace), client.MatchingLabels(selectorLabels(app))); err != nil {
-		return nil
+		return nil, false
 	}
-	pods := make([]*corev1.Pod, len(list.Items))
+	pods = make([]*corev1.Pod, len(list.Items))
 	for i := range list.Items {
 		pods[i] = &list.Items[i]
 	}
-	return pods
+	return pods, true
 }
 
 // needsPods: app's Deployment is not rolled out, so its pods may say why (a rolled-out one has every pod ready,
@@ -199,6 +198,9 @@ const (
 	maxProbeEvents = 500
 	// maxProbeWords bounds the words of one probe failure that the status repeats.
 	maxProbeWords = 512
+	// podsRecheck is when a WebApp that needs its pods is looked at again while the pod watch lists them: the
+	// events of that first list may be handled before the informer counts itself synced.
+	podsRecheck = time.Second
 )
 
 // probeFailures reads the kubelet's events of failed probes (reason Unhealthy) in app's namespace, once and only

@@ -42,7 +42,12 @@ type podWatch struct {
 	inf     cache.Informer                // nil while the watch is stopped
 	indexer toolscache.Indexer            // inf's store, indexed by WebApp (nil when its informer has none)
 	stop    *time.Timer                   // pending stop, once need is empty
+	started time.Time                     // when inf was started
 }
+
+// podWatchSyncWait is how long a WebApp that needs its pods is looked at again every podsRecheck while the watch
+// lists them; a list that fails longer (no RBAC for pods, say) leaves it to the other events.
+const podWatchSyncWait = 30 * time.Second
 
 func newPodWatch(c cache.Cache, linger time.Duration) *podWatch {
 	return &podWatch{cache: c, linger: linger, events: make(chan event.GenericEvent, 1024), need: map[client.ObjectKey]struct{}{}}
@@ -108,7 +113,7 @@ func (w *podWatch) start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	w.inf = inf
+	w.inf, w.started = inf, time.Now()
 	if i, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
 		w.indexer = i.GetIndexer()
 	}
@@ -130,6 +135,13 @@ func (w *podWatch) stopIfIdle() {
 	}
 	w.inf, w.indexer = nil, nil
 	podWatchActive.Set(0)
+}
+
+// listing: the pod informer runs and has not listed the pods yet, for less than podWatchSyncWait.
+func (w *podWatch) listing() bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.inf != nil && !w.inf.HasSynced() && time.Since(w.started) < podWatchSyncWait
 }
 
 // active: the pod informer runs.

@@ -90,7 +90,8 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	// WebApp must bring it back.
 	// (Not the failed probes' words: only a reconcile reads them, and a pod that stops being ready changes its
 	// Deployment's status.)
-	reason, msg := podTrouble(r.podsOf(ctx, app), nil)
+	pods, _ := r.podsOf(ctx, app)
+	reason, msg := podTrouble(pods, nil)
 	b.WriteString(";" + reason + ":" + msg)
 	return b.String()
 }

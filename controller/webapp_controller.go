@@ -119,26 +119,33 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 	}
 	obs := kids.observation()
 	// Pods tell more than the Deployment only while its rollout is not complete: only then are they watched.
-	r.watchPods(ctx, key, needsPods(app, obs))
-	obs.pods = r.podsOf(ctx, app)
-	var probeWait time.Duration
-	obs.probes, probeWait = r.probeFailures(ctx, app.Namespace, obs.pods)
+	needed := needsPods(app, obs)
+	r.watchPods(ctx, key, needed)
+	var known bool
+	obs.pods, known = r.podsOf(ctx, app)
+	var podsWait time.Duration
+	obs.probes, podsWait = r.probeFailures(ctx, app.Namespace, obs.pods)
+	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
+		// The watch is still listing them.
+		podsWait = podsRecheck
+	}
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
-	if probeWait > 0 && err == nil && (res.RequeueAfter == 0 || probeWait < res.RequeueAfter) {
-		// A pod runs unready and no probe of it has failed yet: the kubelet's event of one changes no object.
-		res.RequeueAfter = probeWait
+	if podsWait > 0 && err == nil && (res.RequeueAfter == 0 || podsWait < res.RequeueAfter) {
+		// The pods are being listed, or one runs unready and no probe of it has failed yet (the kubelet's event of
+		// one changes no object): look again soon.
+		res.RequeueAfter = podsWait
 	}
 	switch {
 	case err != nil:
 		// Failing: remembered with what it read after its own writes, so the resync leaves it to the backoff until
 		// something else changes.
 		fp = r.fingerprint(ctx, app)
-	case applyErr != nil || statusErr != nil || held > 0 || probeWait > 0 || kids.wrote || statusWrote:
+	case applyErr != nil || statusErr != nil || held > 0 || podsWait > 0 || kids.wrote || statusWrote:
 		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
