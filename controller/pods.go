@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,6 +186,22 @@ func needsPods(app *webappv2.WebApp, obs observation) bool {
 	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs.dep))
 }
 
+// trouble is a reason of the pods' trouble and its message.
+type trouble struct{ reason, msg string }
+
+// reportedTrouble is the pods' trouble app's Ready condition reports (empty when it reports none).
+func reportedTrouble(app *webappv2.WebApp) trouble {
+	c := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady)
+	if c == nil {
+		return trouble{}
+	}
+	switch c.Reason {
+	case ReasonImagePullBackOff, ReasonCrashLoopBackOff, ReasonUnschedulable, ReasonReadinessFailing:
+		return trouble{c.Reason, c.Message}
+	}
+	return trouble{}
+}
+
 // probeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.
 type probeFailures map[types.UID]string
 
@@ -194,8 +212,8 @@ const (
 	probeRecheck = 5 * time.Second
 	// probeRecheckFor is how long after the container started that goes on (a slow first probe is not a failure).
 	probeRecheckFor = 2 * time.Minute
-	// maxProbeEvents bounds the one read of a namespace's failed-probe events.
-	maxProbeEvents = 500
+	// maxProbeReads bounds the pods whose events one reconcile reads (the first by name).
+	maxProbeReads = 10
 	// maxProbeWords bounds the words of one probe failure that the status repeats.
 	maxProbeWords = 512
 	// podsRecheck is when a WebApp that needs its pods is looked at again while the pod watch lists them: the
@@ -203,45 +221,69 @@ const (
 	podsRecheck = time.Second
 )
 
-// probeFailures reads the kubelet's events of failed probes (reason Unhealthy) in app's namespace, once and only
-// when one of pods runs without being ready and has no other trouble: the words of a failing readiness probe are
-// in no field of the pod. It says when to look again: soon, while such a pod started recently and no probe of it
-// has failed yet.
+// probeFailures reads the kubelet's events of failed readiness and startup probes (reason Unhealthy) of each pod
+// that runs without being ready and has no other trouble (at most maxProbeReads of them, one list each, from the
+// API server's watch cache): the words of a failing probe are in no field of the pod. It says when to look again:
+// soon, while such a pod started recently and no probe of it has failed yet.
 func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, pods []*corev1.Pod) (probeFailures, time.Duration) {
-	unready := map[types.UID]*corev1.Pod{}
+	var unready []*corev1.Pod
 	for _, p := range pods {
 		if reason, _ := oneTrouble(p); reason == "" && awaitsReadiness(p) {
-			unready[p.UID] = p
+			unready = append(unready, p)
 		}
 	}
 	if len(unready) == 0 {
 		return nil, 0
 	}
-	list := &corev1.EventList{}
-	if err := r.reader().List(ctx, list, client.InNamespace(namespace), client.Limit(maxProbeEvents),
-		client.MatchingFieldsSelector{Selector: fields.SelectorFromSet(fields.Set{"reason": "Unhealthy", "involvedObject.kind": "Pod"})}); err != nil {
-		log.FromContext(ctx).V(1).Info("reading the failed probes' events", "error", err.Error())
-		return nil, probeRecheck
-	}
-	found, seen := probeFailures{}, map[types.UID]time.Time{}
-	for i := range list.Items {
-		e := &list.Items[i]
-		uid := e.InvolvedObject.UID
-		// A liveness probe's failure restarts the container: that is the crash loop's to report.
-		if unready[uid] == nil || strings.HasPrefix(e.Message, "Liveness probe") {
-			continue
-		}
-		if at := lastSeen(e); found[uid] == "" || at.After(seen[uid]) {
-			found[uid], seen[uid] = truncateTo(e.Message, maxProbeWords), at
-		}
-	}
+	slices.SortFunc(unready, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	found := probeFailures{}
 	var recheck time.Duration
-	for uid, p := range unready {
-		if found[uid] == "" && time.Since(runningSince(p)) < probeRecheckFor {
+	for i, p := range unready {
+		if i < maxProbeReads {
+			words, err := r.lastProbeFailure(ctx, namespace, p)
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("reading a pod's failed probes", "pod", p.Name, "error", err.Error())
+			}
+			if words != "" {
+				found[p.UID] = words
+				continue
+			}
+		}
+		if time.Since(runningSince(p)) < probeRecheckFor {
 			recheck = probeRecheck
 		}
 	}
 	return found, recheck
+}
+
+// lastProbeFailure is the words of the last failed readiness or startup probe of pod since its container started
+// ("" when none).
+func (r *WebAppReconciler) lastProbeFailure(ctx context.Context, namespace string, p *corev1.Pod) (string, error) {
+	list := &corev1.EventList{}
+	err := r.reader().List(ctx, list, client.InNamespace(namespace), &client.ListOptions{
+		FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.uid": string(p.UID), "reason": "Unhealthy"}),
+		Raw:           &metav1.ListOptions{ResourceVersion: "0"},
+	})
+	if err != nil {
+		return "", err
+	}
+	// Timestamps of events and container starts are to the second.
+	since := runningSince(p).Truncate(time.Second)
+	var words string
+	var last time.Time
+	for i := range list.Items {
+		e := &list.Items[i]
+		// The kubelet prefixes a message it aggregated; a liveness probe's failure restarts the container, and that
+		// is the crash loop's to report.
+		msg := strings.TrimPrefix(e.Message, "(combined from similar events): ")
+		if !strings.HasPrefix(msg, "Readiness probe") && !strings.HasPrefix(msg, "Startup probe") {
+			continue
+		}
+		if at := lastSeen(e); !at.Before(since) && (words == "" || at.After(last)) {
+			words, last = truncateTo(msg, maxProbeWords), at
+		}
+	}
+	return words, nil
 }
 
 // awaitsReadiness: the pod's containers all run and one of them is not ready.
@@ -282,9 +324,10 @@ func lastSeen(e *corev1.Event) time.Time {
 	}
 }
 
+// truncateTo cuts s to n bytes at most, on a character's boundary.
 func truncateTo(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }

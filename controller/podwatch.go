@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -34,6 +35,8 @@ func init() { metrics.Registry.MustRegister(podWatchActive) }
 type podWatch struct {
 	cache  cache.Cache
 	linger time.Duration
+	// done ends the sends to events when the manager stops (its controller no longer reads them).
+	done <-chan struct{}
 	// events carries the WebApps to reconcile for a pod's change (a source.Channel of the controller).
 	events chan event.GenericEvent
 
@@ -49,8 +52,8 @@ type podWatch struct {
 // lists them; a list that fails longer (no RBAC for pods, say) leaves it to the other events.
 const podWatchSyncWait = 30 * time.Second
 
-func newPodWatch(c cache.Cache, linger time.Duration) *podWatch {
-	return &podWatch{cache: c, linger: linger, events: make(chan event.GenericEvent, 1024), need: map[client.ObjectKey]struct{}{}}
+func newPodWatch(ctx context.Context, c cache.Cache, linger time.Duration) *podWatch {
+	return &podWatch{cache: c, linger: linger, done: ctx.Done(), events: make(chan event.GenericEvent, 1024), need: map[client.ObjectKey]struct{}{}}
 }
 
 // set records whether key's WebApp needs its pods watched: the first that does starts the watch, and it stops
@@ -64,7 +67,9 @@ func (w *podWatch) set(ctx context.Context, key client.ObjectKey, needed bool) {
 	if !needed {
 		delete(w.need, key)
 		if len(w.need) == 0 && w.inf != nil && w.stop == nil {
-			w.stop = time.AfterFunc(w.linger, w.stopIfIdle)
+			var t *time.Timer
+			t = time.AfterFunc(w.linger, func() { w.stopIfIdle(t) })
+			w.stop = t
 		}
 		return
 	}
@@ -90,7 +95,7 @@ func (w *podWatch) start(ctx context.Context) error {
 		return err
 	}
 	if err := inf.AddIndexers(toolscache.Indexers{podsByWebApp: indexPodByWebApp}); err != nil {
-		return err
+		return errors.Join(err, w.cache.RemoveInformer(ctx, &corev1.Pod{}))
 	}
 	enqueue := func(o any) {
 		if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
@@ -104,14 +109,18 @@ func (w *podWatch) start(ctx context.Context) error {
 		if !ok || !w.needs(key) {
 			return
 		}
-		w.events <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+		select {
+		case w.events <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+		case <-w.done:
+			// The manager stops: a blocked send would keep the informer from stopping.
+		}
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, o any) { enqueue(o) },
 		DeleteFunc: enqueue,
 	}); err != nil {
-		return err
+		return errors.Join(err, w.cache.RemoveInformer(ctx, &corev1.Pod{}))
 	}
 	w.inf, w.started = inf, time.Now()
 	if i, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
@@ -122,10 +131,14 @@ func (w *podWatch) start(ctx context.Context) error {
 	return nil
 }
 
-// stopIfIdle removes the pod informer, and so its pods and its watch, when no WebApp needs it.
-func (w *podWatch) stopIfIdle() {
+// stopIfIdle removes the pod informer, and so its pods and its watch, when no WebApp needs it; t is the timer that
+// called it, which a later need may have cancelled and replaced.
+func (w *podWatch) stopIfIdle(t *time.Timer) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.stop != t {
+		return
+	}
 	w.stop = nil
 	if len(w.need) > 0 || w.inf == nil {
 		return

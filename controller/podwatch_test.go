@@ -19,7 +19,7 @@ import (
 func TestPodWatchRunsOnlyWhileARolloutNeedsIt(t *testing.T) {
 	ctx := context.Background()
 	informers := &informertest.FakeInformers{}
-	w := newPodWatch(informers, 20*time.Millisecond)
+	w := newPodWatch(ctx, informers, 20*time.Millisecond)
 	running := func() bool { return len(informers.InformersByGVK) > 0 }
 	a, b := client.ObjectKey{Namespace: "ns", Name: "a"}, client.ObjectKey{Namespace: "ns", Name: "b"}
 

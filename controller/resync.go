@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,6 +94,18 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	pods, _ := r.podsOf(ctx, app)
 	reason, msg := podTrouble(pods, nil)
 	b.WriteString(";" + reason + ":" + msg)
+	// A pod that starts running unready changes no other input: its probes' words are to be read then. (The
+	// index lists pods in no order.)
+	var unready []string
+	for _, p := range pods {
+		if awaitsReadiness(p) {
+			unready = append(unready, string(p.UID))
+		}
+	}
+	slices.Sort(unready)
+	for _, uid := range unready {
+		b.WriteString(";unready:" + uid)
+	}
 	return b.String()
 }
 

@@ -44,6 +44,8 @@ type observation struct {
 	pods []*corev1.Pod
 	// probes are the failed probes' words of the pods that run unready.
 	probes probeFailures
+	// lastTrouble is the pods' trouble the status reports, kept while the pods are not known.
+	lastTrouble trouble
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -161,6 +163,9 @@ type rollout struct {
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 	want, dep := desiredReplicas(app, obs.dep), obs.dep
 	troubleReason, trouble := podTrouble(obs.pods, obs.probes)
+	if troubleReason == "" && obs.lastTrouble.reason != "" {
+		troubleReason, trouble = obs.lastTrouble.reason, obs.lastTrouble.msg
+	}
 	switch {
 	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}

@@ -125,9 +125,13 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 	obs.pods, known = r.podsOf(ctx, app)
 	var podsWait time.Duration
 	obs.probes, podsWait = r.probeFailures(ctx, app.Namespace, obs.pods)
-	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
-		// The watch is still listing them.
-		podsWait = podsRecheck
+	if needed && !known {
+		// The watch is not running yet, or still lists them: the trouble the status says stays until they are
+		// known (a restart must not report a crash loop as progressing for a second, with two writes).
+		obs.lastTrouble = reportedTrouble(app)
+		if r.podWatch != nil && r.podWatch.listing() {
+			podsWait = podsRecheck
+		}
 	}
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
@@ -481,7 +485,7 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv2.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
-	r.podWatch = newPodWatch(mgr.GetCache(), podWatchLinger)
+	r.podWatch = newPodWatch(ctx, mgr.GetCache(), podWatchLinger)
 	stores, err := storesOf(ctx, mgr.GetCache())
 	if err != nil {
 		return err

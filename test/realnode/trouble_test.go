@@ -42,7 +42,7 @@ spec:
 			jsonpathEquals(t, 2*time.Minute, tc.reason, `{.status.conditions[?(@.type=="Ready")].reason}`, "-n", appNS, "webapp/"+name)
 			seen := time.Now()
 			took := seen.Sub(start)
-			first := firstPodEvent(t, name, tc.event)
+			first := firstPodEvent(t, name, tc.event, start)
 			// Then with every pod counted (a second pod may report a moment later).
 			eventually(t, time.Minute, "Ready's message says "+tc.inMessage, func() error {
 				msg, err := kubectlErr("get", "-n", appNS, "webapp/"+name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].message}`)
@@ -80,9 +80,9 @@ spec:
 	}
 }
 
-// firstPodEvent is when the first event of reason about one of a WebApp's pods happened (to the microsecond where
-// its reporter says, else to the second).
-func firstPodEvent(t *testing.T, webApp, reason string) time.Time {
+// firstPodEvent is when the first event of reason about one of a WebApp's pods happened since start (to the
+// microsecond where its reporter says, else to the second).
+func firstPodEvent(t *testing.T, webApp, reason string, start time.Time) time.Time {
 	t.Helper()
 	var first time.Time
 	for _, line := range strings.Split(jsonpath(t, `{range .items[*]}{.involvedObject.name} {.eventTime} {.firstTimestamp}{"\n"}{end}`, "-n", appNS, "events", "--field-selector", "reason="+reason), "\n") {
@@ -91,7 +91,8 @@ func firstPodEvent(t *testing.T, webApp, reason string) time.Time {
 			continue
 		}
 		for _, v := range f[1:] {
-			if at, err := time.Parse(time.RFC3339Nano, v); err == nil && (first.IsZero() || at.Before(first)) {
+			at, err := time.Parse(time.RFC3339Nano, v)
+			if err == nil && !at.Before(start.Truncate(time.Second)) && (first.IsZero() || at.Before(first)) {
 				first = at
 				break
 			}
