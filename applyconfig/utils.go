@@ -26,6 +26,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.AutoscalingApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ContainerSpec"):
 		return &apisv2.ContainerSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("Expose"):
+		return &apisv2.ExposeApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ExposeTLS"):
+		return &apisv2.ExposeTLSApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("GatewayRef"):
+		return &apisv2.GatewayRefApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("IngressRef"):
+		return &apisv2.IngressRefApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("PodSpec"):
 		return &apisv2.PodSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("Port"):

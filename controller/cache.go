@@ -14,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -26,15 +27,25 @@ import (
 // refers to it); and only one namespace's objects when namespace is set.
 func CacheOptions(namespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
-	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&webappv2.WebApp{}:            {Transform: onlyOurFields},
-		metadataOnly("ConfigMap"):     {Transform: slimMetadata},
-		metadataOnly("Secret"):        {Transform: slimMetadata},
-		metadataOnly("ResourceQuota"): {Transform: slimMetadata},
-		metadataOnly("Namespace"):     {Transform: slimMetadata},
-	}}
+	all := labels.Everything()
+	o := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&webappv2.WebApp{}:            {Label: all, Transform: onlyOurFields},
+			metadataOnly("ConfigMap"):     {Label: all, Transform: slimMetadata},
+			metadataOnly("Secret"):        {Label: all, Transform: slimMetadata},
+			metadataOnly("ResourceQuota"): {Label: all, Transform: slimMetadata},
+			metadataOnly("Namespace"):     {Label: all, Transform: slimMetadata},
+		},
+		// A kind of child whose API may be installed after the start (HTTPRoute) cannot be listed here (the cache
+		// refuses a kind the server does not serve): its informer, made when it is first read, gets these, like
+		// every kind not listed.
+		DefaultLabelSelector: ours,
+		DefaultTransform:     onlyOurFields,
+	}
 	for _, c := range children {
-		o.ByObject[c.object()] = cache.ByObject{Label: ours, Transform: onlyOurFields}
+		if !c.ifServed {
+			o.ByObject[c.object()] = cache.ByObject{Label: ours, Transform: onlyOurFields}
+		}
 	}
 	// The WebApps' pods (they carry our labels through the pod template), only what podTrouble reads.
 	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
@@ -89,5 +100,7 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(webappv1.AddToScheme(s))
 	utilruntime.Must(webappv2.AddToScheme(s))
+	// HTTPRoute, a child where the Gateway API is installed.
+	utilruntime.Must(gwv1.Install(s))
 	return s
 }

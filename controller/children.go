@@ -11,8 +11,10 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
@@ -44,6 +46,15 @@ var children = []childKind{
 	declare("HorizontalPodAutoscaler", "autoscaling/v2", true, func(app *webappv2.WebApp, _ inputs) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
 		return desiredHPA(app)
 	}, autoscalingv2ac.ExtractHorizontalPodAutoscaler),
+	// With spec.expose.ingress, an Ingress; without, it must not exist.
+	declare("Ingress", "networking.k8s.io/v1", true, func(app *webappv2.WebApp, _ inputs) (*networkingv1ac.IngressApplyConfiguration, error) {
+		return desiredIngress(app), nil
+	}, networkingv1ac.ExtractIngress),
+	// With spec.expose.gateway, an HTTPRoute; without, it must not exist. Only where the Gateway API is served
+	// (servedAPIs): it is often installed after the operator, or not at all.
+	declare("HTTPRoute", gatewayGroup+"/v1", true, func(app *webappv2.WebApp, _ inputs) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
+		return desiredHTTPRoute(app), nil
+	}, gwv1ac.ExtractHTTPRoute).whereServed(),
 	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
 	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 		return desiredPDB(app), nil
@@ -58,6 +69,9 @@ type childKind struct {
 	// optional: the builder may return nil, meaning the child must not exist; one that does is deleted (with a UID
 	// precondition, so only the one seen).
 	optional bool
+	// ifServed: the kind's API may not be served (a CRD installed after the operator, or never); the kind is
+	// watched and written only once it is (servedAPIs).
+	ifServed bool
 	// configHash reads the config hash an object of the kind carries (nil: it carries none).
 	configHash func(client.Object) string
 	// hooks are shared by the declaration's copies (write reads them).
@@ -130,6 +144,11 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 
 func (c childKind) withConfigHash(f func(client.Object) string) childKind {
 	c.configHash = f
+	return c
+}
+
+func (c childKind) whereServed() childKind {
+	c.ifServed = true
 	return c
 }
 

@@ -70,7 +70,7 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	key := client.ObjectKeyFromObject(app)
 	// Our own writes are not a change: a cache behind them shows the version they returned.
 	b.WriteString(string(app.UID) + "@" + r.mem.newest(key, app.UID, app.ResourceVersion, "WebApp", "WebAppStatus"))
-	for _, c := range children {
+	for _, c := range r.activeChildren() {
 		switch uid, rv, err := r.peek(ctx, c.kind, key); {
 		case err == nil:
 			b.WriteString(";" + string(uid) + "@" + r.mem.newest(key, uid, rv, c.kind))
@@ -130,12 +130,15 @@ func storesOf(ctx context.Context, c cache.Cache) (cacheStores, error) {
 	return stores, nil
 }
 
-// fingerprintKinds are the kinds a fingerprint reads: the WebApp, its children, and the ConfigMaps and Secrets it
-// refers to.
+// fingerprintKinds are the kinds a fingerprint reads in a store: the WebApp, its children, and the ConfigMaps and
+// Secrets it refers to. A kind whose API may be missing has no store taken at the start: it is read through the
+// client (whose cache makes its informer when it is first read).
 func fingerprintKinds() []string {
 	kinds := []string{"WebApp"}
 	for _, c := range children {
-		kinds = append(kinds, c.kind)
+		if !c.ifServed {
+			kinds = append(kinds, c.kind)
+		}
 	}
 	return append(kinds, "ConfigMap", "Secret")
 }

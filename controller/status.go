@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +49,10 @@ type observation struct {
 	probes probeFailures
 	// lastTrouble is the pods' trouble the status reports, kept while the pods are not known.
 	lastTrouble trouble
+	// routeServed: the cluster serves HTTPRoute; ingress and route are the exposing children as observed.
+	routeServed bool
+	ingress     *networkingv1.Ingress
+	route       *gwv1.HTTPRoute
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -80,11 +87,17 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	st := webappv2ac.WebAppStatus().
 		WithObservedGeneration(app.Generation).
 		WithSelector(labels.SelectorFromSet(selectorLabels(app)).String()).
-		WithURL(serviceURL(app)).
 		WithConditions(
 			conditionApply(cur, readyCondition(app, r, applyErr), now),
 			conditionApply(cur, progressingCondition(app, r), now),
 		)
+	// Where the app is: its first exposed URL, or the Service inside the cluster.
+	if urls := exposedURLs(app); len(urls) > 0 {
+		st.WithURL(urls[0]).WithURLs(urls...).
+			WithConditions(conditionApply(cur, exposedCondition(app, obs.routeServed, obs.ingress, obs.route), now))
+	} else {
+		st.WithURL(serviceURL(app))
+	}
 	replicas, available := int32(0), int32(0)
 	switch {
 	case obs.dep != nil:

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -27,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
@@ -58,6 +61,8 @@ type WebAppReconciler struct {
 	stores cacheStores // the cache's stores, read in place by the resync (none: the client)
 	// podWatch watches the WebApps' pods while a rollout needs it (nil without a cache: then they are listed).
 	podWatch *podWatch
+	// apis says which kinds of child are served (nil: all, as in unit tests).
+	apis *servedAPIs
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -66,6 +71,8 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
@@ -118,6 +125,7 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		return ctrl.Result{}, nil
 	}
 	obs := kids.observation()
+	obs.routeServed = r.apis.isServed(*childKindOf("HTTPRoute"))
 	// Pods tell more than the Deployment only while its rollout is not complete: only then are they watched.
 	needed := needsPods(app, obs)
 	r.watchPods(ctx, key, needed)
@@ -170,6 +178,9 @@ func (c childrenOutcome) observation() observation {
 	out, err := c.byKind["Deployment"], c.errs["Deployment"]
 	obs := observe(out, err)
 	obs.retained = c.retained
+	// The exposing children, for the Exposed condition.
+	obs.ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
+	obs.route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
 	return obs
 }
 
@@ -184,7 +195,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}}
 	var created []string // kinds
 	var errs []error
-	for _, c := range children {
+	for _, c := range r.activeChildren() {
 		out, err := c.write(ctx, r, app, in, opts)
 		if r.record(ctx, app, c.kind, out.written, err) {
 			created = append(created, c.kind)
@@ -220,11 +231,12 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, b
 		}
 	}
 	listed = append(slices.Clone(listed), r.mem.retainedPending(key, app.UID)...)
-	for _, c := range children {
+	active := r.activeChildren()
+	for _, c := range active {
 		r.mem.retainedFound(key, app.UID, byKind[c.kind].retained)
 	}
 	var out []webappv2.RetainedField
-	for _, c := range children {
+	for _, c := range active {
 		kind := c.kind
 		out = append(out, byKind[kind].retained...)
 		if !slices.ContainsFunc(listed, func(f webappv2.RetainedField) bool { return f.Kind == kind }) {
@@ -362,7 +374,7 @@ func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv2.WebApp) e
 func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.WebApp) error {
 	key := client.ObjectKeyFromObject(app)
 	var errs []error
-	for _, c := range children {
+	for _, c := range r.activeChildren() {
 		sent, err := c.release(ctx, r, app)
 		switch {
 		case err != nil:
@@ -498,12 +510,29 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.Add(r.resyncLoop(resync)); err != nil {
 		return err
 	}
+	// Kinds whose API may be missing (HTTPRoute): those served now are watched from the start; the others from
+	// when they are served, found by servedAPIs, which then has the WebApps looked at again at once.
+	disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	var ctl controller.Controller
+	r.apis = &servedAPIs{disc: disc, served: map[string]bool{}}
+	r.apis.check(ctx)
+	r.apis.onServed = func(ctx context.Context, c childKind) error {
+		err := ctl.Watch(source.Kind(mgr.GetCache(), c.object(),
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &webappv2.WebApp{}, handler.OnlyControllerOwner())))
+		if err == nil {
+			go r.resyncOnce(ctx, resync)
+		}
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr)
-	for _, c := range children {
+	for _, c := range r.activeChildren() {
 		// Any change to a child (an edit, a deletion, a rollout's progress) reconciles its WebApp at once.
 		b = b.Owns(c.object())
 	}
-	return b.
+	ctl, err = b.
 		// Our own status writes do not bring the WebApp back: they change neither its generation nor its metadata.
 		For(&webappv2.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
@@ -520,5 +549,21 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
 		Named("webapp").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(r.apis)
+}
+
+// activeChildren are the kinds of child the API server serves (all but a kind declared whereServed whose API is
+// not installed).
+func (r *WebAppReconciler) activeChildren() []childKind {
+	out := make([]childKind, 0, len(children))
+	for _, c := range children {
+		if r.apis.isServed(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package v1
 
 import (
 	"encoding/json"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,6 +26,8 @@ type conversionData struct {
 	Ports []v2.Port `json:"ports,omitempty"`
 	// Autoscaling: v2's spec.autoscaling, which v1 has no field for.
 	Autoscaling *v2.Autoscaling `json:"autoscaling,omitempty"`
+	// Expose: v2's spec.expose, which v1 has no field for.
+	Expose *v2.Expose `json:"expose,omitempty"`
 }
 
 // ConvertToHub converts a v1 WebApp to v2. It never fails: an annotation it cannot read is dropped (it was set by
@@ -83,6 +86,9 @@ func ConvertToHub(src *WebApp, dst *v2.WebApp) error {
 	// Autoscaling comes back as v2 accepts it only (the annotation can be set by hand in v1).
 	if a := data.Autoscaling; a != nil && a.MaxReplicas >= 1 && (a.MinReplicas == nil || (*a.MinReplicas >= 1 && *a.MinReplicas <= a.MaxReplicas)) {
 		dst.Spec.Autoscaling = a
+	}
+	if e := data.Expose; e != nil && len(e.Hosts) > 0 && (e.Gateway == nil) != (e.Ingress == nil) && (e.TLS == nil || e.Ingress != nil) {
+		dst.Spec.Expose = e
 	}
 
 	dst.Status = statusToHub(src.Status)
@@ -151,8 +157,8 @@ func ConvertFromHub(src *v2.WebApp, dst *WebApp) error {
 			data.Ports = s.Ports
 		}
 	}
-	data.Autoscaling = s.Autoscaling
-	if data.ReplicasUnset || len(data.Ports) > 0 || data.Autoscaling != nil {
+	data.Autoscaling, data.Expose = s.Autoscaling, s.Expose
+	if data.ReplicasUnset || len(data.Ports) > 0 || data.Autoscaling != nil || data.Expose != nil {
 		raw, err := json.Marshal(data)
 		if err != nil {
 			return err
@@ -188,6 +194,7 @@ func statusToHub(s WebAppStatus) v2.WebAppStatus {
 		ReplicasSetBy:      s.ReplicasSetBy,
 		Selector:           s.Selector,
 		URL:                s.URL,
+		URLs:               slices.Clone(s.URLs),
 	}
 	for _, c := range s.Conditions {
 		out.Conditions = append(out.Conditions, *c.DeepCopy())
@@ -207,6 +214,7 @@ func statusFromHub(s v2.WebAppStatus) WebAppStatus {
 		ReplicasSetBy:      s.ReplicasSetBy,
 		Selector:           s.Selector,
 		URL:                s.URL,
+		URLs:               slices.Clone(s.URLs),
 	}
 	for _, c := range s.Conditions {
 		out.Conditions = append(out.Conditions, *c.DeepCopy())

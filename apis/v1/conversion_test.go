@@ -49,6 +49,21 @@ func filler(s int64) *randfill.Filler {
 					*a.MinReplicas = 1 + int32(c.Intn(int(a.MaxReplicas)))
 				}
 			}
+			// Expose as v2 accepts it: a host, one of gateway or ingress, TLS only with an Ingress.
+			if e := s.Expose; e != nil {
+				e.Hosts = append(e.Hosts, "shop.example.com")
+				if c.Bool() {
+					e.Gateway = nil
+					if e.Ingress == nil {
+						e.Ingress = &webappv2.IngressRef{ClassName: "traefik"}
+					}
+				} else {
+					e.Ingress, e.TLS = nil, nil
+					if e.Gateway == nil {
+						e.Gateway = &webappv2.GatewayRef{Name: "public"}
+					}
+				}
+			}
 		},
 		// The webhook sets apiVersion and kind; conversion converts the rest.
 		func(w *webappv1.WebApp, c randfill.Continue) { c.FillNoCustom(w); w.TypeMeta = metav1.TypeMeta{} },
@@ -153,6 +168,10 @@ func TestV1EditKeepsV2Fields(t *testing.T) {
 		}
 		if !slices.Equal(want, out.Spec.Ports) {
 			t.Fatalf("case %d: ports %v with the edit's port %d became %v, want %v", i, in.Spec.Ports, spoke.Spec.Port, out.Spec.Ports, want)
+		}
+		// Expose, which v1 has no field for, is v2's.
+		if !apiequality.Semantic.DeepEqual(in.Spec.Expose, out.Spec.Expose) {
+			t.Fatalf("case %d: expose %+v became %+v", i, in.Spec.Expose, out.Spec.Expose)
 		}
 		// Autoscaling, which v1 has no field for, is v2's.
 		if !apiequality.Semantic.DeepEqual(in.Spec.Autoscaling, out.Spec.Autoscaling) {

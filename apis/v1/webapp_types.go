@@ -235,6 +235,11 @@ type WebAppStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
+	// URLs are every host and path spec.expose routes (v2's field), in its order.
+	// +listType=atomic
+	// +optional
+	URLs []string `json:"urls,omitempty"`
+
 	// Conditions are the latest observations of the WebApp's state; Ready is the summary.
 	// +listType=map
 	// +listMapKey=type

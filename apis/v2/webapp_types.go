@@ -14,6 +14,9 @@ const (
 	// ConditionProgressing is True while a rollout is under way, and False once it completed or when the
 	// Deployment exceeded its progress deadline.
 	ConditionProgressing = "Progressing"
+	// ConditionExposed is set on a WebApp with spec.expose: True once the Ingress controller published an address for
+	// its Ingress, or the Gateway accepted its HTTPRoute and resolved its backend.
+	ConditionExposed = "Exposed"
 
 	// Finalizer is put on a WebApp only while its deletion policy is Orphan: deleting it then needs the operator
 	// to release its children first, which garbage collection cannot do.
@@ -93,6 +96,12 @@ type WebAppSpec struct {
 	// +optional
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 
+	// Expose, when set, makes the app reachable from outside the cluster by host and path prefix: through a Gateway
+	// (an HTTPRoute of the WebApp's name attached to it; Gateway API must be installed) or an Ingress controller
+	// (an Ingress of the WebApp's name and the controller's class). Removing it removes the route.
+	// +optional
+	Expose *Expose `json:"expose,omitempty"`
+
 	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
 	// them with it; Orphan leaves them running, without an owner.
 	// +kubebuilder:default=Delete
@@ -134,6 +143,95 @@ type Autoscaling struct {
 	// defaults: up at once, down after 5 minutes of lower use).
 	// +optional
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+}
+
+// Expose routes requests for the WebApp's hosts and path prefixes to its Service's primary port.
+// +kubebuilder:validation:XValidation:rule="has(self.gateway) != has(self.ingress)",message="expose needs exactly one of gateway (an HTTPRoute) or ingress (an Ingress)"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || has(self.ingress)",message="expose.tls is for an Ingress: with a gateway, TLS is set on the Gateway's listener (its certificateRefs)"
+type Expose struct {
+	// Hosts are the host names the app answers to, e.g. shop.example.com; a leading "*." matches any one label.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +required
+	Hosts []Hostname `json:"hosts"`
+
+	// Paths are the path prefixes routed to the app, each starting with "/" (default: "/", everything).
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Paths []PathPrefix `json:"paths,omitempty"`
+
+	// Gateway is the Gateway the WebApp's HTTPRoute attaches to.
+	// +optional
+	Gateway *GatewayRef `json:"gateway,omitempty"`
+
+	// Ingress has the WebApp exposed by an Ingress of this class.
+	// +optional
+	Ingress *IngressRef `json:"ingress,omitempty"`
+
+	// TLS terminates HTTPS for the hosts with the certificate and key of a Secret (type kubernetes.io/tls) in the
+	// WebApp's namespace (Ingress only).
+	// +optional
+	TLS *ExposeTLS `json:"tls,omitempty"`
+}
+
+// Hostname is a DNS name, lowercase, optionally with a leading "*." wildcard label.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+type Hostname string
+
+// PathPrefix is an absolute URL path without query or fragment.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$`
+// +kubebuilder:validation:XValidation:rule="!self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/..') && !self.endsWith('/.')",message="a path must not contain '//' or '.' and '..' segments"
+type PathPrefix string
+
+// GatewayRef names a Gateway (gateway.networking.k8s.io/v1).
+type GatewayRef struct {
+	// Name is the Gateway's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+
+	// Namespace is the Gateway's namespace (default: the WebApp's). The Gateway's listeners must allow routes from
+	// the WebApp's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// SectionName is the name of the Gateway's listener to attach to (default: every listener that allows it).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// IngressRef names an IngressClass.
+type IngressRef struct {
+	// ClassName is the IngressClass of the Ingress controller that serves the WebApp.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	ClassName string `json:"className"`
+}
+
+// ExposeTLS names the Secret with the certificate for the hosts.
+type ExposeTLS struct {
+	// SecretName is a Secret of type kubernetes.io/tls in the WebApp's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	SecretName string `json:"secretName"`
 }
 
 // DefaultTargetCPUUtilizationPercentage is the CPU target of an autoscaling WebApp that sets no target.
@@ -320,9 +418,16 @@ type WebAppStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 
-	// URL is the in-cluster address of the Service's primary port, e.g. http://nginx-app.default.svc:80.
+	// URL is where the app is: with spec.expose its first host and path (https with expose.tls), e.g.
+	// https://shop.example.com/; otherwise the in-cluster address of the Service's primary port, e.g.
+	// http://nginx-app.default.svc:80.
 	// +optional
 	URL string `json:"url,omitempty"`
+
+	// URLs are every host and path spec.expose routes, in its order.
+	// +listType=atomic
+	// +optional
+	URLs []string `json:"urls,omitempty"`
 
 	// Conditions are the latest observations of the WebApp's state; Ready is the summary.
 	// +listType=map

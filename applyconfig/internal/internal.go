@@ -93,6 +93,58 @@ var schemaYAML = typed.YAMLObject(`types:
         namedType: io.k8s.api.core.v1.ResourceRequirements
 - name: com.github.example.webapp-operator.apis.v2.DeletionPolicy
   scalar: string
+- name: com.github.example.webapp-operator.apis.v2.Expose
+  map:
+    fields:
+    - name: gateway
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.GatewayRef
+    - name: hosts
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.Hostname
+          elementRelationship: associative
+    - name: ingress
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.IngressRef
+    - name: paths
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.PathPrefix
+          elementRelationship: associative
+    - name: tls
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ExposeTLS
+- name: com.github.example.webapp-operator.apis.v2.ExposeTLS
+  map:
+    fields:
+    - name: secretName
+      type:
+        scalar: string
+- name: com.github.example.webapp-operator.apis.v2.GatewayRef
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+    - name: namespace
+      type:
+        scalar: string
+    - name: sectionName
+      type:
+        scalar: string
+- name: com.github.example.webapp-operator.apis.v2.Hostname
+  scalar: string
+- name: com.github.example.webapp-operator.apis.v2.IngressRef
+  map:
+    fields:
+    - name: className
+      type:
+        scalar: string
+- name: com.github.example.webapp-operator.apis.v2.PathPrefix
+  scalar: string
 - name: com.github.example.webapp-operator.apis.v2.PodSecurity
   scalar: string
 - name: com.github.example.webapp-operator.apis.v2.PodSpec
@@ -200,6 +252,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.example.webapp-operator.apis.v2.DeletionPolicy
       default: Delete
+    - name: expose
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.Expose
     - name: image
       type:
         scalar: string
@@ -264,6 +319,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: url
       type:
         scalar: string
+    - name: urls
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
 - name: io.k8s.api.autoscaling.v2.HPAScalingPolicy
   map:
     fields:

@@ -338,12 +338,46 @@ func (g *gen) webAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	if g.chance(0.3) {
 		hub.Spec.Autoscaling = g.autoscaling()
 	}
+	if g.chance(0.4) {
+		hub.Spec.Expose = g.expose()
+	}
 	spoke := &webappv1.WebApp{}
 	if err := webappv1.ConvertFromHub(hub, spoke); err != nil {
 		panic(err)
 	}
 	spoke.TypeMeta = metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"}
 	return hub, spoke
+}
+
+// expose draws spec.expose in every accepted form: one to 16 hosts (wildcards among them), no paths or several,
+// through a Gateway (in the namespace or another, with a listener or none) or an Ingress (with TLS or none).
+func (g *gen) expose() *webappv2.Expose {
+	e := &webappv2.Expose{}
+	for i := range 1 + g.intn(3) {
+		h := webappv2.Hostname(fmt.Sprintf("%s%d.example.com", g.word(), i))
+		if g.chance(0.2) {
+			h = "*." + h
+		}
+		e.Hosts = append(e.Hosts, h)
+	}
+	for i := range g.intn(3) {
+		e.Paths = append(e.Paths, webappv2.PathPrefix(g.pick("/", "/api", "/v1/", "/static/assets", "/a-b_c.d~e")+fmt.Sprint(i)))
+	}
+	if g.chance(0.5) {
+		e.Ingress = &webappv2.IngressRef{ClassName: g.pick("traefik", "nginx", "internal.example.com")}
+		if g.chance(0.5) {
+			e.TLS = &webappv2.ExposeTLS{SecretName: g.word() + "-tls"}
+		}
+		return e
+	}
+	e.Gateway = &webappv2.GatewayRef{Name: g.pick("public", "internal")}
+	if g.chance(0.5) {
+		e.Gateway.Namespace = g.pick("infra", "gateways")
+	}
+	if g.chance(0.5) {
+		e.Gateway.SectionName = g.pick("http", "https", "web.example")
+	}
+	return e
 }
 
 // autoscaling draws spec.autoscaling in every accepted form: with and without minReplicas and each target, and a

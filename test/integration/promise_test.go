@@ -14,6 +14,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/applyconfigurations"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapplyconfiguration "sigs.k8s.io/gateway-api/applyconfiguration"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
@@ -42,6 +45,8 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	seed, count := promiseSeedAndCount(t)
 	t.Logf("seed %d, %d cases (WEBAPP_FUZZ_SEED=%d WEBAPP_FUZZ_COUNT=%d make fuzz)", seed, count, seed, count)
 	fmt.Printf("promise test: seed %d, %d cases\n", seed, count)
+	// HTTPRoute is a child only where the Gateway API is installed.
+	installGatewayAPI(t)
 	ns := newNamespace(t)
 	noops := metricSum(t, "webapp_operator_noop_applies_total", nil)
 	const requeue = 2 * time.Second
@@ -70,7 +75,8 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 		if refused[name] {
 			continue
 		}
-		for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}} {
+		for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
+			&networkingv1.Ingress{}, &gwv1.HTTPRoute{}} {
 			if msg := ownedIsSent(t, first, ns, name, child); msg != "" {
 				t.Errorf("%s\n%s", msg, manifest(app))
 			}
@@ -211,7 +217,12 @@ func ownedIsSent(t *testing.T, op *operator, ns, name string, child client.Objec
 	if err := json.Unmarshal(body, &u.Object); err != nil {
 		t.Fatal(err)
 	}
-	tv, err := applyconfigurations.NewTypeConverter(k8s.Scheme()).ObjectToTyped(u)
+	// The Gateway API's kinds are typed by its own module's schema.
+	converter := applyconfigurations.NewTypeConverter(k8s.Scheme())
+	if gvk.Group == gwv1.GroupName {
+		converter = gwapplyconfiguration.NewTypeConverter(k8s.Scheme())
+	}
+	tv, err := converter.ObjectToTyped(u)
 	if err != nil {
 		t.Fatalf("typing the apply of %s %s: %v", gvk.Kind, name, err)
 	}

@@ -43,6 +43,10 @@ type WebAppSpecApplyConfiguration struct {
 	// minReplicas and maxReplicas, from the pods' CPU and memory use (metrics-server or another resource-metrics API
 	// must run in the cluster). spec.replicas is then not used; removing autoscaling hands the count back to it.
 	Autoscaling *AutoscalingApplyConfiguration `json:"autoscaling,omitempty"`
+	// Expose, when set, makes the app reachable from outside the cluster by host and path prefix: through a Gateway
+	// (an HTTPRoute of the WebApp's name attached to it; Gateway API must be installed) or an Ingress controller
+	// (an Ingress of the WebApp's name and the controller's class). Removing it removes the route.
+	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
 	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
 	// them with it; Orphan leaves them running, without an owner.
 	DeletionPolicy *apisv2.DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -120,6 +124,14 @@ func (b *WebAppSpecApplyConfiguration) WithService(value *ServiceSpecApplyConfig
 // If called multiple times, the Autoscaling field is set to the value of the last call.
 func (b *WebAppSpecApplyConfiguration) WithAutoscaling(value *AutoscalingApplyConfiguration) *WebAppSpecApplyConfiguration {
 	b.Autoscaling = value
+	return b
+}
+
+// WithExpose sets the Expose field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Expose field is set to the value of the last call.
+func (b *WebAppSpecApplyConfiguration) WithExpose(value *ExposeApplyConfiguration) *WebAppSpecApplyConfiguration {
+	b.Expose = value
 	return b
 }
 

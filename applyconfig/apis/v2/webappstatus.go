@@ -30,8 +30,12 @@ type WebAppStatusApplyConfiguration struct {
 	ReplicasSetBy *string `json:"replicasSetBy,omitempty"`
 	// Selector is the label selector of the pods, in string form (read by the scale subresource).
 	Selector *string `json:"selector,omitempty"`
-	// URL is the in-cluster address of the Service's primary port, e.g. http://nginx-app.default.svc:80.
+	// URL is where the app is: with spec.expose its first host and path (https with expose.tls), e.g.
+	// https://shop.example.com/; otherwise the in-cluster address of the Service's primary port, e.g.
+	// http://nginx-app.default.svc:80.
 	URL *string `json:"url,omitempty"`
+	// URLs are every host and path spec.expose routes, in its order.
+	URLs []string `json:"urls,omitempty"`
 	// Conditions are the latest observations of the WebApp's state; Ready is the summary.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// RetainedFields are fields of the children that the WebApp no longer sets but that stay, because another
@@ -99,6 +103,16 @@ func (b *WebAppStatusApplyConfiguration) WithSelector(value string) *WebAppStatu
 // If called multiple times, the URL field is set to the value of the last call.
 func (b *WebAppStatusApplyConfiguration) WithURL(value string) *WebAppStatusApplyConfiguration {
 	b.URL = &value
+	return b
+}
+
+// WithURLs adds the given value to the URLs field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the URLs field.
+func (b *WebAppStatusApplyConfiguration) WithURLs(values ...string) *WebAppStatusApplyConfiguration {
+	for i := range values {
+		b.URLs = append(b.URLs, values[i])
+	}
 	return b
 }
 

@@ -1,0 +1,189 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// Reasons of the Exposed condition.
+const (
+	ReasonExposed              = "Exposed"
+	ReasonGatewayAPIMissing    = "GatewayAPINotInstalled"
+	ReasonWaitingForGateway    = "WaitingForGateway"
+	ReasonWaitingForAddress    = "WaitingForAddress"
+	ReasonRouteNotAccepted     = "RouteNotAccepted"
+	ReasonRouteRefsNotResolved = "RouteRefsNotResolved"
+)
+
+// gatewayGroup is the Gateway API's group; its kinds are served only where its CRDs are installed.
+const gatewayGroup = "gateway.networking.k8s.io"
+
+// exposePaths are spec.expose's path prefixes, or "/" when it names none.
+func exposePaths(e *webappv2.Expose) []string {
+	if len(e.Paths) == 0 {
+		return []string{"/"}
+	}
+	paths := make([]string, len(e.Paths))
+	for i, p := range e.Paths {
+		paths[i] = string(p)
+	}
+	return paths
+}
+
+// desiredIngress is the complete Ingress we mean to own for app, or nil when app is not exposed through an
+// Ingress: a rule per host, a Prefix path per path prefix, all to the Service's primary port by name, and the TLS
+// Secret for every host. Every field the API server would default is set, so what we own compares equal.
+func desiredIngress(app *webappv2.WebApp) *networkingv1ac.IngressApplyConfiguration {
+	e := app.Spec.Expose
+	if e == nil || e.Ingress == nil {
+		return nil
+	}
+	backend := networkingv1ac.IngressBackend().WithService(networkingv1ac.IngressServiceBackend().
+		WithName(app.Name).WithPort(networkingv1ac.ServiceBackendPort().WithName(ports(app)[0].Name)))
+	spec := networkingv1ac.IngressSpec().WithIngressClassName(e.Ingress.ClassName)
+	for _, h := range e.Hosts {
+		http := networkingv1ac.HTTPIngressRuleValue()
+		for _, p := range exposePaths(e) {
+			http.WithPaths(networkingv1ac.HTTPIngressPath().WithPath(p).WithPathType(networkingv1.PathTypePrefix).WithBackend(backend))
+		}
+		spec.WithRules(networkingv1ac.IngressRule().WithHost(string(h)).WithHTTP(http))
+	}
+	if e.TLS != nil {
+		tls := networkingv1ac.IngressTLS().WithSecretName(e.TLS.SecretName)
+		for _, h := range e.Hosts {
+			tls.WithHosts(string(h))
+		}
+		spec.WithTLS(tls)
+	}
+	return networkingv1ac.Ingress(app.Name, app.Namespace).
+		WithLabels(commonLabels(app)).
+		WithOwnerReferences(ownerReference(app)).
+		WithSpec(spec)
+}
+
+// desiredHTTPRoute is the complete HTTPRoute we mean to own for app, or nil when app is not exposed through a
+// Gateway: attached to the Gateway (and listener) it names, for its hosts, one rule matching its path prefixes
+// to the Service's primary port. The fields the Gateway API's CRD defaults are set to those defaults, so what we
+// own compares equal.
+func desiredHTTPRoute(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+	e := app.Spec.Expose
+	if e == nil || e.Gateway == nil {
+		return nil
+	}
+	parent := gwv1ac.ParentReference().WithGroup(gatewayGroup).WithKind("Gateway").WithName(gwv1.ObjectName(e.Gateway.Name))
+	if e.Gateway.Namespace != "" {
+		parent.WithNamespace(gwv1.Namespace(e.Gateway.Namespace))
+	}
+	if e.Gateway.SectionName != "" {
+		parent.WithSectionName(gwv1.SectionName(e.Gateway.SectionName))
+	}
+	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(gwv1ac.HTTPBackendRef().
+		WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(app.Name)).WithPort(ports(app)[0].Port).WithWeight(1))
+	for _, p := range exposePaths(e) {
+		rule.WithMatches(gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p)))
+	}
+	spec := gwv1ac.HTTPRouteSpec().WithParentRefs(parent).WithRules(rule)
+	for _, h := range e.Hosts {
+		spec.WithHostnames(gwv1.Hostname(h))
+	}
+	return gwv1ac.HTTPRoute(app.Name, app.Namespace).
+		WithLabels(commonLabels(app)).
+		WithOwnerReferences(ownerReference(app)).
+		WithSpec(spec)
+}
+
+// exposedURLs are the URLs spec.expose routes, host by host and path by path (https with a TLS Secret); a
+// wildcard host is shown as it is.
+func exposedURLs(app *webappv2.WebApp) []string {
+	e := app.Spec.Expose
+	if e == nil {
+		return nil
+	}
+	scheme := "http"
+	if e.TLS != nil {
+		scheme = "https"
+	}
+	var urls []string
+	for _, h := range e.Hosts {
+		for _, p := range exposePaths(e) {
+			urls = append(urls, scheme+"://"+string(h)+p)
+		}
+	}
+	return urls
+}
+
+// exposedCondition (for a WebApp with spec.expose) says whether app is reachable from outside as spec.expose asks: for an Ingress, once its
+// controller has published an address; for an HTTPRoute, the Gateway's verdict in the route's status (Accepted and
+// ResolvedRefs of the parent that is ours to name). served says whether the cluster serves HTTPRoute; obj is the
+// child as observed (nil when missing or unknown).
+func exposedCondition(app *webappv2.WebApp, served bool, ing *networkingv1.Ingress, route *gwv1.HTTPRoute) metav1.Condition {
+	c := metav1.Condition{Type: webappv2.ConditionExposed, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation}
+	e := app.Spec.Expose
+	switch {
+	case e.Ingress != nil && ing == nil:
+		c.Reason, c.Message = ReasonWaitingForAddress, "the Ingress has not been created yet"
+	case e.Ingress != nil:
+		var addrs []string
+		for _, lb := range ing.Status.LoadBalancer.Ingress {
+			if a := lb.IP + lb.Hostname; a != "" {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) == 0 {
+			c.Reason, c.Message = ReasonWaitingForAddress, fmt.Sprintf("the Ingress controller of class %q has not published an address for the Ingress yet", e.Ingress.ClassName)
+			break
+		}
+		slices.Sort(addrs)
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonExposed, fmt.Sprintf("the Ingress controller of class %q serves it at %s", e.Ingress.ClassName, strings.Join(addrs, ", "))
+	case !served:
+		c.Reason, c.Message = ReasonGatewayAPIMissing, "spec.expose.gateway needs an HTTPRoute, and this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoute: install the Gateway API CRDs and an implementation"
+	case route == nil:
+		c.Reason, c.Message = ReasonWaitingForGateway, "the HTTPRoute has not been created yet"
+	default:
+		c.Status, c.Reason, c.Message = gatewayVerdict(app, route)
+	}
+	return c
+}
+
+// gatewayVerdict reads the route's status for the Gateway spec.expose names: Accepted and ResolvedRefs, both
+// True, mean the Gateway routes the app's hosts to it.
+func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.ConditionStatus, string, string) {
+	gw := app.Spec.Expose.Gateway
+	ns := gw.Namespace
+	if ns == "" {
+		ns = app.Namespace
+	}
+	name := ns + "/" + gw.Name
+	for _, p := range route.Status.Parents {
+		pns := app.Namespace
+		if p.ParentRef.Namespace != nil {
+			pns = string(*p.ParentRef.Namespace)
+		}
+		if string(p.ParentRef.Name) != gw.Name || pns != ns {
+			continue
+		}
+		// Only the conditions of the route's current generation count.
+		accepted := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
+		resolved := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionResolvedRefs))
+		switch {
+		case accepted == nil || accepted.ObservedGeneration < route.Generation:
+			return metav1.ConditionFalse, ReasonWaitingForGateway, fmt.Sprintf("Gateway %s has not judged the HTTPRoute's current spec yet", name)
+		case accepted.Status != metav1.ConditionTrue:
+			return metav1.ConditionFalse, ReasonRouteNotAccepted, fmt.Sprintf("Gateway %s does not accept the HTTPRoute: %s: %s", name, accepted.Reason, accepted.Message)
+		case resolved != nil && resolved.Status != metav1.ConditionTrue:
+			return metav1.ConditionFalse, ReasonRouteRefsNotResolved, fmt.Sprintf("Gateway %s cannot resolve the HTTPRoute's backend: %s: %s", name, resolved.Reason, resolved.Message)
+		}
+		return metav1.ConditionTrue, ReasonExposed, fmt.Sprintf("Gateway %s accepted the HTTPRoute (controller %s)", name, p.ControllerName)
+	}
+	return metav1.ConditionFalse, ReasonWaitingForGateway, fmt.Sprintf("no controller of Gateway %s has reported on the HTTPRoute yet (is the Gateway there, and does it allow routes from namespace %s?)", name, app.Namespace)
+}

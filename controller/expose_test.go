@@ -1,0 +1,182 @@
+package controller
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+func exposed(e webappv2.Expose) *webappv2.WebApp {
+	app := newApp("shop", 2, 8080, "shop:1")
+	app.Spec.Ports = append(app.Spec.Ports, webappv2.Port{Name: "metrics", Port: 9090})
+	app.Spec.Expose = &e
+	return app
+}
+
+// asJSON renders an apply configuration (or nil) as the JSON sent to the API server.
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestDesiredIngress(t *testing.T) {
+	cases := []struct {
+		name   string
+		expose *webappv2.Expose
+		want   []string // fragments of the JSON; none: no Ingress
+	}{
+		{"not exposed", nil, nil},
+		{"through a gateway", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}}, nil},
+		{"one host, every path", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}}, []string{
+			`"ingressClassName":"traefik"`,
+			`"rules":[{"host":"a.example.com","http":{"paths":[{"path":"/","pathType":"Prefix","backend":{"service":{"name":"shop","port":{"name":"http"}}}}]}}]`,
+			`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]`,
+		}},
+		{"hosts by paths, with TLS", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com", "*.b.example.com"}, Paths: []webappv2.PathPrefix{"/api", "/web/"},
+			Ingress: &webappv2.IngressRef{ClassName: "nginx"}, TLS: &webappv2.ExposeTLS{SecretName: "shop-tls"}}, []string{
+			`{"host":"a.example.com","http":{"paths":[{"path":"/api","pathType":"Prefix"`,
+			`{"path":"/web/","pathType":"Prefix"`,
+			`{"host":"*.b.example.com"`,
+			`"tls":[{"hosts":["a.example.com","*.b.example.com"],"secretName":"shop-tls"}]`,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := exposed(webappv2.Expose{})
+			app.Spec.Expose = tc.expose
+			ing := desiredIngress(app)
+			if tc.want == nil {
+				if ing != nil {
+					t.Fatalf("an Ingress: %s", asJSON(t, ing))
+				}
+				return
+			}
+			got := asJSON(t, ing)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s\ndoes not contain\n%s", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDesiredHTTPRoute(t *testing.T) {
+	cases := []struct {
+		name   string
+		expose *webappv2.Expose
+		want   []string
+	}{
+		{"not exposed", nil, nil},
+		{"through an Ingress", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "x"}}, nil},
+		// Every field the CRD defaults is set, so what we own compares equal after the server's defaulting.
+		{"the Gateway in the WebApp's namespace, every path", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}, []string{
+			`"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"public"}]`,
+			`"hostnames":["a.example.com"]`,
+			`"rules":[{"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]}]`,
+		}},
+		{"a listener of a Gateway elsewhere, two paths", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com", "b.example.com"}, Paths: []webappv2.PathPrefix{"/api", "/v2"},
+			Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra", SectionName: "https"}}, []string{
+			`"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","namespace":"infra","name":"public","sectionName":"https"}]`,
+			`"hostnames":["a.example.com","b.example.com"]`,
+			`"matches":[{"path":{"type":"PathPrefix","value":"/api"}},{"path":{"type":"PathPrefix","value":"/v2"}}]`,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := exposed(webappv2.Expose{})
+			app.Spec.Expose = tc.expose
+			route := desiredHTTPRoute(app)
+			if tc.want == nil {
+				if route != nil {
+					t.Fatalf("an HTTPRoute: %s", asJSON(t, route))
+				}
+				return
+			}
+			got := asJSON(t, route)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s\ndoes not contain\n%s", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestExposedURLs(t *testing.T) {
+	hosts := []webappv2.Hostname{"a.example.com", "b.example.com"}
+	cases := []struct {
+		name   string
+		expose *webappv2.Expose
+		want   string
+	}{
+		{"not exposed", nil, ""},
+		{"plain", &webappv2.Expose{Hosts: hosts, Gateway: &webappv2.GatewayRef{Name: "gw"}}, "http://a.example.com/ http://b.example.com/"},
+		{"TLS, paths", &webappv2.Expose{Hosts: hosts[:1], Paths: []webappv2.PathPrefix{"/api", "/web"}, Ingress: &webappv2.IngressRef{ClassName: "x"}, TLS: &webappv2.ExposeTLS{SecretName: "s"}},
+			"https://a.example.com/api https://a.example.com/web"},
+	}
+	for _, tc := range cases {
+		app := exposed(webappv2.Expose{})
+		app.Spec.Expose = tc.expose
+		if got := strings.Join(exposedURLs(app), " "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestExposedCondition(t *testing.T) {
+	viaIngress := webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}}
+	viaGateway := webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra"}}
+	withAddress := &networkingv1.Ingress{Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{
+		Ingress: []networkingv1.IngressLoadBalancerIngress{{IP: "10.0.0.9"}, {Hostname: "lb.example.com"}}}}}
+	infra := gwv1.Namespace("infra")
+	route := func(gen int64, parent string, conds ...metav1.Condition) *gwv1.HTTPRoute {
+		r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Generation: gen}}
+		r.Status.Parents = []gwv1.RouteParentStatus{{ParentRef: gwv1.ParentReference{Name: gwv1.ObjectName(parent), Namespace: &infra},
+			ControllerName: "traefik.io/gateway-controller", Conditions: conds}}
+		return r
+	}
+	cond := func(t, s, reason string, gen int64) metav1.Condition {
+		return metav1.Condition{Type: t, Status: metav1.ConditionStatus(s), Reason: reason, Message: "words of " + reason, ObservedGeneration: gen}
+	}
+	accepted, resolved := cond("Accepted", "True", "Accepted", 2), cond("ResolvedRefs", "True", "ResolvedRefs", 2)
+	cases := []struct {
+		name           string
+		expose         webappv2.Expose
+		served         bool
+		ing            *networkingv1.Ingress
+		route          *gwv1.HTTPRoute
+		status, reason string
+		inMessage      string
+	}{
+		{"ingress not created yet", viaIngress, true, nil, nil, "False", ReasonWaitingForAddress, "not been created"},
+		{"ingress without an address", viaIngress, true, &networkingv1.Ingress{}, nil, "False", ReasonWaitingForAddress, `class "traefik" has not published`},
+		{"ingress with addresses", viaIngress, true, withAddress, nil, "True", ReasonExposed, "10.0.0.9, lb.example.com"},
+		{"no Gateway API", viaGateway, false, nil, nil, "False", ReasonGatewayAPIMissing, "install the Gateway API CRDs"},
+		{"route not created yet", viaGateway, true, nil, nil, "False", ReasonWaitingForGateway, "not been created"},
+		{"no verdict yet", viaGateway, true, nil, &gwv1.HTTPRoute{}, "False", ReasonWaitingForGateway, "no controller of Gateway infra/public"},
+		{"another gateway's verdict", viaGateway, true, nil, route(2, "other", accepted, resolved), "False", ReasonWaitingForGateway, "no controller"},
+		{"a verdict on an older generation", viaGateway, true, nil, route(3, "public", accepted, resolved), "False", ReasonWaitingForGateway, "current spec"},
+		{"not accepted", viaGateway, true, nil, route(2, "public", cond("Accepted", "False", "NotAllowedByListeners", 2)), "False", ReasonRouteNotAccepted, "NotAllowedByListeners"},
+		{"backend not resolved", viaGateway, true, nil, route(2, "public", accepted, cond("ResolvedRefs", "False", "BackendNotFound", 2)), "False", ReasonRouteRefsNotResolved, "BackendNotFound"},
+		{"accepted and resolved", viaGateway, true, nil, route(2, "public", accepted, resolved), "True", ReasonExposed, "traefik.io/gateway-controller"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := exposedCondition(exposed(tc.expose), tc.served, tc.ing, tc.route)
+			if c.Type != webappv2.ConditionExposed || string(c.Status) != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.inMessage) {
+				t.Errorf("got %s %s %q, want %s %s containing %q", c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.inMessage)
+			}
+		})
+	}
+}

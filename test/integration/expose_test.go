@@ -1,0 +1,221 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/test/testutil"
+)
+
+// gatewayAPICRDs is the Gateway API's standard HTTPRoute CRD, from the module go.mod pins.
+func gatewayAPICRDs(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	if err != nil {
+		t.Fatalf("finding the gateway-api module: %v", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
+}
+
+// installGatewayAPI installs the HTTPRoute CRD unless it is served, and waits until it is.
+func installGatewayAPI(t *testing.T) {
+	t.Helper()
+	if httpRouteServed() {
+		return
+	}
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{gatewayAPICRDs(t)}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "HTTPRoute served", func(context.Context) error {
+		if !httpRouteServed() {
+			return errors.New("not in discovery")
+		}
+		return nil
+	})
+}
+
+// uninstallGatewayAPI removes the HTTPRoute CRD (an earlier test may have installed it) and waits until it is gone.
+func uninstallGatewayAPI(t *testing.T) {
+	t.Helper()
+	if !httpRouteServed() {
+		return
+	}
+	if err := envtest.UninstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{gatewayAPICRDs(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 60*time.Second, "HTTPRoute no longer served", func(context.Context) error {
+		if httpRouteServed() {
+			return errors.New("still in discovery")
+		}
+		return nil
+	})
+}
+
+func httpRouteServed() bool {
+	d := discovery.NewDiscoveryClientForConfigOrDie(cfg)
+	list, err := d.ServerResourcesForGroupVersion("gateway.networking.k8s.io/v1")
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "httproutes" {
+			return true
+		}
+	}
+	return false
+}
+
+// exposedCond is a WebApp's Exposed condition as "Status/Reason" (or "none").
+func exposedCond(ctx context.Context, ns, name string) (string, *webappv2.WebApp, error) {
+	app := &webappv2.WebApp{}
+	if err := get(ctx, ns, name, app); err != nil {
+		return "", nil, err
+	}
+	c := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionExposed)
+	if c == nil {
+		return "none", app, nil
+	}
+	return string(c.Status) + "/" + c.Reason, app, nil
+}
+
+// TestExposeThroughIngressAndAGatewayAPIInstalledLater: with no Gateway API in the cluster the operator starts,
+// exposes a WebApp through an Ingress (Exposed once the controller publishes an address), and tells a WebApp that
+// asks for a Gateway that HTTPRoute is not served; once the HTTPRoute CRD is installed, with no restart, it applies
+// the route, and Exposed follows the Gateway's verdict in the route's status. At rest neither costs a write;
+// removing expose removes the route.
+func TestExposeThroughIngressAndAGatewayAPIInstalledLater(t *testing.T) {
+	uninstallGatewayAPI(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	op := startOperator(t, ns, time.Second)
+	hosts := []webappv2.Hostname{"shop.example.com"}
+	for name, e := range map[string]*webappv2.Expose{
+		"via-ingress": {Hosts: hosts, Paths: []webappv2.PathPrefix{"/api"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}, TLS: &webappv2.ExposeTLS{SecretName: "shop-tls"}},
+		"via-gateway": {Hosts: hosts, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra"}},
+	} {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: webappv2.WebAppSpec{Image: "nginx", Expose: e}}
+		if err := k8s.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The Ingress: its rules, the URL, and Exposed waiting for the controller's address.
+	testutil.Eventually(t, 30*time.Second, "the Ingress and its WebApp's status", func(ctx context.Context) error {
+		ing := &networkingv1.Ingress{}
+		if err := get(ctx, ns, "via-ingress", ing); err != nil {
+			return err
+		}
+		if r := ing.Spec.Rules; len(r) != 1 || r[0].Host != "shop.example.com" || r[0].HTTP.Paths[0].Path != "/api" || ing.Spec.TLS[0].SecretName != "shop-tls" {
+			return fmt.Errorf("ingress spec %+v", ing.Spec)
+		}
+		cond, app, err := exposedCond(ctx, ns, "via-ingress")
+		if err == nil && (cond != "False/WaitingForAddress" || app.Status.URL != "https://shop.example.com/api") {
+			err = fmt.Errorf("exposed %s, url %q", cond, app.Status.URL)
+		}
+		return err
+	})
+	// The Ingress controller publishes its address.
+	ing := &networkingv1.Ingress{}
+	if err := get(ctx, ns, "via-ingress", ing); err != nil {
+		t.Fatal(err)
+	}
+	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "10.0.0.9"}}
+	if err := k8s.Status().Update(ctx, ing); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "Exposed with the Ingress's address", func(ctx context.Context) error {
+		cond, _, err := exposedCond(ctx, ns, "via-ingress")
+		if err == nil && cond != "True/Exposed" {
+			err = fmt.Errorf("exposed %s", cond)
+		}
+		return err
+	})
+	// No Gateway API: said so; nothing else is affected (the Ingress WebApp above converged meanwhile).
+	testutil.Eventually(t, 30*time.Second, "GatewayAPINotInstalled", func(ctx context.Context) error {
+		cond, _, err := exposedCond(ctx, ns, "via-gateway")
+		if err == nil && cond != "False/GatewayAPINotInstalled" {
+			err = fmt.Errorf("exposed %s", cond)
+		}
+		return err
+	})
+
+	// The Gateway API is installed: the route appears without a restart.
+	installed := time.Now()
+	installGatewayAPI(t)
+	route := &gwv1.HTTPRoute{}
+	testutil.Eventually(t, 60*time.Second, "the HTTPRoute", func(ctx context.Context) error {
+		if err := get(ctx, ns, "via-gateway", route); err != nil {
+			return err
+		}
+		if p := route.Spec.ParentRefs; len(p) != 1 || p[0].Name != "public" || string(*p[0].Namespace) != "infra" || route.Spec.Hostnames[0] != "shop.example.com" {
+			return fmt.Errorf("route spec %+v", route.Spec)
+		}
+		cond, _, err := exposedCond(ctx, ns, "via-gateway")
+		if err == nil && cond != "False/WaitingForGateway" {
+			err = fmt.Errorf("exposed %s", cond)
+		}
+		return err
+	})
+	t.Logf("HTTPRoute applied %.1fs after the CRD's install began", time.Since(installed).Seconds())
+	// The Gateway's controller accepts it.
+	infra := gwv1.Namespace("infra")
+	route.Status.Parents = []gwv1.RouteParentStatus{{ParentRef: gwv1.ParentReference{Name: "public", Namespace: &infra},
+		ControllerName: "example.net/gateway", Conditions: []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()},
+			{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()},
+		}}}
+	if err := k8s.Status().Update(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "Exposed by the Gateway", func(ctx context.Context) error {
+		cond, app, err := exposedCond(ctx, ns, "via-gateway")
+		if err == nil && (cond != "True/Exposed" || app.Status.URL != "http://shop.example.com/") {
+			err = fmt.Errorf("exposed %s, url %q", cond, app.Status.URL)
+		}
+		return err
+	})
+
+	// At rest: no write, and none after a restart.
+	waitResyncs(t, 3, 30*time.Second)
+	op.writes.take()
+	waitResyncs(t, 3, 30*time.Second)
+	if w := op.writes.take(); len(w) != 0 {
+		t.Errorf("%d writes at rest: %q", len(w), w)
+	}
+	restartCostsNoWrites(t, op, ns)
+
+	// expose removed: the route goes, and so does the condition; the URL is the Service's again.
+	app := &webappv2.WebApp{}
+	if err := get(ctx, ns, "via-gateway", app); err != nil {
+		t.Fatal(err)
+	}
+	app.Spec.Expose = nil
+	if err := k8s.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the route gone, and the condition", func(ctx context.Context) error {
+		if err := get(ctx, ns, "via-gateway", &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("route still there (%w)", err)
+		}
+		cond, app, err := exposedCond(ctx, ns, "via-gateway")
+		if err == nil && (cond != "none" || app.Status.URL != "http://via-gateway."+ns+".svc:80" || len(app.Status.URLs) != 0) {
+			err = fmt.Errorf("exposed %s, url %q %v", cond, app.Status.URL, app.Status.URLs)
+		}
+		return err
+	})
+}
