@@ -21,6 +21,10 @@ const (
 // MetricsServerImage is metrics-server, built by test/images/build.sh from the module test/tools/metrics-server pins.
 const MetricsServerImage = "webapp-test/metrics-server:1"
 
+// TraefikImage is Traefik, the Gateway API implementation and Ingress controller of the exposure test, built by
+// test/images/build.sh from its module.
+const TraefikImage = "webapp-test/traefik:1"
+
 // BuildImages builds the real node's images (the operator's from the project's Dockerfile, the test web app, the
 // pause image) with test/images/build.sh into dir and returns the image tarballs. It runs outside the node's
 // namespace: the builds fetch Go modules.

@@ -6,6 +6,8 @@
 #   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
 #   webapp-test/metrics-server:1  metrics-server, built from its Go module (test/tools/metrics-server) on the
 #                                 distroless stand-in, as its own image is
+#   webapp-test/traefik:1         Traefik (TRAEFIK_VERSION), the Gateway API implementation and Ingress controller
+#                                 of the exposure tests, built from its Go module on the distroless stand-in
 #   registry.k8s.io/pause:3.10    the pod sandbox (test/images/pause)
 # No base image can be pulled here, so the Dockerfile's two base images are stand-ins made on this machine:
 #   golang:1.26                       this machine's Go toolchain + busybox's shell + CA certificates
@@ -130,6 +132,17 @@ printf 'FROM gcr.io/distroless/static:nonroot\nCOPY metrics-server /metrics-serv
 docker build -q --network=host -t webapp-test/metrics-server:1 "$tmp/ctx-metrics-server" >/dev/null
 log "metrics-server image built"
 
+# Traefik, built in its own module's directory: its go.mod replaces modules, so it cannot be a tool of another
+# module; its go.sum checks every dependency. The compile is cached like any other.
+TRAEFIK_VERSION=v3.6.12
+traefik_dir=$(go mod download -json "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+mkdir -p "$tmp/ctx-traefik"
+(cd "$traefik_dir" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" \
+  -o "$tmp/ctx-traefik/traefik" ./cmd/traefik)
+printf 'FROM gcr.io/distroless/static:nonroot\nCOPY traefik /traefik\nENTRYPOINT ["/traefik"]\n' >"$tmp/ctx-traefik/Dockerfile"
+docker build -q --network=host -t webapp-test/traefik:1 "$tmp/ctx-traefik" >/dev/null
+log "traefik image built"
+
 # The operator before v2 (the last commit without it), for the upgrade test: its manager built with this machine's
 # Go from that commit's tree, on the distroless stand-in.
 before=${WEBAPP_UPGRADE_FROM:-0e58b1c93562e0042664b93e630c7ab1b0a6e29b}
@@ -144,7 +157,7 @@ log "operator image before v2 ($before) built"
 make -C "$root" --no-print-directory docker-build IMG=webapp-operator:dev DOCKER_BUILD_ARGS="--network=host -q" >&2
 log "operator image built"
 
-for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 registry.k8s.io/pause:3.10; do
+for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 webapp-test/traefik:1 registry.k8s.io/pause:3.10; do
   file="$out/$(echo "$img" | tr '/:' '__').tar"
   docker save -o "$file" "$img"
   echo "$file"

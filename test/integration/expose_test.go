@@ -190,6 +190,35 @@ func TestExposeThroughIngressAndAGatewayAPIInstalledLater(t *testing.T) {
 		return err
 	})
 
+	// Drift on either child (an edit of a field we own) is repaired.
+	ing = &networkingv1.Ingress{}
+	if err := get(ctx, ns, "via-ingress", ing); err != nil {
+		t.Fatal(err)
+	}
+	ing.Spec.Rules[0].Host = "elsewhere.example.com"
+	if err := k8s.Update(ctx, ing); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(ctx, ns, "via-gateway", route); err != nil {
+		t.Fatal(err)
+	}
+	route.Spec.Hostnames = []gwv1.Hostname{"elsewhere.example.com"}
+	if err := k8s.Update(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "both children repaired", func(ctx context.Context) error {
+		if err := get(ctx, ns, "via-ingress", ing); err != nil {
+			return err
+		}
+		if err := get(ctx, ns, "via-gateway", route); err != nil {
+			return err
+		}
+		if ing.Spec.Rules[0].Host != "shop.example.com" || len(route.Spec.Hostnames) != 1 || route.Spec.Hostnames[0] != "shop.example.com" {
+			return fmt.Errorf("ingress host %s, route hostnames %v", ing.Spec.Rules[0].Host, route.Spec.Hostnames)
+		}
+		return nil
+	})
+
 	// At rest: no write, and none after a restart.
 	waitResyncs(t, 3, 30*time.Second)
 	op.writes.take()

@@ -31,14 +31,20 @@ type reply struct {
 // get sends one GET on a new connection (so kube-proxy picks an endpoint each time) and returns the status and
 // body. Only ever called inside the node's namespace (TestMain runs the tests nowhere else).
 func get(url, token string) (int, string, error) {
-	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
-		DisableKeepAlives: true,
-		// The operator's metrics certificate is self-signed, as controller-runtime makes it without a cert dir.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above; the token is what is tested
-	}}
+	// The operator's metrics certificate is self-signed, as controller-runtime makes it without a cert dir.
+	return request(url, "", token, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // see above; the token is what is tested
+}
+
+// request sends one GET of url on a new connection, naming host (when not empty) with a bearer token (when not
+// empty), with TLS configured by tlsConfig for https.
+func request(url, host, token string, tlsConfig *tls.Config) (int, string, error) {
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}}
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
+	}
+	if host != "" {
+		req.Host = host
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

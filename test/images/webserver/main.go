@@ -1,6 +1,7 @@
-// Command webserver is the real node's test web app: it answers GET / with who served the request (pod name, uid,
-// the GREETING environment variable), GET /healthz with 200, or 500 with --fail-healthz, and GET /burn?ms=N by
-// spinning on a CPU for N milliseconds (at most 10 s), the load of the autoscaling test.
+// Command webserver is the real node's test web app: it answers GET /healthz with 200, or 500 with --fail-healthz;
+// GET /burn?ms=N by spinning on a CPU for N milliseconds (at most 10 s), the load of the autoscaling test; and a GET
+// of any other path (a gateway's path prefix included) with who served the request (pod name, uid, the GREETING
+// environment variable).
 package main
 
 import (
@@ -29,7 +30,7 @@ func main() {
 	me := reply{Hostname: host, UID: os.Getuid(), GID: os.Getgid(), Greeting: os.Getenv("GREETING")}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(me)
 	})
