@@ -48,16 +48,20 @@ func (s *servedAPIs) check(ctx context.Context) bool {
 			all = false
 			continue
 		}
+		// Served first, so what onServed starts (a resync) counts the kind in.
+		s.mu.Lock()
+		s.served[c.kind] = true
+		s.mu.Unlock()
 		if s.onServed != nil {
 			if err := s.onServed(ctx, c); err != nil {
 				log.FromContext(ctx).Error(err, "watching a kind the API server now serves", "kind", c.kind)
+				s.mu.Lock()
+				delete(s.served, c.kind)
+				s.mu.Unlock()
 				all = false
 				continue
 			}
 		}
-		s.mu.Lock()
-		s.served[c.kind] = true
-		s.mu.Unlock()
 		log.FromContext(ctx).Info("the API server serves this kind of child: watching and writing it", "kind", c.kind, "apiVersion", c.apiVersion)
 	}
 	return all

@@ -28,13 +28,18 @@ import (
 func CacheOptions(namespace string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	all := labels.Everything()
+	namespaces := cache.ByObject{Label: all, Transform: slimMetadata}
+	if namespace != "" {
+		// Namespaces are cluster-scoped: only ours is watched (RBAC can grant list and watch of that one by name).
+		namespaces.Field = fields.OneTermEqualSelector("metadata.name", namespace)
+	}
 	o := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&webappv2.WebApp{}:            {Label: all, Transform: onlyOurFields},
 			metadataOnly("ConfigMap"):     {Label: all, Transform: slimMetadata},
 			metadataOnly("Secret"):        {Label: all, Transform: slimMetadata},
 			metadataOnly("ResourceQuota"): {Label: all, Transform: slimMetadata},
-			metadataOnly("Namespace"):     {Label: all, Transform: slimMetadata},
+			metadataOnly("Namespace"):     namespaces,
 		},
 		// A kind of child whose API may be installed after the start (HTTPRoute) cannot be listed here (the cache
 		// refuses a kind the server does not serve): its informer, made when it is first read, gets these, like
@@ -51,8 +56,6 @@ func CacheOptions(namespace string) cache.Options {
 	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
 	if namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
-		// Namespaces are cluster-scoped: only ours is watched (RBAC can grant list and watch of that one by name).
-		o.ByObject[metadataOnly("Namespace")] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", namespace), Transform: slimMetadata}
 	}
 	return o
 }

@@ -124,12 +124,15 @@ func exposedURLs(app *webappv2.WebApp) []string {
 
 // exposedCondition (for a WebApp with spec.expose) says whether app is reachable from outside as spec.expose asks: for an Ingress, once its
 // controller has published an address; for an HTTPRoute, the Gateway's verdict in the route's status (Accepted and
-// ResolvedRefs of the parent that is ours to name). served says whether the cluster serves HTTPRoute; obj is the
-// child as observed (nil when missing or unknown).
-func exposedCondition(app *webappv2.WebApp, served bool, ing *networkingv1.Ingress, route *gwv1.HTTPRoute) metav1.Condition {
+// ResolvedRefs of the parent that is ours to name). served says whether the cluster serves HTTPRoute; ing and
+// route are the children as observed (nil when missing or unknown); err is the failure to write this spec's one
+// (then what the old one says is not this spec's).
+func exposedCondition(app *webappv2.WebApp, served bool, ing *networkingv1.Ingress, route *gwv1.HTTPRoute, err error) metav1.Condition {
 	c := metav1.Condition{Type: webappv2.ConditionExposed, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation}
 	e := app.Spec.Expose
 	switch {
+	case err != nil && (e.Ingress != nil || served):
+		c.Reason, c.Message = applyErrorReason(err), "this spec's route was not applied: "+truncate(err.Error())
 	case e.Ingress != nil && ing == nil:
 		c.Reason, c.Message = ReasonWaitingForAddress, "the Ingress has not been created yet"
 	case e.Ingress != nil:
@@ -165,18 +168,21 @@ func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.Conditi
 	}
 	name := ns + "/" + gw.Name
 	for _, p := range route.Status.Parents {
+		// The parent as we name it: a Gateway (the defaults), in its namespace, at our listener (or none).
+		ref := p.ParentRef
 		pns := app.Namespace
-		if p.ParentRef.Namespace != nil {
-			pns = string(*p.ParentRef.Namespace)
+		if ref.Namespace != nil {
+			pns = string(*ref.Namespace)
 		}
-		if string(p.ParentRef.Name) != gw.Name || pns != ns {
+		if string(ref.Name) != gw.Name || pns != ns || ref.Group != nil && *ref.Group != gatewayGroup || ref.Kind != nil && *ref.Kind != "Gateway" ||
+			string(ptrOr(ref.SectionName)) != gw.SectionName {
 			continue
 		}
 		// Only the conditions of the route's current generation count.
 		accepted := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
 		resolved := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionResolvedRefs))
 		switch {
-		case accepted == nil || accepted.ObservedGeneration < route.Generation:
+		case accepted == nil || accepted.ObservedGeneration < route.Generation || resolved != nil && resolved.ObservedGeneration < route.Generation:
 			return metav1.ConditionFalse, ReasonWaitingForGateway, fmt.Sprintf("Gateway %s has not judged the HTTPRoute's current spec yet", name)
 		case accepted.Status != metav1.ConditionTrue:
 			return metav1.ConditionFalse, ReasonRouteNotAccepted, fmt.Sprintf("Gateway %s does not accept the HTTPRoute: %s: %s", name, accepted.Reason, accepted.Message)
@@ -186,4 +192,13 @@ func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.Conditi
 		return metav1.ConditionTrue, ReasonExposed, fmt.Sprintf("Gateway %s accepted the HTTPRoute (controller %s)", name, p.ControllerName)
 	}
 	return metav1.ConditionFalse, ReasonWaitingForGateway, fmt.Sprintf("no controller of Gateway %s has reported on the HTTPRoute yet (is the Gateway there, and does it allow routes from namespace %s?)", name, app.Namespace)
+}
+
+// ptrOr is *p, or the zero value for nil.
+func ptrOr[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -156,24 +157,27 @@ func TestExposedCondition(t *testing.T) {
 		served         bool
 		ing            *networkingv1.Ingress
 		route          *gwv1.HTTPRoute
+		err            error
 		status, reason string
 		inMessage      string
 	}{
-		{"ingress not created yet", viaIngress, true, nil, nil, "False", ReasonWaitingForAddress, "not been created"},
-		{"ingress without an address", viaIngress, true, &networkingv1.Ingress{}, nil, "False", ReasonWaitingForAddress, `class "traefik" has not published`},
-		{"ingress with addresses", viaIngress, true, withAddress, nil, "True", ReasonExposed, "10.0.0.9, lb.example.com"},
-		{"no Gateway API", viaGateway, false, nil, nil, "False", ReasonGatewayAPIMissing, "install the Gateway API CRDs"},
-		{"route not created yet", viaGateway, true, nil, nil, "False", ReasonWaitingForGateway, "not been created"},
-		{"no verdict yet", viaGateway, true, nil, &gwv1.HTTPRoute{}, "False", ReasonWaitingForGateway, "no controller of Gateway infra/public"},
-		{"another gateway's verdict", viaGateway, true, nil, route(2, "other", accepted, resolved), "False", ReasonWaitingForGateway, "no controller"},
-		{"a verdict on an older generation", viaGateway, true, nil, route(3, "public", accepted, resolved), "False", ReasonWaitingForGateway, "current spec"},
-		{"not accepted", viaGateway, true, nil, route(2, "public", cond("Accepted", "False", "NotAllowedByListeners", 2)), "False", ReasonRouteNotAccepted, "NotAllowedByListeners"},
-		{"backend not resolved", viaGateway, true, nil, route(2, "public", accepted, cond("ResolvedRefs", "False", "BackendNotFound", 2)), "False", ReasonRouteRefsNotResolved, "BackendNotFound"},
-		{"accepted and resolved", viaGateway, true, nil, route(2, "public", accepted, resolved), "True", ReasonExposed, "traefik.io/gateway-controller"},
+		{"ingress not created yet", viaIngress, true, nil, nil, nil, "False", ReasonWaitingForAddress, "not been created"},
+		{"ingress without an address", viaIngress, true, &networkingv1.Ingress{}, nil, nil, "False", ReasonWaitingForAddress, `class "traefik" has not published`},
+		{"ingress with addresses", viaIngress, true, withAddress, nil, nil, "True", ReasonExposed, "10.0.0.9, lb.example.com"},
+		{"no Gateway API", viaGateway, false, nil, nil, nil, "False", ReasonGatewayAPIMissing, "install the Gateway API CRDs"},
+		{"route not created yet", viaGateway, true, nil, nil, nil, "False", ReasonWaitingForGateway, "not been created"},
+		{"no verdict yet", viaGateway, true, nil, &gwv1.HTTPRoute{}, nil, "False", ReasonWaitingForGateway, "no controller of Gateway infra/public"},
+		{"another gateway's verdict", viaGateway, true, nil, route(2, "other", accepted, resolved), nil, "False", ReasonWaitingForGateway, "no controller"},
+		{"a verdict on an older generation", viaGateway, true, nil, route(3, "public", accepted, resolved), nil, "False", ReasonWaitingForGateway, "current spec"},
+		{"not accepted", viaGateway, true, nil, route(2, "public", cond("Accepted", "False", "NotAllowedByListeners", 2)), nil, "False", ReasonRouteNotAccepted, "NotAllowedByListeners"},
+		{"backend not resolved", viaGateway, true, nil, route(2, "public", accepted, cond("ResolvedRefs", "False", "BackendNotFound", 2)), nil, "False", ReasonRouteRefsNotResolved, "BackendNotFound"},
+		{"accepted and resolved", viaGateway, true, nil, route(2, "public", accepted, resolved), nil, "True", ReasonExposed, "traefik.io/gateway-controller"},
+		{"this spec's route refused", viaGateway, true, nil, route(2, "public", accepted, resolved), errors.New("HTTPRoute.gateway.networking.k8s.io \"shop\" is invalid"), "False", ReasonReconcileError, "was not applied"},
+		{"another listener's verdict", webappv2.Expose{Hosts: viaGateway.Hosts, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra", SectionName: "https"}}, true, nil, route(2, "public", accepted, resolved), nil, "False", ReasonWaitingForGateway, "no controller"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := exposedCondition(exposed(tc.expose), tc.served, tc.ing, tc.route)
+			c := exposedCondition(exposed(tc.expose), tc.served, tc.ing, tc.route, tc.err)
 			if c.Type != webappv2.ConditionExposed || string(c.Status) != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.inMessage) {
 				t.Errorf("got %s %s %q, want %s %s containing %q", c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.inMessage)
 			}

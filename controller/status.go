@@ -53,6 +53,7 @@ type observation struct {
 	routeServed bool
 	ingress     *networkingv1.Ingress
 	route       *gwv1.HTTPRoute
+	exposeErr   error // the failure to write this spec's Ingress or HTTPRoute
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -94,7 +95,7 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	// Where the app is: its first exposed URL, or the Service inside the cluster.
 	if urls := exposedURLs(app); len(urls) > 0 {
 		st.WithURL(urls[0]).WithURLs(urls...).
-			WithConditions(conditionApply(cur, exposedCondition(app, obs.routeServed, obs.ingress, obs.route), now))
+			WithConditions(conditionApply(cur, exposedCondition(app, obs.routeServed, obs.ingress, obs.route, obs.exposeErr), now))
 	} else {
 		st.WithURL(serviceURL(app))
 	}

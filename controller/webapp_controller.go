@@ -181,6 +181,7 @@ func (c childrenOutcome) observation() observation {
 	// The exposing children, for the Exposed condition.
 	obs.ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
 	obs.route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
+	obs.exposeErr = errors.Join(c.errs["Ingress"], c.errs["HTTPRoute"])
 	return obs
 }
 

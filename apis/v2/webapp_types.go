@@ -176,17 +176,20 @@ type Expose struct {
 	TLS *ExposeTLS `json:"tls,omitempty"`
 }
 
-// Hostname is a DNS name, lowercase, optionally with a leading "*." wildcard label.
+// Hostname is a DNS name, lowercase, optionally with a leading "*." wildcard label; not an IP address.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+){3}$')",message="a host must be a DNS name, not an IP address"
 // +kubebuilder:validation:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 type Hostname string
 
-// PathPrefix is an absolute URL path without query or fragment.
+// PathPrefix is an absolute URL path without query or fragment; a "%" starts an escape of two hex digits, and an
+// escaped "/" (%2F) is refused, as the Ingress and HTTPRoute APIs do.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=1024
-// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$`
+// +kubebuilder:validation:Pattern=`^/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*$`
 // +kubebuilder:validation:XValidation:rule="!self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/..') && !self.endsWith('/.')",message="a path must not contain '//' or '.' and '..' segments"
+// +kubebuilder:validation:XValidation:rule="!self.lowerAscii().contains('%2f')",message="a path must not contain an escaped '/' (%2F)"
 type PathPrefix string
 
 // GatewayRef names a Gateway (gateway.networking.k8s.io/v1).

@@ -349,19 +349,24 @@ func (g *gen) webAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	return hub, spoke
 }
 
-// expose draws spec.expose in every accepted form: one to 16 hosts (wildcards among them), no paths or several,
+// expose draws spec.expose in every accepted form: one to three hosts, or 16 (wildcards among them), up to three
+// paths (escapes and every allowed character among them),
 // through a Gateway (in the namespace or another, with a listener or none) or an Ingress (with TLS or none).
 func (g *gen) expose() *webappv2.Expose {
 	e := &webappv2.Expose{}
-	for i := range 1 + g.intn(3) {
+	n := 1 + g.intn(3)
+	if g.chance(0.1) {
+		n = 16 // the most
+	}
+	for i := range n {
 		h := webappv2.Hostname(fmt.Sprintf("%s%d.example.com", g.word(), i))
 		if g.chance(0.2) {
 			h = "*." + h
 		}
 		e.Hosts = append(e.Hosts, h)
 	}
-	for i := range g.intn(3) {
-		e.Paths = append(e.Paths, webappv2.PathPrefix(g.pick("/", "/api", "/v1/", "/static/assets", "/a-b_c.d~e")+fmt.Sprint(i)))
+	for i := range g.intn(4) {
+		e.Paths = append(e.Paths, webappv2.PathPrefix(g.pick("/", "/api", "/v1/", "/static/assets", "/a-b_c.d~e", "/%41%7e", "/$x;y=1,z@:+!*'()&")+fmt.Sprint(i)))
 	}
 	if g.chance(0.5) {
 		e.Ingress = &webappv2.IngressRef{ClassName: g.pick("traefik", "nginx", "internal.example.com")}

@@ -87,6 +87,17 @@ func TestV2RefusesInItsOwnTerms(t *testing.T) {
 		{"probe twice", webappv2.WebAppSpec{Image: "x", Container: webappv2.ContainerSpec{HealthCheckPath: "/h", ReadinessProbe: ptrProbe()}}, "set container.healthCheckPath or container.readinessProbe, not both"},
 		{"replicas zero", webappv2.WebAppSpec{Image: "x", Replicas: ptr.To(int32(0))}, "spec.replicas"},
 		{"own pod label", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "pod.labels must not set"},
+		{"expose both ways", webappv2.WebAppSpec{Image: "x", Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"},
+			Gateway: &webappv2.GatewayRef{Name: "gw"}, Ingress: &webappv2.IngressRef{ClassName: "c"}}}, "expose needs exactly one of gateway"},
+		{"expose neither way", webappv2.WebAppSpec{Image: "x", Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}}}, "expose needs exactly one of gateway"},
+		{"TLS with a gateway", webappv2.WebAppSpec{Image: "x", Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"},
+			Gateway: &webappv2.GatewayRef{Name: "gw"}, TLS: &webappv2.ExposeTLS{SecretName: "s"}}}, "expose.tls is for an Ingress"},
+		{"an IP as host", webappv2.WebAppSpec{Image: "x", Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"10.0.0.1"}, Ingress: &webappv2.IngressRef{ClassName: "c"}}}, "not an IP address"},
+		{"an escaped slash", webappv2.WebAppSpec{Image: "x", Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Paths: []webappv2.PathPrefix{"/a%2Fb"},
+			Ingress: &webappv2.IngressRef{ClassName: "c"}}}, "escaped '/'"},
+		{"a bad escape", webappv2.WebAppSpec{Image: "x", Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Paths: []webappv2.PathPrefix{"/a%zz"},
+			Ingress: &webappv2.IngressRef{ClassName: "c"}}}, "spec.expose.paths[0]"},
+		{"no host", webappv2.WebAppSpec{Image: "x", Expose: &webappv2.Expose{Ingress: &webappv2.IngressRef{ClassName: "c"}}}, "spec.expose.hosts"},
 	}
 	for i, tc := range cases {
 		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bad-%d", i)}, Spec: tc.spec}
