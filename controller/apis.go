@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -85,19 +86,9 @@ func (s *servedAPIs) serves(c childKind) bool {
 // Start asks again every servedAPIsRecheck until every kind is served (a manager.Runnable, leader only like the
 // controller whose watches it adds).
 func (s *servedAPIs) Start(ctx context.Context) error {
-	if s.check(ctx) {
-		return nil
-	}
-	tick := time.NewTicker(servedAPIsRecheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			if s.check(ctx) {
-				return nil
-			}
-		}
-	}
+	// Polled until every kind is served, or the manager stops (not an error).
+	_ = wait.PollUntilContextCancel(ctx, servedAPIsRecheck, true, func(ctx context.Context) (bool, error) {
+		return s.check(ctx), nil
+	})
+	return nil
 }

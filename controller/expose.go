@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
@@ -175,7 +176,7 @@ func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.Conditi
 			pns = string(*ref.Namespace)
 		}
 		if string(ref.Name) != gw.Name || pns != ns || ref.Group != nil && *ref.Group != gatewayGroup || ref.Kind != nil && *ref.Kind != "Gateway" ||
-			string(ptrOr(ref.SectionName)) != gw.SectionName {
+			string(ptr.Deref(ref.SectionName, "")) != gw.SectionName {
 			continue
 		}
 		// Only the conditions of the route's current generation count.
@@ -192,13 +193,4 @@ func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.Conditi
 		return metav1.ConditionTrue, ReasonExposed, fmt.Sprintf("Gateway %s accepted the HTTPRoute (controller %s)", name, p.ControllerName)
 	}
 	return metav1.ConditionFalse, ReasonWaitingForGateway, fmt.Sprintf("no controller of Gateway %s has reported on the HTTPRoute yet (is the Gateway there, and does it allow routes from namespace %s?)", name, app.Namespace)
-}
-
-// ptrOr is *p, or the zero value for nil.
-func ptrOr[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }

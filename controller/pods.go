@@ -169,15 +169,42 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) (po
 	if r.podWatch != nil {
 		return r.podWatch.pods(ctx, client.ObjectKeyFromObject(app), client.MatchingLabels(selectorLabels(app)))
 	}
+	pods, err := listPods(ctx, r.Client, app.Namespace, client.MatchingLabels(selectorLabels(app)))
+	return pods, err == nil
+}
+
+// listPods lists the pods of namespace that selector matches, as pointers into the list.
+func listPods(ctx context.Context, reader client.Reader, namespace string, selector client.MatchingLabels) ([]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(app.Namespace), client.MatchingLabels(selectorLabels(app))); err != nil {
-		return nil, false
+	if err := reader.List(ctx, list, client.InNamespace(namespace), selector); err != nil {
+		return nil, err
 	}
-	pods = make([]*corev1.Pod, len(list.Items))
+	pods := make([]*corev1.Pod, len(list.Items))
 	for i := range list.Items {
 		pods[i] = &list.Items[i]
 	}
-	return pods, true
+	return pods, nil
+}
+
+// observePods adds to obs what app's pods say (their trouble, the failed probes of those that run unready) and
+// returns when to look again (0: no need). Pods tell more than the Deployment only while its rollout is not
+// complete: only then are they watched.
+func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp, obs *observation) time.Duration {
+	needed := needsPods(app, *obs)
+	r.watchPods(ctx, client.ObjectKeyFromObject(app), needed)
+	var known bool
+	obs.pods, known = r.podsOf(ctx, app)
+	var wait time.Duration
+	obs.probes, wait = r.probeFailures(ctx, app.Namespace, obs.pods)
+	if needed && !known {
+		// The watch is not running yet, or still lists them: the trouble the status says stays until they are
+		// known (a restart must not report a crash loop as progressing for a second, with two writes).
+		obs.lastTrouble = reportedTrouble(app)
+		if r.podWatch != nil && r.podWatch.listing() {
+			wait = podsRecheck
+		}
+	}
+	return wait
 }
 
 // needsPods: app's Deployment is not rolled out, so its pods may say why (a rolled-out one has every pod ready,

@@ -194,15 +194,8 @@ func (w *podWatch) pods(ctx context.Context, key client.ObjectKey, selector clie
 	}
 	// An informer without one store (a cache of several namespaces): listed through the cache, which the lock
 	// keeps from being stopped meanwhile.
-	list := &corev1.PodList{}
-	if err := w.cache.List(ctx, list, client.InNamespace(key.Namespace), selector); err != nil {
-		return nil, false
-	}
-	pods = make([]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = &list.Items[i]
-	}
-	return pods, true
+	pods, err := listPods(ctx, w.cache, key.Namespace, selector)
+	return pods, err == nil
 }
 
 // indexPodByWebApp indexes a pod of ours by its WebApp ("namespace/name").

@@ -262,12 +262,7 @@ func progressingCondition(app *webappv2.WebApp, r rollout) metav1.Condition {
 // maxMessage is the longest condition message the API accepts.
 const maxMessage = 32768
 
-func truncate(msg string) string {
-	if len(msg) <= maxMessage {
-		return msg
-	}
-	return msg[:maxMessage-3] + "..."
-}
+func truncate(msg string) string { return truncateTo(msg, maxMessage) }
 
 // applyErrorReason names the kind of failure of a write, for the conditions' reason.
 func applyErrorReason(err error) string {

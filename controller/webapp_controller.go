@@ -126,21 +126,7 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 	}
 	obs := kids.observation()
 	obs.routeServed = r.apis.isServed(*childKindOf("HTTPRoute"))
-	// Pods tell more than the Deployment only while its rollout is not complete: only then are they watched.
-	needed := needsPods(app, obs)
-	r.watchPods(ctx, key, needed)
-	var known bool
-	obs.pods, known = r.podsOf(ctx, app)
-	var podsWait time.Duration
-	obs.probes, podsWait = r.probeFailures(ctx, app.Namespace, obs.pods)
-	if needed && !known {
-		// The watch is not running yet, or still lists them: the trouble the status says stays until they are
-		// known (a restart must not report a crash loop as progressing for a second, with two writes).
-		obs.lastTrouble = reportedTrouble(app)
-		if r.podWatch != nil && r.podWatch.listing() {
-			podsWait = podsRecheck
-		}
-	}
+	podsWait := r.observePods(ctx, app, &obs)
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {

@@ -69,3 +69,16 @@ func KwokStages() []string {
 	}
 	return files
 }
+
+// ModuleDir is the directory, in the module cache, of module at the version the go.mod in goModDir requires. It is
+// read offline: the module was downloaded for a build, and the real node's namespace reaches no proxy.
+func ModuleDir(goModDir, module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = goModDir
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("finding module %s from %s: %w", module, goModDir, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

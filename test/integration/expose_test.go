@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,17 +17,18 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/test/cluster"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
 // gatewayAPICRDs is the Gateway API's standard HTTPRoute CRD, from the module go.mod pins.
 func gatewayAPICRDs(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	module, err := cluster.ModuleDir(cluster.RepoRoot(), "sigs.k8s.io/gateway-api")
 	if err != nil {
-		t.Fatalf("finding the gateway-api module: %v", err)
+		t.Fatal(err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
+	return filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
 }
 
 // installGatewayAPI installs the HTTPRoute CRD unless it is served, and waits until it is.

@@ -117,17 +117,14 @@ func ourDeploymentWrite(t *testing.T, name string) string {
 // here, from the module test/tools/metrics-server pins, and waits until the metrics API answers with the node's use.
 func deployMetricsServer(t *testing.T) {
 	t.Helper()
-	// The module was downloaded for the image's build: listed offline, from the module cache.
-	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/metrics-server")
-	list.Dir = filepath.Join(cluster.RepoRoot(), "test", "tools", "metrics-server")
-	list.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod")
-	out, err := list.Output()
+	// The module was downloaded for the image's build.
+	module, err := cluster.ModuleDir(filepath.Join(cluster.RepoRoot(), "test", "tools", "metrics-server"), "sigs.k8s.io/metrics-server")
 	if err != nil {
-		t.Fatalf("finding metrics-server's module: %v", err)
+		t.Fatal(err)
 	}
 	// Kustomize reads bases below its own directory only: a copy of the module's manifests goes there.
 	dir := t.TempDir()
-	if out, err := exec.Command("cp", "-r", filepath.Join(strings.TrimSpace(string(out)), "manifests"), filepath.Join(dir, "upstream")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-r", filepath.Join(module, "manifests"), filepath.Join(dir, "upstream")).CombinedOutput(); err != nil {
 		t.Fatalf("copying metrics-server's manifests: %v\n%s", err, out)
 	}
 	kustomization := `apiVersion: kustomize.config.k8s.io/v1beta1

@@ -13,10 +13,8 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -135,13 +133,11 @@ spec:
 // cache: the node's namespace reaches no proxy).
 func installGatewayAPI(t *testing.T) {
 	t.Helper()
-	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
-	list.Dir = cluster.RepoRoot()
-	out, err := list.Output()
+	module, err := cluster.ModuleDir(cluster.RepoRoot(), "sigs.k8s.io/gateway-api")
 	if err != nil {
-		t.Fatalf("finding the gateway-api module: %v", err)
+		t.Fatal(err)
 	}
-	kubectl(t, "apply", "--server-side", "-f", filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard"))
+	kubectl(t, "apply", "--server-side", "-f", filepath.Join(module, "config", "crd", "standard"))
 	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/httproutes.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io")
 }
 
