@@ -36,21 +36,31 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD and the RBAC ClusterRole.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD, the RBAC ClusterRole and the chart's copies of both.
 	rm -rf applyconfig
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt applyconfiguration:headerFile=hack/boilerplate.go.txt paths=./apis/...
 	$(CONTROLLER_GEN) crd output:crd:artifacts:config=manifests/crd paths=./apis/...
 	$(CONTROLLER_GEN) rbac:roleName=webapp-operator output:rbac:artifacts:config=manifests/rbac paths=./controller/...
 	go fmt ./apis/... ./applyconfig/... >/dev/null
+	@# The Helm chart's CRD and RBAC rules, from the same files as the kustomize tree's.
+	go run ./hack/genchart
 	@# The manager's dependencies, compiled by the Dockerfile in a layer that only go.mod, go.sum and this list key.
 	go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' . | grep -v '^github.com/example/webapp-operator' > hack/image-deps.txt
 
 .PHONY: verify
-verify: generate ## Fail when generated code or go.mod is stale.
+verify: verify-generated verify-chart ## Fail when generated code, go.mod or the Helm chart is stale.
+
+.PHONY: verify-generated
+verify-generated: generate
 	go mod tidy
 	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests go.mod go.sum hack/image-deps.txt)" ]; then \
 		git status --porcelain -- apis applyconfig manifests go.mod go.sum hack/image-deps.txt; git --no-pager diff --stat; \
 		echo "generated files are stale: run 'make generate' (and 'go mod tidy') and commit the result" >&2; exit 1; fi
+
+.PHONY: verify-chart
+# helm and kustomize are built from test/tools/helm on the first run (about 4 minutes) into the cache.
+verify-chart: ## Fail when the Helm chart renders other objects than the kustomize tree, fails helm lint, or its schema lets bad values through.
+	go test -count=1 ./test/chart
 
 .PHONY: fmt
 fmt: ## Run go fmt.

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -51,6 +53,7 @@ type options struct {
 	webhook                 controller.WebhookOptions
 	webhookDNSNames         string
 	migrateStorage          bool
+	migrateStorageSet       bool // given on the command line (its default is off with --namespace)
 }
 
 func main() {
@@ -71,17 +74,18 @@ func main() {
 	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", DefaultMaxConcurrentReconciles, "How many WebApps are reconciled at once.")
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "Client-side limit of requests per second to the API server, averaged (events apart); a negative value disables the client-side limit and leaves the protection to the server's API Priority and Fairness.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst of requests to the API server above --kube-api-qps.")
-	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in this namespace only (default: all namespaces).")
+	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in these namespaces only, comma-separated (default: all namespaces). Then the operator reads nothing outside them, so Roles in them are all the RBAC it needs besides the CRD's, and --migrate-storage is off (it rewrites the WebApps of every namespace).")
 	flag.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the conversion webhook's HTTPS server (every replica serves it); 0: serve none (conversion is served elsewhere).")
 	flag.StringVar(&o.webhook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the conversion webhook's tls.crt and tls.key (the certificate Secret mounted there; reloaded when it changes).")
 	flag.BoolVar(&o.webhook.Rotate, "cert-rotation", true, "Keep the conversion webhook's CA and certificate in --webhook-secret-name and the CA in the CRD's caBundle, renewing them 90 days before expiry. Off: they come from elsewhere (cert-manager).")
 	flag.StringVar(&o.webhook.SecretName, "webhook-secret-name", "webapp-operator-webhook-cert", "Secret, in the operator's namespace, of the conversion webhook's certificate.")
 	flag.StringVar(&o.webhook.ServiceName, "webhook-service-name", "webapp-operator-webhook", "Service, in the operator's namespace, through which the API server calls the conversion webhook (the certificate names it).")
 	flag.StringVar(&o.webhookDNSNames, "webhook-dns-names", "", "More DNS names for the webhook's certificate, comma-separated.")
-	flag.BoolVar(&o.migrateStorage, "migrate-storage", true, "On becoming leader, rewrite every stored WebApp at the CRD's storage version and then set the CRD's status.storedVersions to it alone.")
+	flag.BoolVar(&o.migrateStorage, "migrate-storage", true, "On becoming leader, rewrite every stored WebApp at the CRD's storage version and then set the CRD's status.storedVersions to it alone (default: on, but off with --namespace).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	flag.Visit(func(f *flag.Flag) { o.migrateStorageSet = o.migrateStorageSet || f.Name == "migrate-storage" })
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	if err := run(o); err != nil {
@@ -100,6 +104,17 @@ func run(o options) error {
 	if o.kubeAPIQPS == 0 || (o.kubeAPIQPS > 0 && o.kubeAPIBurst < 1) {
 		return errors.New("--kube-api-qps must be positive (with --kube-api-burst at least 1) or negative (no client-side limit)")
 	}
+	namespaces, err := parseNamespaces(o.namespace)
+	if err != nil {
+		return err
+	}
+	if len(namespaces) > 0 && o.migrateStorage {
+		// The migration rewrites the WebApps of every namespace: an install watching all namespaces does it.
+		if o.migrateStorageSet {
+			return errors.New("--migrate-storage rewrites the WebApps of every namespace: it cannot be on with --namespace")
+		}
+		o.migrateStorage = false
+	}
 	scheme := controller.NewScheme()
 
 	cfg, err := ctrl.GetConfig()
@@ -110,7 +125,7 @@ func run(o options) error {
 	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(o.namespace),
+		Cache:                   controller.CacheOptions(namespaces...),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -155,6 +170,7 @@ func run(o options) error {
 		Recorder:                mgr.GetEventRecorder(controller.FieldManager),
 		RequeueAfter:            o.requeueAfter,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Namespaces:              namespaces,
 	}
 	ctx := ctrl.SetupSignalHandler()
 	switch err := r.SetupWithManager(ctx, mgr); {
@@ -203,6 +219,24 @@ func metricsOptions(o options) metricsserver.Options {
 		m.FilterProvider = metricsauth.Filter
 	}
 	return m
+}
+
+// parseNamespaces splits --namespace's comma-separated list, refusing what cannot be a namespace's name.
+func parseNamespaces(flagValue string) ([]string, error) {
+	if flagValue == "" {
+		return nil, nil
+	}
+	var out []string
+	for ns := range strings.SplitSeq(flagValue, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--namespace=%q: %q is not a namespace's name: %s", flagValue, ns, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
 }
 
 func closed() chan struct{} {

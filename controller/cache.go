@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -24,22 +23,17 @@ import (
 // carry our managed-by label (a cluster with thousands of unrelated ones costs nothing); of them and of WebApps,
 // only our field manager's entries of managedFields (see onlyOurFields); of ConfigMaps, Secrets, ResourceQuotas and
 // Namespaces only name, namespace, UID and resourceVersion (a ConfigMap's or Secret's data is read when a WebApp
-// refers to it); and only one namespace's objects when namespace is set.
-func CacheOptions(namespace string) cache.Options {
+// refers to it); and only the given namespaces' objects when some are given (no Namespace at all then: a
+// Namespace is cluster-scoped, and a namespaced install has no right to read one, see WatchesNamespaces).
+func CacheOptions(namespaces ...string) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	all := labels.Everything()
-	namespaces := cache.ByObject{Label: all, Transform: slimMetadata}
-	if namespace != "" {
-		// Namespaces are cluster-scoped: only ours is watched (RBAC can grant list and watch of that one by name).
-		namespaces.Field = fields.OneTermEqualSelector("metadata.name", namespace)
-	}
 	o := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&webappv2.WebApp{}:            {Label: all, Transform: onlyOurFields},
 			metadataOnly("ConfigMap"):     {Label: all, Transform: slimMetadata},
 			metadataOnly("Secret"):        {Label: all, Transform: slimMetadata},
 			metadataOnly("ResourceQuota"): {Label: all, Transform: slimMetadata},
-			metadataOnly("Namespace"):     namespaces,
 		},
 		// A kind of child whose API may be installed after the start (HTTPRoute) cannot be listed here (the cache
 		// refuses a kind the server does not serve): its informer, made when it is first read, gets these, like
@@ -54,8 +48,13 @@ func CacheOptions(namespace string) cache.Options {
 	}
 	// The WebApps' pods (they carry our labels through the pod template), only what podTrouble reads.
 	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
-	if namespace != "" {
-		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	if len(namespaces) == 0 {
+		o.ByObject[metadataOnly("Namespace")] = cache.ByObject{Label: all, Transform: slimMetadata}
+		return o
+	}
+	o.DefaultNamespaces = map[string]cache.Config{}
+	for _, ns := range namespaces {
+		o.DefaultNamespaces[ns] = cache.Config{}
 	}
 	return o
 }

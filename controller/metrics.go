@@ -49,22 +49,35 @@ func init() {
 	metrics.Registry.MustRegister(appliesTotal, driftRepairsTotal, noopAppliesTotal, resyncsTotal, resyncEnqueuedTotal)
 }
 
-// readyCollector reports webapp_operator_webapps{ready="True|False|Unknown"} from the cache at scrape time, so the
-// figure is right after a restart and never holds WebApps that are gone.
+// readyCollector reports webapp_operator_webapps{ready="True|False|Unknown"}, and a series for each WebApp that is
+// not Ready (webapp_operator_webapp_not_ready{webapp_namespace, webapp, reason}: what an alert names), from the
+// cache at scrape time, so the figures are right after a restart and never hold WebApps that are gone. A Ready
+// WebApp has no series of its own: at rest the scrape stays as small as the count.
 type readyCollector struct {
-	reader client.Reader
-	desc   *prometheus.Desc
+	reader   client.Reader
+	desc     *prometheus.Desc
+	notReady *prometheus.Desc
 }
 
 // RegisterReadyCollector registers the gauge of WebApps by Ready status, listed from reader (the manager's cache).
 func RegisterReadyCollector(reader client.Reader) error {
-	return metrics.Registry.Register(&readyCollector{
-		reader: reader,
-		desc:   prometheus.NewDesc("webapp_operator_webapps", "WebApps by the status of their Ready condition.", []string{"ready"}, nil),
-	})
+	return metrics.Registry.Register(newReadyCollector(reader))
 }
 
-func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func newReadyCollector(reader client.Reader) *readyCollector {
+	return &readyCollector{
+		reader: reader,
+		desc:   prometheus.NewDesc("webapp_operator_webapps", "WebApps by the status of their Ready condition.", []string{"ready"}, nil),
+		notReady: prometheus.NewDesc("webapp_operator_webapp_not_ready",
+			"1 for each WebApp whose Ready condition is not True, with the condition's reason (none while it has no Ready condition).",
+			[]string{"webapp_namespace", "webapp", "reason"}, nil),
+	}
+}
+
+func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.notReady
+}
 
 func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 	list := &webappv2.WebAppList{}
@@ -78,11 +91,15 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counts := map[metav1.ConditionStatus]float64{metav1.ConditionTrue: 0, metav1.ConditionFalse: 0, metav1.ConditionUnknown: 0}
 	for i := range list.Items {
-		status := metav1.ConditionUnknown
-		if ready := meta.FindStatusCondition(list.Items[i].Status.Conditions, webappv2.ConditionReady); ready != nil {
-			status = ready.Status
+		app := &list.Items[i]
+		status, reason := metav1.ConditionUnknown, ""
+		if ready := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady); ready != nil {
+			status, reason = ready.Status, ready.Reason
 		}
 		counts[status]++
+		if status != metav1.ConditionTrue {
+			ch <- prometheus.MustNewConstMetric(c.notReady, prometheus.GaugeValue, 1, app.Namespace, app.Name, reason)
+		}
 	}
 	for status, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, n, string(status))

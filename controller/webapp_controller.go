@@ -50,6 +50,8 @@ type WebAppReconciler struct {
 	RequeueAfter time.Duration
 	// MaxConcurrentReconciles is how many WebApps are reconciled at once (1 when zero).
 	MaxConcurrentReconciles int
+	// Namespaces are the only namespaces watched (all when empty), as in CacheOptions.
+	Namespaces []string
 	// Now is the clock for condition transition times (metav1.Now when nil).
 	Now func() metav1.Time
 
@@ -519,7 +521,7 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		// Any change to a child (an edit, a deletion, a rollout's progress) reconciles its WebApp at once.
 		b = b.Owns(c.object())
 	}
-	ctl, err = b.
+	b = b.
 		// Our own status writes do not bring the WebApp back: they change neither its generation nor its metadata.
 		For(&webappv2.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
@@ -529,14 +531,18 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		WatchesRawSource(source.Channel(r.podWatch.events, &handler.EnqueueRequestForObject{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("configmap")), builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferring("secret")), builder.OnlyMetadata).
-		// A quota or namespace change may fix a denied write: the failing WebApps there are retried at once.
+		// A quota change may fix a denied write: the failing WebApps there are retried at once.
 		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.failingWebAppsIn), builder.OnlyMetadata).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.failingWebAppsIn), builder.OnlyMetadata).
 		// The periodic resync: WebApps a reconcile could decide differently for, from resyncLoop.
 		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
 		Named("webapp").
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
-		Build(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)})
+	if len(r.Namespaces) == 0 {
+		// A relabelled namespace may be what fixes a denied write (a webhook may select namespaces by label). A
+		// namespaced install cannot read Namespaces (cluster-scoped): its WebApps retry on their backoff instead.
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.failingWebAppsIn), builder.OnlyMetadata)
+	}
+	ctl, err = b.Build(r)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,16 @@ func TestUserJourney(t *testing.T) {
 		// kwok only pretends to run the pod, so the manager in it does nothing; the tests run their own below.
 		// The CRD is the harness's, with its conversion served by the test (the tree's would point it at the
 		// operator's Service, which pods kwok only pretends to run cannot serve): the rest of the tree is applied.
-		kubectl(t, "apply", "--server-side", "-k", filepath.Join(cluster.RepoRoot(), "manifests"), "-l", "app.kubernetes.io/name=webapp-operator")
+		tree := kubectl(t, "kustomize", filepath.Join(cluster.RepoRoot(), "manifests"))
+		var rest []string
+		for doc := range strings.SplitSeq(tree, "\n---\n") {
+			if !strings.Contains(doc, "\nkind: CustomResourceDefinition\n") {
+				rest = append(rest, doc)
+			}
+		}
+		if _, err := kubectlIn(strings.Join(rest, "\n---\n"), "apply", "--server-side", "-f", "-"); err != nil {
+			t.Fatal(err)
+		}
 		kubectl(t, "wait", "--for=condition=Available", "--timeout=60s", "-n", "webapp-system", "deployment/webapp-operator")
 		jsonpathEquals(t, "namespace/webapp-system", `{.metadata.labels.pod-security\.kubernetes\.io/enforce}`, "restricted")
 		kubectl(t, "delete", "-n", "webapp-system", "deployment/webapp-operator")

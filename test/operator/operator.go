@@ -38,7 +38,7 @@ func Run(t testing.TB, cfg *rest.Config, o Options) (stop func()) {
 	c.WrapTransport = o.Wrap
 	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:                 controller.NewScheme(),
-		Cache:                  controller.CacheOptions(o.Namespace),
+		Cache:                  controller.CacheOptions(namespaces(o.Namespace)...),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Each test, and each restart, builds a new manager; the controller's name is the same in all of them.
@@ -48,7 +48,7 @@ func Run(t testing.TB, cfg *rest.Config, o Options) (stop func()) {
 		t.Fatal(err)
 	}
 	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager),
-		RequeueAfter: o.Requeue, MaxConcurrentReconciles: o.Workers}
+		RequeueAfter: o.Requeue, MaxConcurrentReconciles: o.Workers, Namespaces: namespaces(o.Namespace)}
 	if err := r.SetupWithManager(context.Background(), mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -96,4 +96,12 @@ func MetricSum(t testing.TB, name string, labels map[string]string) float64 {
 		t.Fatal(err)
 	}
 	return testutil.MetricSum(families, name, labels)
+}
+
+// namespaces is the one namespace watched, or none (all).
+func namespaces(ns string) []string {
+	if ns == "" {
+		return nil
+	}
+	return []string{ns}
 }

@@ -114,7 +114,7 @@ func TestOperatorRunsFromItsOwnImageAsShipped(t *testing.T) {
 	pods := operatorPods(t, 2)
 	for _, pod := range pods {
 		got := jsonpath(t, "{.spec.containers[0].image} {.spec.containers[0].securityContext.readOnlyRootFilesystem} {.spec.containers[0].args} {.status.containerStatuses[0].ready}", "-n", operatorNS, "pod/"+pod)
-		want := `webapp-operator:dev true ["--leader-elect","--metrics-bind-address=:8443","--metrics-secure","--health-probe-bind-address=:8081","--webhook-port=9443"] true`
+		want := `webapp-operator:dev true ["--leader-elect=true","--leader-elect-lease-duration=15s","--leader-elect-renew-deadline=10s","--leader-elect-retry-period=2s","--metrics-bind-address=:8443","--metrics-secure=true","--health-probe-bind-address=:8081","--webhook-port=9443","--cert-rotation=true","--webhook-secret-name=webapp-operator-webhook-cert","--webhook-service-name=webapp-operator-webhook","--max-concurrent-reconciles=8","--kube-api-qps=200","--kube-api-burst=400","--requeue-after=30s","--migrate-storage=true","--zap-log-level=info"] true`
 		if got != want {
 			t.Fatalf("operator pod %s: got %q, want %q", pod, got, want)
 		}

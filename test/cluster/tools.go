@@ -1,0 +1,57 @@
+package cluster
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Tool is the path of a command built from one of the tool modules under test/tools (helm and kustomize from
+// test/tools/helm, promtool from test/tools/prometheus): built once per go.sum and Go version into the cache
+// outside the checkout ($WEBAPP_TOOLS_CACHE, default ~/.cache/webapp-operator/tools), reused after. Concurrent
+// callers may both build; the last rename wins, and both binaries are the same.
+func Tool(module, pkg string, tags ...string) (string, error) {
+	dir := filepath.Join(RepoRoot(), "test", "tools", module)
+	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(sum)
+	_, _ = fmt.Fprint(h, runtime.Version(), tags)
+	out := filepath.Join(cacheDir(), "tools", module+"-"+hex.EncodeToString(h.Sum(nil))[:12], filepath.Base(pkg))
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	args := []string{"build", "-trimpath", "-o", tmp}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s in test/tools/%s: %w\n%s", pkg, module, err, b)
+	}
+	return out, os.Rename(tmp, out)
+}
+
+// cacheDir is the cache outside the checkout: $WEBAPP_TOOLS_CACHE, else ~/.cache/webapp-operator.
+func cacheDir() string {
+	if d := os.Getenv("WEBAPP_TOOLS_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "webapp-operator")
+	}
+	return filepath.Join(os.TempDir(), "webapp-operator-cache")
+}
