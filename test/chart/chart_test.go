@@ -5,7 +5,6 @@
 package chart
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +24,7 @@ import (
 )
 
 // Chart is the chart's directory.
-var Chart = filepath.Join(cluster.RepoRoot(), "manifests", "chart", "webapp-operator")
+var Chart = cluster.ChartDir()
 
 // helmLabels are the labels the chart adds to what the kustomize tree has (and, with the instance, to selectors).
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
@@ -33,19 +32,7 @@ var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.
 // Helm runs helm with a configuration, cache and data directory of the test's own.
 func Helm(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	bin, err := cluster.Tool("helm", "helm.sh/helm/v4/cmd/helm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home+"/config", "HELM_CACHE_HOME="+home+"/cache", "HELM_DATA_HOME="+home+"/data")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	return cluster.Helm(t.TempDir(), nil, args...)
 }
 
 // template renders the chart as release webapp-operator in webapp-system with the image of `make deploy` and sets.

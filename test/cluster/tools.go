@@ -55,3 +55,25 @@ func cacheDir() string {
 	}
 	return filepath.Join(os.TempDir(), "webapp-operator-cache")
 }
+
+// ChartDir is the Helm chart's directory.
+func ChartDir() string {
+	return filepath.Join(RepoRoot(), "manifests", "chart", "webapp-operator")
+}
+
+// Helm runs helm (built by Tool) with its configuration, cache and data in home, and env added; it returns stdout,
+// or an error carrying the command and stderr.
+func Helm(home string, env []string, args ...string) (string, error) {
+	bin, err := Tool("helm", "helm.sh/helm/v4/cmd/helm")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), "HELM_CONFIG_HOME="+home+"/config", "HELM_CACHE_HOME="+home+"/cache", "HELM_DATA_HOME="+home+"/data"), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
