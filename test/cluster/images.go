@@ -25,6 +25,10 @@ const MetricsServerImage = "webapp-test/metrics-server:1"
 // test/images/build.sh from its module.
 const TraefikImage = "webapp-test/traefik:1"
 
+// PrometheusImage is Prometheus, built from its Go module (test/tools/prometheus) by test/images/build.sh: it scrapes
+// the operator and evaluates the chart's alert rules in the monitoring test.
+const PrometheusImage = "webapp-test/prometheus:1"
+
 // BuildImages builds the real node's images (the operator's from the project's Dockerfile, the test web app, the
 // pause image) with test/images/build.sh into dir and returns the image tarballs. It runs outside the node's
 // namespace: the builds fetch Go modules.

@@ -8,6 +8,8 @@
 #                                 distroless stand-in, as its own image is
 #   webapp-test/traefik:1         Traefik (TRAEFIK_VERSION), the Gateway API implementation and Ingress controller
 #                                 of the exposure tests, built from its Go module on the distroless stand-in
+#   webapp-test/prometheus:1      Prometheus, built from its Go module (test/tools/prometheus) with only the
+#                                 Kubernetes service discovery, for the monitoring test
 #   registry.k8s.io/pause:3.10    the pod sandbox (test/images/pause)
 # No base image can be pulled here, so the Dockerfile's two base images are stand-ins made on this machine:
 #   golang:1.26                       this machine's Go toolchain + busybox's shell + CA certificates
@@ -143,6 +145,15 @@ printf 'FROM gcr.io/distroless/static:nonroot\nCOPY traefik /traefik\nENTRYPOINT
 docker build -q --network=host -t webapp-test/traefik:1 "$tmp/ctx-traefik" >/dev/null
 log "traefik image built"
 
+# Prometheus, at the version test/tools/prometheus/go.mod pins, with the flags of promtool's build in test/monitoring
+# (cluster.Tool), so the two share their compile.
+mkdir -p "$tmp/ctx-prometheus"
+(cd "$root/test/tools/prometheus" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+  -ldflags "-s -w" -o "$tmp/ctx-prometheus/prometheus" github.com/prometheus/prometheus/cmd/prometheus)
+printf 'FROM gcr.io/distroless/static:nonroot\nCOPY prometheus /bin/prometheus\nENTRYPOINT ["/bin/prometheus"]\n' >"$tmp/ctx-prometheus/Dockerfile"
+docker build -q --network=host -t webapp-test/prometheus:1 "$tmp/ctx-prometheus" >/dev/null
+log "prometheus image built"
+
 # The operator before v2 (the last commit without it), for the upgrade test: its manager built with this machine's
 # Go from that commit's tree, on the distroless stand-in.
 before=${WEBAPP_UPGRADE_FROM:-0e58b1c93562e0042664b93e630c7ab1b0a6e29b}
@@ -157,7 +168,7 @@ log "operator image before v2 ($before) built"
 make -C "$root" --no-print-directory docker-build IMG=webapp-operator:dev DOCKER_BUILD_ARGS="--network=host -q" >&2
 log "operator image built"
 
-for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 webapp-test/traefik:1 registry.k8s.io/pause:3.10; do
+for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 webapp-test/traefik:1 webapp-test/prometheus:1 registry.k8s.io/pause:3.10; do
   file="$out/$(echo "$img" | tr '/:' '__').tar"
   docker save -o "$file" "$img"
   echo "$file"

@@ -1,11 +1,11 @@
-// Package monitoring tests the chart's monitoring with promtool, built from the Prometheus module
+// The tests of this package check the chart's monitoring with promtool, built from the Prometheus module
 // test/tools/prometheus pins: the alert rules of templates/prometheusrule.yaml load and behave as rules_test.yaml
 // says (input series, expected alerts with their labels and annotations, every alert shown firing), and every
 // query of the Grafana dashboard is valid PromQL. (test/realnode runs them all in a real Prometheus.)
+
 package monitoring
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,27 +17,6 @@ import (
 
 	"github.com/example/webapp-operator/test/cluster"
 )
-
-// RulesFromChart renders the chart's PrometheusRule (release webapp-operator in webapp-system, sets added) and
-// returns its spec, a Prometheus rule file.
-func RulesFromChart(home string, sets ...string) ([]byte, error) {
-	args := []string{"template", "webapp-operator", cluster.ChartDir(), "--namespace", "webapp-system",
-		"--show-only", "templates/prometheusrule.yaml", "--set", "metrics.prometheusRule.enabled=true"}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	out, err := cluster.Helm(home, nil, args...)
-	if err != nil {
-		return nil, err
-	}
-	var rule struct {
-		Spec json.RawMessage `json:"spec"`
-	}
-	if err := yaml.Unmarshal([]byte(out), &rule); err != nil {
-		return nil, err
-	}
-	return yaml.JSONToYAML(rule.Spec)
-}
 
 func promtool(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -107,35 +86,6 @@ func TestAlertRulesLoadAndFireAsTheirTestsSay(t *testing.T) {
 	if n < 5 {
 		t.Fatalf("%d alert rules rendered, want 5", n)
 	}
-}
-
-// DashboardQueries are the dashboard's queries with Grafana's variables replaced for a plain Prometheus: every
-// operator ($job), a 1m rate interval, a 1h range.
-func DashboardQueries() (map[string]string, error) {
-	data, err := os.ReadFile(filepath.Join(cluster.ChartDir(), "files", "dashboard.json"))
-	if err != nil {
-		return nil, err
-	}
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				RefID string `json:"refId"`
-				Expr  string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, err
-	}
-	r := strings.NewReplacer(`"$job"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h")
-	out := map[string]string{}
-	for _, p := range d.Panels {
-		for _, tg := range p.Targets {
-			out[p.Title+" "+tg.RefID] = r.Replace(tg.Expr)
-		}
-	}
-	return out, nil
 }
 
 // Every query of the dashboard parses as PromQL: promtool checks them as recording rules.

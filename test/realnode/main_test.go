@@ -72,6 +72,11 @@ func runOutside() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// helm, for the chart's tests, is built here too: the node's namespace reaches no module proxy.
+	if _, err := cluster.Tool("helm", "helm.sh/helm/v4/cmd/helm"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	images, err := cluster.BuildImages(filepath.Join(dir, "images"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -108,6 +113,12 @@ func runInside(m *testing.M) int {
 	}
 	fmt.Printf("realnode: cluster ready in %v:%s\n", time.Since(start).Round(100*time.Millisecond), timings(lc.Timings))
 	code := 1
+	// The chart's lifecycle with helm first, on the fresh cluster (it leaves it as it found it); its test reports it.
+	helmRun.err = helmLifecycle()
+	for _, s := range helmRun.steps {
+		fmt.Printf("realnode: helm: %s\n", s)
+	}
+	fmt.Printf("realnode: the helm lifecycle ran in %v (error: %v)\n", time.Since(start).Round(100*time.Millisecond), helmRun.err)
 	// The operator before v2 with WebApps of its own first, then this one the way the README upgrades
 	// (upgrade_test.go checks that the upgrade was a non-event).
 	oldDir, err := deployBeforeV2()
