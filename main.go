@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", DefaultMaxConcurrentReconciles, "How many WebApps are reconciled at once.")
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "Client-side limit of requests per second to the API server, averaged (events apart); a negative value disables the client-side limit and leaves the protection to the server's API Priority and Fairness.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst of requests to the API server above --kube-api-qps.")
-	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in these namespaces only, comma-separated (default: all namespaces). Then the operator reads nothing outside them, so Roles in them are all the RBAC it needs besides the CRD's, and --migrate-storage is off (it rewrites the WebApps of every namespace).")
+	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in these namespaces only, comma-separated (default: all namespaces). Then the operator reads and writes WebApps and their children only there (besides its own namespace's Lease and webhook Secret, and the CRD), so Roles are all the RBAC it needs besides the CRD's, and --migrate-storage is off (it rewrites the WebApps of every namespace).")
 	flag.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the conversion webhook's HTTPS server (every replica serves it); 0: serve none (conversion is served elsewhere).")
 	flag.StringVar(&o.webhook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the conversion webhook's tls.crt and tls.key (the certificate Secret mounted there; reloaded when it changes).")
 	flag.BoolVar(&o.webhook.Rotate, "cert-rotation", true, "Keep the conversion webhook's CA and certificate in --webhook-secret-name and the CA in the CRD's caBundle, renewing them 90 days before expiry. Off: they come from elsewhere (cert-manager).")
@@ -108,12 +108,8 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	if len(namespaces) > 0 && o.migrateStorage {
-		// The migration rewrites the WebApps of every namespace: an install watching all namespaces does it.
-		if o.migrateStorageSet {
-			return errors.New("--migrate-storage rewrites the WebApps of every namespace: it cannot be on with --namespace")
-		}
-		o.migrateStorage = false
+	if o.migrateStorage, err = migrateStorage(namespaces, o.migrateStorage, o.migrateStorageSet); err != nil {
+		return err
 	}
 	scheme := controller.NewScheme()
 
@@ -219,6 +215,19 @@ func metricsOptions(o options) metricsserver.Options {
 		m.FilterProvider = metricsauth.Filter
 	}
 	return m
+}
+
+// migrateStorage is whether the storage migration runs: it rewrites the WebApps of every namespace, so an install
+// watching all namespaces does it; with --namespace it is off unless asked for, which is refused.
+func migrateStorage(namespaces []string, on, given bool) (bool, error) {
+	switch {
+	case len(namespaces) == 0:
+		return on, nil
+	case on && given:
+		return false, errors.New("--migrate-storage rewrites the WebApps of every namespace: it cannot be on with --namespace")
+	default:
+		return false, nil
+	}
 }
 
 // parseNamespaces splits --namespace's comma-separated list, refusing what cannot be a namespace's name.

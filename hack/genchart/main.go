@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,13 +148,7 @@ func rulesTemplate(rolePath string) ([]byte, error) {
 			}
 			split[group] = append(split[group], res)
 		}
-		for _, group := range slices.Sorted(func(yield func(string) bool) {
-			for g := range split {
-				if !yield(g) {
-					return
-				}
-			}
-		}) {
+		for _, group := range slices.Sorted(maps.Keys(split)) {
 			r := rule.DeepCopy()
 			r.Resources = split[group]
 			groups[group] = append(groups[group], *r)

@@ -169,8 +169,10 @@ func normalized(o *unstructured.Unstructured) any {
 
 // valueSets are the shapes of values the chart supports; each must lint and render.
 var valueSets = map[string][]string{
-	"defaults":    nil,
-	"namespaced":  {"watchNamespaces={team-a,team-b}", "crds.enabled=false", "rbac.userRoles=false"},
+	"defaults":   nil,
+	"namespaced": {"watchNamespaces={team-a,team-b}", "crds.enabled=false", "rbac.userRoles=false"},
+	"namespaced, another release serving the CRD": {"watchNamespaces={team-c}", "crds.enabled=false", "webhook.enabled=false",
+		"rbac.userRoles=false"},
 	"certManager": {"webhook.certificate.source=certManager"},
 	"certManager with an issuer": {"webhook.certificate.source=certManager", "webhook.certificate.certManager.issuerRef.name=ca",
 		"webhook.certificate.certManager.issuerRef.kind=ClusterIssuer"},
@@ -180,6 +182,16 @@ var valueSets = map[string][]string{
 	"plain metrics":                   {"metrics.secure=false", "metrics.serviceMonitor.enabled=true"},
 	"one replica, no leader election": {"replicaCount=1", "leaderElection.enabled=false", "podDisruptionBudget.enabled=false"},
 	"crds not kept":                   {"crds.keep=false"},
+}
+
+// shape is the sets of valueSets[name].
+func shape(t *testing.T, name string) []string {
+	t.Helper()
+	sets, ok := valueSets[name]
+	if !ok {
+		t.Fatalf("no shape of values %q", name)
+	}
+	return sets
 }
 
 func TestLintPassesForEverySupportedShape(t *testing.T) {
@@ -202,12 +214,12 @@ func TestLintPassesForEverySupportedShape(t *testing.T) {
 // A namespaced install (watchNamespaces) has Roles in its namespaces, and cluster-wide only the CRD's rules and
 // the metrics endpoint's reviews; the operator is told to watch exactly those namespaces and not to migrate storage.
 func TestNamespacedInstallGrantsNothingClusterWideButTheCRDs(t *testing.T) {
-	objs := template(t, valueSets["namespaced"]...)
-	roles := map[string]bool{}
+	objs := template(t, shape(t, "namespaced")...)
+	roles := map[string][]string{}
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Role":
-			roles[o.GetNamespace()+"/"+o.GetName()] = true
+			roles[o.GetNamespace()+"/"+o.GetName()] = normalized(o).(map[string]any)["rules"].([]string)
 		case "ClusterRole":
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 			for _, r := range rules {
@@ -236,13 +248,37 @@ func TestNamespacedInstallGrantsNothingClusterWideButTheCRDs(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"team-a/webapp-operator", "team-b/webapp-operator", "webapp-system/webapp-operator-leader-election", "webapp-system/webapp-operator-webhook-cert"} {
-		if !roles[want] {
+		if roles[want] == nil {
 			t.Errorf("no Role %s (have %v)", want, roles)
+		}
+	}
+	// The certificate rotator's cache reads the Secrets of the operator's namespace, which no watched namespace's
+	// Role covers.
+	if g := roles["webapp-system/webapp-operator-webhook-cert"]; !slices.Contains(g, "list /secrets  ") || !slices.Contains(g, "watch /secrets  ") {
+		t.Errorf("the webhook certificate's Role lets the rotator's cache not list and watch Secrets: %v", g)
+	}
+}
+
+// A namespaced release beside the one that serves the CRD's conversion serves none, keeps no certificate and has
+// no right on the CRD.
+func TestNamespacedReleaseWithoutTheWebhookHasNoRightOnTheCRD(t *testing.T) {
+	for _, o := range template(t, shape(t, "namespaced, another release serving the CRD")...) {
+		switch {
+		case o.GetKind() == "ClusterRole" && strings.HasSuffix(o.GetName(), "-crd"),
+			o.GetKind() == "Secret", o.GetKind() == "Service" && strings.HasSuffix(o.GetName(), "-webhook"):
+			t.Errorf("rendered %s", key(o))
+		case o.GetKind() == "Deployment":
+			c, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			flags, _, _ := unstructured.NestedStringSlice(c[0].(map[string]any), "args")
+			if !slices.Contains(flags, "--webhook-port=0") || slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--cert-rotation") }) {
+				t.Errorf("the operator's flags: %v", flags)
+			}
 		}
 	}
 }
 
-// values.schema.json refuses what the chart cannot render into a working install, naming the value.
+// values.schema.json (and, for what it cannot compare, the templates) refuses what the chart cannot render into a
+// working install, naming the value.
 func TestSchemaRefusesBadValuesNamingThem(t *testing.T) {
 	for _, tc := range []struct {
 		set, want string
@@ -260,6 +296,15 @@ func TestSchemaRefusesBadValuesNamingThem(t *testing.T) {
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
 		{"crds.enabeld=true", "enabeld"},
 		{"resources.limits.memory=lots", "memory"},
+		{"controller.requeueAfter=0s", "requeueAfter"},
+		{"controller.logLevel=0", "logLevel"},
+		{"leaderElection.enabled=false", "replicaCount"},
+		{"webhook.certificate.source=certManager,webhook.certificate.certManager.issuerRef.kind=ClusterIssuer", "name"},
+		// What the schema cannot compare, the templates refuse.
+		{"metrics.port=8081", "must differ"},
+		{"podLabels.app\\.kubernetes\\.io/instance=x", "podLabels.app.kubernetes.io/instance"},
+		{"webhook.enabled=false", "crds.enabled needs webhook.enabled"},
+		{"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.job"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := Helm(t, "template", "x", Chart, "--set", tc.set)

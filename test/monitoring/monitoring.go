@@ -17,7 +17,8 @@ import (
 // returns its spec, a Prometheus rule file.
 func RulesFromChart(home string, sets ...string) ([]byte, error) {
 	args := []string{"template", "webapp-operator", cluster.ChartDir(), "--namespace", "webapp-system",
-		"--show-only", "templates/prometheusrule.yaml", "--set", "metrics.prometheusRule.enabled=true"}
+		"--show-only", "templates/prometheusrule.yaml", "--set", "metrics.prometheusRule.enabled=true",
+		"--set", "metrics.serviceMonitor.enabled=true"}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -35,7 +36,7 @@ func RulesFromChart(home string, sets ...string) ([]byte, error) {
 }
 
 // DashboardQueries are the dashboard's queries with Grafana's variables replaced for a plain Prometheus: every
-// operator ($job), a 1m rate interval, a 1h range.
+// operator ($namespace, $job), a 1m rate interval, a 1h range.
 func DashboardQueries() (map[string]string, error) {
 	data, err := os.ReadFile(filepath.Join(cluster.ChartDir(), "files", "dashboard.json"))
 	if err != nil {
@@ -53,7 +54,7 @@ func DashboardQueries() (map[string]string, error) {
 	if err := json.Unmarshal(data, &d); err != nil {
 		return nil, err
 	}
-	r := strings.NewReplacer(`"$job"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h")
+	r := strings.NewReplacer(`"$job"`, `".+"`, `"$namespace"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h")
 	out := map[string]string{}
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {

@@ -1,7 +1,7 @@
 // The tests of this package check the chart's monitoring with promtool, built from the Prometheus module
 // test/tools/prometheus pins: the alert rules of templates/prometheusrule.yaml load and behave as rules_test.yaml
-// says (input series, expected alerts with their labels and annotations, every alert shown firing), and every
-// query of the Grafana dashboard is valid PromQL. (test/realnode runs them all in a real Prometheus.)
+// says (input series, expected alerts with their labels and annotations, every alert shown firing and resolving),
+// and every query of the Grafana dashboard is valid PromQL. (test/realnode runs them all in a real Prometheus.)
 
 package monitoring
 
@@ -66,11 +66,13 @@ func TestAlertRulesLoadAndFireAsTheirTestsSay(t *testing.T) {
 	}
 	unmarshal(t, rules, &parsedRules)
 	unmarshal(t, tests, &parsedTests)
-	fired := map[string]bool{}
+	fired, resolved := map[string]bool{}, map[string]bool{}
 	for _, tc := range parsedTests.Tests {
 		for _, a := range tc.AlertRuleTest {
 			if len(a.ExpAlerts) > 0 {
 				fired[a.Alertname] = true
+			} else if fired[a.Alertname] {
+				resolved[a.Alertname] = true
 			}
 		}
 	}
@@ -78,8 +80,8 @@ func TestAlertRulesLoadAndFireAsTheirTestsSay(t *testing.T) {
 	for _, g := range parsedRules.Groups {
 		for _, r := range g.Rules {
 			n++
-			if !fired[r.Alert] {
-				t.Errorf("alert %s has no test in which it fires", r.Alert)
+			if !fired[r.Alert] || !resolved[r.Alert] {
+				t.Errorf("alert %s has no test in which it fires, then resolves", r.Alert)
 			}
 		}
 	}

@@ -1,8 +1,6 @@
 package realnode
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/example/webapp-operator/test/cluster"
 )
@@ -109,7 +105,7 @@ func helmLifecycle() error {
 	if err := namespacedInstall(helm, image); err != nil {
 		return err
 	}
-	step("namespaced release: team-a's WebApp Ready, team-b's left alone, no error in the operator's log, no right outside its namespaces but the CRD's")
+	step("namespaced release in team-ops watching team-a and team-c: their WebApps Ready, team-b's left alone, no error in the operator's log, no right outside its namespaces but the CRD's")
 	return nil
 }
 
@@ -160,15 +156,7 @@ func webAppIn(ns, name string, replicas int, what string) error {
 
 // applyWebAppIn applies a WebApp of the test web app (retrying while the CRD, applied a moment ago, is not served).
 func applyWebAppIn(ns, name string, replicas int) error {
-	manifest := fmt.Sprintf(`apiVersion: example.com/v2
-kind: WebApp
-metadata: {name: %s, namespace: %s}
-spec:
-  image: %s
-  replicas: %d
-  ports: [{name: http, port: 8080}]
-  pod: {security: Restricted}
-`, name, ns, cluster.WebserverImage, replicas)
+	manifest := webAppV2(ns, name, cluster.WebserverImage, replicas, "")
 	return poll(time.Minute, "apply WebApp "+name, func() error {
 		_, err := kubectlIn(manifest, "apply", "--server-side", "-f", "-")
 		return err
@@ -203,15 +191,17 @@ func afterUninstall() error {
 	return nil
 }
 
-// namespacedInstall installs release team-a watching namespace team-a only: its WebApp is reconciled, one in
-// team-b is left alone, the operator logs no error, and it may do nothing outside team-a but the CRD's part.
+// namespacedInstall installs release teams in namespace team-ops, watching team-a and team-c only: their WebApps
+// are reconciled (the operator's own namespace is not watched, so its webhook certificate's Secret is read through
+// the release's Role there), one in team-b is left alone, the operator logs no error, and it may do nothing
+// outside its namespaces but the CRD's part.
 func namespacedInstall(helm func(...string) error, image []string) error {
-	for _, ns := range []string{"team-a", "team-b"} {
+	for _, ns := range []string{"team-ops", "team-a", "team-b", "team-c"} {
 		if err := restrictedNamespace(ns); err != nil {
 			return err
 		}
 	}
-	args := append([]string{"install", "team-a", cluster.ChartDir(), "-n", "team-a", "--set", "watchNamespaces={team-a}",
+	args := append([]string{"install", "teams", cluster.ChartDir(), "-n", "team-ops", "--set", "watchNamespaces={team-a,team-c}",
 		"--set", "rbac.userRoles=false", "--wait", "--timeout=3m"}, image...)
 	if err := helm(args...); err != nil {
 		return err
@@ -219,33 +209,37 @@ func namespacedInstall(helm func(...string) error, image []string) error {
 	if err := applyWebAppIn("team-b", "theirs", 1); err != nil {
 		return err
 	}
-	if err := webAppIn("team-a", "ours", 1, "team-a's WebApp Ready under the namespaced release"); err != nil {
-		return err
+	for _, ns := range []string{"team-a", "team-c"} {
+		if err := webAppIn(ns, "ours", 1, ns+"'s WebApp Ready under the namespaced release"); err != nil {
+			return err
+		}
 	}
-	// team-b's WebApp was created before team-a's became Ready: had the operator seen it, it would have made its
-	// Deployment and status by now.
+	// team-b's WebApp was created before the others became Ready: had the operator seen it, it would have made its
+	// Deployment and status by now (the log check below finds no mention of it either).
 	if out, err := kubectlErr("get", "-n", "team-b", "deployments", "-o", "name"); err != nil || out != "" {
 		return fmt.Errorf("team-b's Deployments: %q, %w", out, err)
 	}
 	if out, err := kubectlErr("get", "-n", "team-b", "webapp/theirs", "-o", "jsonpath={.status}"); err != nil || out != "" {
 		return fmt.Errorf("team-b's WebApp has a status: %q, %w", out, err)
 	}
-	sa := "system:serviceaccount:team-a:team-a-webapp-operator"
+	sa := "system:serviceaccount:team-ops:teams-webapp-operator"
 	for _, c := range []struct{ args, want string }{
 		{"list webapps.example.com -n team-a", "yes"},
-		{"patch deployments -n team-a", "yes"},
+		{"patch deployments -n team-c", "yes"},
 		{"list webapps.example.com -n team-b", "no"},
+		{"list webapps.example.com -n team-ops", "no"},
 		{"list deployments --all-namespaces", "no"},
 		{"list namespaces", "no"},
 		{"list secrets -n kube-system", "no"},
 		{"update customresourcedefinitions/webapps.example.com", "yes"},
+		{"update customresourcedefinitions/other.example.com", "no"},
 	} {
 		out, _ := kubectlErr(append([]string{"auth", "can-i", "--as=" + sa}, strings.Fields(c.args)...)...)
 		if strings.TrimSpace(out) != c.want {
 			return fmt.Errorf("can %s %s: %q, want %s", sa, c.args, strings.TrimSpace(out), c.want)
 		}
 	}
-	logs, err := kubectlErr("logs", "-n", "team-a", "-l", "app.kubernetes.io/instance=team-a", "--tail=-1", "--prefix")
+	logs, err := kubectlErr("logs", "-n", "team-ops", "-l", "app.kubernetes.io/instance=teams", "--tail=-1", "--prefix")
 	if err != nil {
 		return err
 	}
@@ -253,11 +247,12 @@ func namespacedInstall(helm func(...string) error, image []string) error {
 		// The one error allowed: both replicas write the first certificate at once, and the rotator of the one
 		// that loses the race logs the conflict before it retries (cluster-wide installs log it too).
 		certRace := strings.Contains(line, `"logger":"cert-rotation"`) && strings.Contains(line, "the object has been modified")
-		if (strings.Contains(line, `"level":"error"`) && !certRace) || strings.Contains(strings.ToLower(line), "forbidden") {
-			return fmt.Errorf("the namespaced operator logged an error: %s", line)
+		if (strings.Contains(line, `"level":"error"`) && !certRace) || strings.Contains(strings.ToLower(line), "forbidden") ||
+			strings.Contains(line, "team-b") {
+			return fmt.Errorf("the namespaced operator logged an error, or team-b: %s", line)
 		}
 	}
-	if err := helm("uninstall", "team-a", "-n", "team-a", "--wait", "--timeout=3m"); err != nil {
+	if err := helm("uninstall", "teams", "-n", "team-ops", "--wait", "--timeout=3m"); err != nil {
 		return err
 	}
 	_, err = kubectlErr("delete", "crd", "webapps.example.com", "--timeout=2m")
@@ -267,24 +262,11 @@ func namespacedInstall(helm func(...string) error, image []string) error {
 // cleanupHelm removes what helmLifecycle may have left after a failure: the releases, the CRD, the namespaces.
 func cleanupHelm(helm func(...string) error) {
 	_ = helm("uninstall", "webapp-operator", "-n", helmNS, "--ignore-not-found", "--wait", "--timeout=2m")
-	_ = helm("uninstall", "team-a", "-n", "team-a", "--ignore-not-found", "--wait", "--timeout=2m")
+	_ = helm("uninstall", "teams", "-n", "team-ops", "--ignore-not-found", "--wait", "--timeout=2m")
 	_, _ = kubectlErr("delete", "crd", "webapps.example.com", "--ignore-not-found", "--timeout=2m")
-	_, _ = kubectlErr("delete", "namespace", helmNS, helmAppsNS, "team-a", "team-b", "--ignore-not-found", "--wait=false")
+	_, _ = kubectlErr("delete", "namespace", helmNS, helmAppsNS, "team-ops", "team-a", "team-b", "team-c", "--ignore-not-found", "--wait=false")
 	// kubectl's discovery cache knows the chart's CRD (v2 served): the next install's CRD may serve other versions.
 	_ = os.RemoveAll(filepath.Join(workDir, "kubectl-cache"))
-}
-
-// poll checks every 250 ms until check returns nil, or returns its last error after timeout.
-func poll(timeout time.Duration, what string, check func() error) error {
-	last := errors.New("never checked")
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		last = check()
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s: not true after %v: %w", what, timeout, last)
-	}
-	return nil
 }
 
 // The chart's lifecycle with helm, run before the other tests (helmLifecycle): the steps and their figures.

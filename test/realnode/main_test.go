@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/example/webapp-operator/test/cluster"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Passed from the run outside the namespace to the run inside it.
@@ -212,16 +211,24 @@ func apply(t *testing.T, manifest string) {
 	}
 }
 
-// eventually polls check every 250 ms until it returns nil, failing the test with its last error after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
+// poll checks every 250 ms until check returns nil, or returns its last error after timeout.
+func poll(timeout time.Duration, what string, check func() error) error {
 	last := errors.New("never checked")
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		last = check()
 		return last == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: not true after %v: %v", what, timeout, last)
+		return fmt.Errorf("%s: not true after %v: %w", what, timeout, last)
+	}
+	return nil
+}
+
+// eventually polls check every 250 ms until it returns nil, failing the test with its last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	if err := poll(timeout, what, check); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -83,6 +83,23 @@ func podNames(t *testing.T, name string) []string {
 	return strings.Fields(jsonpath(t, "{.items[*].metadata.name}", "-n", appNS, "pods", "-l", "app.kubernetes.io/instance="+name))
 }
 
+// webAppV2 is a v2 WebApp of image on port 8080 with replicas (unset when 0), restricted; extra is more of its
+// spec, indented as it.
+func webAppV2(ns, name, image string, replicas int, extra string) string {
+	count := ""
+	if replicas > 0 {
+		count = fmt.Sprintf("  replicas: %d\n", replicas)
+	}
+	return fmt.Sprintf(`apiVersion: example.com/v2
+kind: WebApp
+metadata: {name: %s, namespace: %s}
+spec:
+  image: %s
+%s  ports: [{name: http, port: 8080}]
+  pod: {security: Restricted}
+%s`, name, ns, image, count, extra)
+}
+
 // webApp is a WebApp of the test web app on port 8080 with a readiness check of healthCheckPath; extra is more
 // of its spec, indented as it.
 func webApp(name string, replicas int, extra string) string {

@@ -46,14 +46,59 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
-{{/* The namespaces whose objects the operator reads and writes: the watched ones, or none (cluster-wide). */}}
-{{- define "webapp-operator.namespaced" -}}
-{{- if .Values.watchNamespaces }}true{{ end -}}
-{{- end -}}
-
 {{/* The ServiceAccount as a subject of a binding. */}}
 {{- define "webapp-operator.subject" -}}
 - kind: ServiceAccount
   name: {{ include "webapp-operator.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+
+{{/* A binding of the operator's ServiceAccount to a Role (namespace set) or a ClusterRole: dict with ctx, name,
+namespace (optional). */}}
+{{- define "webapp-operator.binding" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ if .namespace }}RoleBinding{{ else }}ClusterRoleBinding{{ end }}
+metadata:
+  name: {{ .name }}
+  {{- with .namespace }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- include "webapp-operator.labels" .ctx | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: {{ if .namespace }}Role{{ else }}ClusterRole{{ end }}
+  name: {{ .name }}
+subjects:
+{{ include "webapp-operator.subject" .ctx }}
+{{- end -}}
+
+{{/* An alert's labels: dict with ctx and severity. */}}
+{{- define "webapp-operator.alertLabels" -}}
+severity: {{ .severity }}
+{{- with .ctx.Values.metrics.prometheusRule.alertLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Values the schema cannot compare: fail with the values' paths. */}}
+{{- define "webapp-operator.validate" -}}
+{{- $ports := list (int .Values.healthProbe.port) }}
+{{- if .Values.metrics.enabled }}{{ $ports = append $ports (int .Values.metrics.port) }}{{ end }}
+{{- if .Values.webhook.enabled }}{{ $ports = append $ports (int .Values.webhook.port) }}{{ end }}
+{{- if ne (len $ports) (len (uniq $ports)) }}
+{{- fail (printf "healthProbe.port, metrics.port and webhook.port must differ: %v" $ports) }}
+{{- end }}
+{{- range $k, $v := .Values.podLabels }}
+{{- if has $k (list "app.kubernetes.io/name" "app.kubernetes.io/instance") }}
+{{- fail (printf "podLabels.%s: the chart sets it (it selects the operator's pods)" $k) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.crds.enabled (not .Values.webhook.enabled) }}
+{{- fail "crds.enabled needs webhook.enabled: the CRD's conversion is served by the release that installs it" }}
+{{- end }}
+{{- if and .Values.metrics.prometheusRule.enabled (not .Values.metrics.prometheusRule.job) (not (and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled)) }}
+{{- fail "metrics.prometheusRule.enabled without the chart's ServiceMonitor: set metrics.prometheusRule.job to the job that scrapes the operator" }}
+{{- end }}
 {{- end -}}
