@@ -158,7 +158,13 @@ func startManager(t *testing.T, name string, extraArgs ...string) *manager {
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("readyz: %s", resp.Status)
 		}
-		return nil
+		// And the metrics server listens (HTTP or HTTPS): the two servers start apart, and tests read metrics at
+		// once (on a busy machine /readyz answered before the metrics server listened).
+		conn, err := net.DialTimeout("tcp", metricsAddr, time.Second)
+		if err != nil {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		return conn.Close()
 	})
 	return m
 }

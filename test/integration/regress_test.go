@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,9 +129,15 @@ func TestAFinalizerSetBySomeoneElseNeverBlocksDeletion(t *testing.T) {
 		}
 		return nil
 	})
-	// Set again by someone else during the deletion: removed again, and the deletion completes.
-	app.Finalizers = []string{webappv1.Finalizer}
-	if err := k8s.Update(context.Background(), app, client.FieldOwner("restore")); err != nil {
+	// Set again by someone else during the deletion: removed again, and the deletion completes. (The operator may
+	// write the WebApp's status between the read and the update: read again on a conflict.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := get(context.Background(), ns, "web", app); err != nil {
+			return err
+		}
+		app.Finalizers = []string{webappv1.Finalizer}
+		return k8s.Update(context.Background(), app, client.FieldOwner("restore"))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Delete(context.Background(), app); err != nil {
