@@ -93,6 +93,18 @@ func TestAutoscalingHandsReplicasOverWithoutADip(t *testing.T) {
 		}
 		return nil
 	})
+	// At rest before the restart: the status says the WebApp's count again (the write the switch-off causes).
+	testutil.Eventually(t, 30*time.Second, "status says 4, set by the WebApp", func(ctx context.Context) error {
+		got := &webappv2.WebApp{}
+		if err := get(ctx, ns, "auto", got); err != nil {
+			return err
+		}
+		if got.Status.DesiredReplicas != 4 || got.Status.ReplicasSetBy != "WebApp" {
+			return fmt.Errorf("status desired %d set by %q", got.Status.DesiredReplicas, got.Status.ReplicasSetBy)
+		}
+		return nil
+	})
+	waitResyncs(t, 2, 30*time.Second)
 	restartCostsNoWrites(t, op, ns)
 
 	for _, n := range seen() {
