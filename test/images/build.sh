@@ -126,43 +126,41 @@ docker build -q --network=host -t webapp-test/webserver:1 "$tmp/ctx-webserver" >
 docker build -q --network=host -t registry.k8s.io/pause:3.10 "$tmp/ctx-pause" >/dev/null
 log "test images built"
 
+# go_image IMAGE DIR PATH BUILDARGS...: `go build BUILDARGS` (static, trimmed) run in DIR, its binary at PATH in IMAGE,
+# on the distroless stand-in.
+go_image() {
+  local image=$1 dir=$2 path=$3
+  shift 3
+  local ctx="$tmp/ctx-${image//[^a-z0-9]/-}"
+  mkdir -p "$ctx"
+  (cd "$dir" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -o "$ctx/bin" "$@")
+  printf 'FROM gcr.io/distroless/static:nonroot\nCOPY bin %s\nENTRYPOINT ["%s"]\n' "$path" "$path" >"$ctx/Dockerfile"
+  docker build -q --network=host -t "$image" "$ctx" >/dev/null
+  log "$image built"
+}
+
 # metrics-server, at the version test/tools/metrics-server/go.mod pins, for the real node's autoscaling test.
-mkdir -p "$tmp/ctx-metrics-server"
-(cd "$root/test/tools/metrics-server" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
-  -o "$tmp/ctx-metrics-server/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
-printf 'FROM gcr.io/distroless/static:nonroot\nCOPY metrics-server /metrics-server\nENTRYPOINT ["/metrics-server"]\n' >"$tmp/ctx-metrics-server/Dockerfile"
-docker build -q --network=host -t webapp-test/metrics-server:1 "$tmp/ctx-metrics-server" >/dev/null
-log "metrics-server image built"
+go_image webapp-test/metrics-server:1 "$root/test/tools/metrics-server" /metrics-server \
+  -ldflags "-s -w" sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # Traefik, built in its own module's directory: its go.mod replaces modules, so it cannot be a tool of another
 # module; its go.sum checks every dependency. The compile is cached like any other.
 TRAEFIK_VERSION=v3.6.12
 traefik_dir=$(go mod download -json "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-mkdir -p "$tmp/ctx-traefik"
-(cd "$traefik_dir" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" \
-  -o "$tmp/ctx-traefik/traefik" ./cmd/traefik)
-printf 'FROM gcr.io/distroless/static:nonroot\nCOPY traefik /traefik\nENTRYPOINT ["/traefik"]\n' >"$tmp/ctx-traefik/Dockerfile"
-docker build -q --network=host -t webapp-test/traefik:1 "$tmp/ctx-traefik" >/dev/null
-log "traefik image built"
+go_image webapp-test/traefik:1 "$traefik_dir" /traefik \
+  -ldflags "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" ./cmd/traefik
 
 # Prometheus, at the version test/tools/prometheus/go.mod pins, with the flags of promtool's build in test/monitoring
 # (cluster.Tool), so the two share their compile.
-mkdir -p "$tmp/ctx-prometheus"
-(cd "$root/test/tools/prometheus" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -tags remove_all_sd,enable_kubernetes_sd \
-  -ldflags "-s -w" -o "$tmp/ctx-prometheus/prometheus" github.com/prometheus/prometheus/cmd/prometheus)
-printf 'FROM gcr.io/distroless/static:nonroot\nCOPY prometheus /bin/prometheus\nENTRYPOINT ["/bin/prometheus"]\n' >"$tmp/ctx-prometheus/Dockerfile"
-docker build -q --network=host -t webapp-test/prometheus:1 "$tmp/ctx-prometheus" >/dev/null
-log "prometheus image built"
+go_image webapp-test/prometheus:1 "$root/test/tools/prometheus" /bin/prometheus \
+  -tags remove_all_sd,enable_kubernetes_sd -ldflags "-s -w" github.com/prometheus/prometheus/cmd/prometheus
 
 # The operator before v2 (the last commit without it), for the upgrade test: its manager built with this machine's
-# Go from that commit's tree, on the distroless stand-in.
+# Go from that commit's tree (the stand-in's user is nonroot, 65532).
 before=${WEBAPP_UPGRADE_FROM:-0e58b1c93562e0042664b93e630c7ab1b0a6e29b}
-mkdir -p "$tmp/ctx-before/src"
-git -C "$root" archive "$before" | tar -x -C "$tmp/ctx-before/src"
-(cd "$tmp/ctx-before/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/ctx-before/manager" .)
-printf 'FROM gcr.io/distroless/static:nonroot\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n' >"$tmp/ctx-before/Dockerfile"
-docker build -q --network=host -t webapp-operator:before-v2 "$tmp/ctx-before" >/dev/null
-log "operator image before v2 ($before) built"
+mkdir -p "$tmp/src-before"
+git -C "$root" archive "$before" | tar -x -C "$tmp/src-before"
+go_image webapp-operator:before-v2 "$tmp/src-before" /manager -ldflags "-s -w" .
 
 # The operator's image, the way users build it.
 make -C "$root" --no-print-directory docker-build IMG=webapp-operator:dev DOCKER_BUILD_ARGS="--network=host -q" >&2

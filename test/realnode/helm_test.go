@@ -125,12 +125,6 @@ func previousChart() (dir, rev string, err error) {
 	return filepath.Join(dir, "manifests", "chart", "webapp-operator"), rev, nil
 }
 
-func restrictedNamespace(ns string) error {
-	_, err := kubectlIn(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+ns+`","labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`,
-		"apply", "--server-side", "-f", "-")
-	return err
-}
-
 // helmWebApp applies WebApp name in helm-apps with replicas and waits until it is Ready with them all available.
 func helmWebApp(name string, replicas int, what string) error {
 	return webAppIn(helmAppsNS, name, replicas, what)

@@ -115,15 +115,19 @@ spec:
 %s`, name, appNS, cluster.WebserverImage, replicas, extra)
 }
 
+// restrictedNamespace applies a namespace with the restricted Pod Security Standard enforced.
+func restrictedNamespace(ns string) error {
+	_, err := kubectlIn(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+ns+`","labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`,
+		"apply", "--server-side", "-f", "-")
+	return err
+}
+
 // ensureAppNamespace creates the restricted namespace of the WebApps once.
 func ensureAppNamespace(t *testing.T) {
 	t.Helper()
-	apply(t, `apiVersion: v1
-kind: Namespace
-metadata:
-  name: `+appNS+`
-  labels: {pod-security.kubernetes.io/enforce: restricted}
-`)
+	if err := restrictedNamespace(appNS); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestOperatorRunsFromItsOwnImageAsShipped(t *testing.T) {

@@ -84,8 +84,7 @@ func deployBeforeV2() (string, error) {
 // children and starts watching their Ready condition.
 func prepareUpgrade(oldDir string) (*upgradeState, error) {
 	u := &upgradeState{before: map[string]childState{}, v1Spec: map[string]string{}, oldDir: oldDir, stop: make(chan struct{}), done: make(chan struct{})}
-	ns := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"` + upgradeNS + `","labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`
-	if _, err := kubectlIn(ns, "apply", "--server-side", "-f", "-"); err != nil {
+	if err := restrictedNamespace(upgradeNS); err != nil {
 		return nil, err
 	}
 	for i, name := range upgradeApps {
