@@ -26,7 +26,8 @@ const traefikNS = "traefik-system"
 // traefikManifests run Traefik (built here from its module) as the Gateway API implementation of GatewayClass
 // traefik and the Ingress controller of IngressClass traefik, with a Gateway "public" listening on 8000 (HTTP) and
 // 8443 (HTTPS: TLS on every router there, as Traefik's own chart sets it; an Ingress's spec.tls gives the
-// certificates), for routes of every namespace; it publishes its Service's ClusterIP (fixed: 10.0.0.80) as the
+// certificates), for routes of every namespace; it publishes its Service's ClusterIP (fixed: 10.0.0.10, in the band of the
+// Service range the API server keeps for fixed addresses, so no Service made before it can hold it) as the
 // Ingresses' address. It sends nothing out (no version check, no usage statistics).
 const traefikManifests = `apiVersion: v1
 kind: Namespace
@@ -86,7 +87,7 @@ spec:
         - --ping=true
         - --providers.kubernetesgateway=true
         - --providers.kubernetesingress=true
-        - --providers.kubernetesingress.ingressendpoint.ip=10.0.0.80
+        - --providers.kubernetesingress.ingressendpoint.ip=10.0.0.10
         ports:
         - {name: web, containerPort: 8000}
         - {name: websecure, containerPort: 8443}
@@ -101,7 +102,7 @@ apiVersion: v1
 kind: Service
 metadata: {name: traefik, namespace: traefik-system}
 spec:
-  clusterIP: 10.0.0.80
+  clusterIP: 10.0.0.10
   selector: {app: traefik}
   ports:
   - {name: web, port: 80, targetPort: web}
