@@ -234,8 +234,9 @@ type probeFailures map[types.UID]string
 
 // Bounds of the probe events' read.
 const (
-	// probeRecheck is when a WebApp with a pod that runs unready, with no failed probe yet, is looked at again:
-	// the kubelet's event changes nothing in the pod.
+	// probeRecheck is when a WebApp with a pod that runs unready is looked at again: the kubelet's event of a
+	// failed probe changes nothing in the pod, and the first probes of a starting app often fail for another reason
+	// than the later ones (connection refused until it listens, then its own answer).
 	probeRecheck = 5 * time.Second
 	// probeRecheckFor is how long after the container started that goes on (a slow first probe is not a failure).
 	probeRecheckFor = 2 * time.Minute
@@ -250,8 +251,8 @@ const (
 
 // probeFailures reads the kubelet's events of failed readiness and startup probes (reason Unhealthy) of each pod
 // that runs without being ready and has no other trouble (at most maxProbeReads of them, one list each, from the
-// API server's watch cache): the words of a failing probe are in no field of the pod. It says when to look again:
-// soon, while such a pod started recently and no probe of it has failed yet.
+// API server's watch cache): the words of a failing probe are in no field of the pod. It says when to look again
+// (probeRecheckAfter).
 func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, pods []*corev1.Pod) (probeFailures, time.Duration) {
 	var unready []*corev1.Pod
 	for _, p := range pods {
@@ -264,42 +265,44 @@ func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, 
 	}
 	slices.SortFunc(unready, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	found := probeFailures{}
-	var recheck time.Duration
-	for i, p := range unready {
-		if i < maxProbeReads {
-			words, err := r.lastProbeFailure(ctx, namespace, p)
-			if err != nil {
-				log.FromContext(ctx).V(1).Info("reading a pod's failed probes", "pod", p.Name, "error", err.Error())
-			}
-			if words != "" {
-				found[p.UID] = words
-				continue
-			}
+	for _, p := range unready[:min(len(unready), maxProbeReads)] {
+		list := &corev1.EventList{}
+		err := r.reader().List(ctx, list, client.InNamespace(namespace), &client.ListOptions{
+			FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.uid": string(p.UID), "reason": "Unhealthy"}),
+			Raw:           &metav1.ListOptions{ResourceVersion: "0"},
+		})
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("reading a pod's failed probes", "pod", p.Name, "error", err.Error())
+			continue
 		}
-		if time.Since(runningSince(p)) < probeRecheckFor {
-			recheck = probeRecheck
+		if words := lastProbeFailure(list.Items, runningSince(p)); words != "" {
+			found[p.UID] = words
 		}
 	}
-	return found, recheck
+	return found, probeRecheckAfter(unready, time.Now())
 }
 
-// lastProbeFailure is the words of the last failed readiness or startup probe of pod since its container started
-// ("" when none).
-func (r *WebAppReconciler) lastProbeFailure(ctx context.Context, namespace string, p *corev1.Pod) (string, error) {
-	list := &corev1.EventList{}
-	err := r.reader().List(ctx, list, client.InNamespace(namespace), &client.ListOptions{
-		FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.uid": string(p.UID), "reason": "Unhealthy"}),
-		Raw:           &metav1.ListOptions{ResourceVersion: "0"},
-	})
-	if err != nil {
-		return "", err
+// probeRecheckAfter is when to read the probes' words of the unready pods again (0: not before something changes):
+// soon while one of them started recently, since neither its first failed probe nor a change of its words changes
+// an object the operator watches.
+func probeRecheckAfter(unready []*corev1.Pod, now time.Time) time.Duration {
+	for _, p := range unready {
+		if now.Sub(runningSince(p)) < probeRecheckFor {
+			return probeRecheck
+		}
 	}
+	return 0
+}
+
+// lastProbeFailure is the words of the last failed readiness or startup probe among a pod's Unhealthy events since
+// its container started ("" when none).
+func lastProbeFailure(events []corev1.Event, started time.Time) string {
 	// Timestamps of events and container starts are to the second.
-	since := runningSince(p).Truncate(time.Second)
+	since := started.Truncate(time.Second)
 	var words string
 	var last time.Time
-	for i := range list.Items {
-		e := &list.Items[i]
+	for i := range events {
+		e := &events[i]
 		// The kubelet prefixes a message it aggregated; a liveness probe's failure restarts the container, and that
 		// is the crash loop's to report.
 		msg := strings.TrimPrefix(e.Message, "(combined from similar events): ")
@@ -310,7 +313,7 @@ func (r *WebAppReconciler) lastProbeFailure(ctx context.Context, namespace strin
 			words, last = truncateTo(msg, maxProbeWords), at
 		}
 	}
-	return words, nil
+	return words
 }
 
 // awaitsReadiness: the pod's containers all run and one of them is not ready.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +114,70 @@ func ptrs(pods []corev1.Pod) []*corev1.Pod {
 		out[i] = &pods[i]
 	}
 	return out
+}
+
+func TestLastProbeFailure(t *testing.T) {
+	started := time.Date(2026, 12, 1, 21, 44, 54, 700_000_000, time.UTC)
+	at := func(sec int) metav1.Time {
+		return metav1.NewTime(started.Truncate(time.Second).Add(time.Duration(sec) * time.Second))
+	}
+	event := func(msg string, last metav1.Time) corev1.Event {
+		return corev1.Event{Message: msg, LastTimestamp: last}
+	}
+	const refused = `Readiness probe failed: Get "http://10.244.0.53:8080/healthz": dial tcp 10.244.0.53:8080: connect: connection refused`
+	const status500 = "Readiness probe failed: HTTP probe failed with statuscode: 500"
+	cases := []struct {
+		name   string
+		events []corev1.Event
+		want   string
+	}{
+		{"none", nil, ""},
+		{"one", []corev1.Event{event(status500, at(1))}, status500},
+		// The app did not listen yet at the first probe; the next probe's words are what it says now.
+		{"the words changed once it listened", []corev1.Event{event(refused, at(1)), event(status500, at(11))}, status500},
+		{"in any order", []corev1.Event{event(status500, at(11)), event(refused, at(1))}, status500},
+		{"a series", []corev1.Event{event(refused, at(5)), {Message: status500, Series: &corev1.EventSeries{LastObservedTime: metav1.NewMicroTime(at(9).Time)}}}, status500},
+		{"aggregated", []corev1.Event{event("(combined from similar events): "+status500, at(2))}, status500},
+		{"before the container started", []corev1.Event{event(refused, at(-30))}, ""},
+		{"in the second it started", []corev1.Event{event(refused, at(0))}, refused},
+		{"liveness is the crash loop's", []corev1.Event{event("Liveness probe failed: HTTP probe failed with statuscode: 500", at(3))}, ""},
+		{"startup", []corev1.Event{event("Startup probe failed: timeout", at(3))}, "Startup probe failed: timeout"},
+		{"cut to the limit", []corev1.Event{event("Readiness probe failed: "+strings.Repeat("é", maxProbeWords), at(3))}, truncateTo("Readiness probe failed: "+strings.Repeat("é", maxProbeWords), maxProbeWords)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lastProbeFailure(tc.events, started); got != tc.want {
+				t.Errorf("lastProbeFailure = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProbeRecheckAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 21, 45, 0, 0, time.UTC)
+	startedAgo := func(d time.Duration) *corev1.Pod {
+		p := running()
+		p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(now.Add(-d))
+		return &p
+	}
+	cases := []struct {
+		name    string
+		unready []*corev1.Pod
+		want    time.Duration
+	}{
+		{"no unready pod", nil, 0},
+		// Its words may still change (or its first probe is still to fail): look again soon.
+		{"started a moment ago", []*corev1.Pod{startedAgo(3 * time.Second)}, probeRecheck},
+		{"started just inside the window", []*corev1.Pod{startedAgo(probeRecheckFor - time.Second)}, probeRecheck},
+		// Past it, a pod that stays unready waits for a change of something watched.
+		{"started long ago", []*corev1.Pod{startedAgo(probeRecheckFor)}, 0},
+		{"one of several started recently", []*corev1.Pod{startedAgo(time.Hour), startedAgo(10 * time.Second)}, probeRecheck},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := probeRecheckAfter(tc.unready, now); got != tc.want {
+				t.Errorf("probeRecheckAfter = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

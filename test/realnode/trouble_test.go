@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,9 @@ func TestPodTroubleIsReportedWithinSeconds(t *testing.T) {
 		{"pull", "missing.invalid/webapp-test/absent:1", "", "ImagePullBackOff", `2/2 pods cannot pull image "missing.invalid/webapp-test/absent:1"`, "Failed"},
 		{"crash", cluster.WebserverImage, `args: ["--listen=nowhere"]`, "CrashLoopBackOff", "2/2 pods CrashLoopBackOff: container app exited with code 1", "BackOff"},
 		{"nospace", cluster.WebserverImage, `resources: {requests: {cpu: "1000"}}`, "Unschedulable", "2/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu", "FailedScheduling"},
-		{"notready", cluster.WebserverImage, `args: ["--fail-healthz"], healthCheckPath: /healthz`, "ReadinessFailing", "2/2 pods not ready: Readiness probe failed: HTTP probe failed with statuscode: 500", "Unhealthy"},
+		// It listens 5 s after it starts, so its first probes are refused and the later ones answered 500: the
+		// message follows the probes' words (an event that changes no object the operator watches).
+		{"notready", cluster.WebserverImage, `args: ["--fail-healthz", "--listen-after=5s"], healthCheckPath: /healthz`, "ReadinessFailing", "2/2 pods not ready: Readiness probe failed: HTTP probe failed with statuscode: 500", "Unhealthy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +56,15 @@ spec:
 			})
 			fmt.Printf("realnode: pod trouble %s: Ready=False %s %.1fs after the first pod event %s (%.1fs after the apply), for every pod %.1fs after the apply\n",
 				tc.name, tc.reason, seen.Sub(first).Seconds(), tc.event, took.Seconds(), time.Since(start).Seconds())
+			if tc.name == "notready" {
+				// The words it ended with were not the first: a probe was refused before the app listened.
+				events := jsonpath(t, `{range .items[?(@.reason=="Unhealthy")]}{.involvedObject.name}{" "}{.message}{"\n"}{end}`, "-n", appNS, "events")
+				if !slices.ContainsFunc(strings.Split(events, "\n"), func(l string) bool {
+					return strings.HasPrefix(l, name+"-") && strings.HasSuffix(l, "connect: connection refused")
+				}) {
+					t.Errorf("no probe of a pod of %s was refused before it listened; the events say:\n%s", name, events)
+				}
+			}
 			if tc.name != "crash" {
 				return
 			}

@@ -1,4 +1,5 @@
-// Command webserver is the real node's test web app: it answers GET /healthz with 200, or 500 with --fail-healthz;
+// Command webserver is the real node's test web app: it listens after --listen-after (0: at once); it answers GET
+// /healthz with 200, or 500 with --fail-healthz;
 // GET /burn?ms=N by spinning on a CPU for N milliseconds (at most 10 s), the load of the autoscaling test; and a GET
 // of any other path (a gateway's path prefix included) with who served the request (pod name, uid, the GREETING
 // environment variable).
@@ -25,6 +26,7 @@ type reply struct {
 func main() {
 	listen := flag.String("listen", ":8080", "address to serve on")
 	failHealthz := flag.Bool("fail-healthz", false, "answer /healthz with 500, so a readiness probe on it fails")
+	listenAfter := flag.Duration("listen-after", 0, "wait this long before listening, as an app that starts slowly")
 	flag.Parse()
 	host, _ := os.Hostname()
 	me := reply{Hostname: host, UID: os.Getuid(), GID: os.Getgid(), Greeting: os.Getenv("GREETING")}
@@ -53,6 +55,7 @@ func main() {
 		}
 		_, _ = w.Write([]byte(strconv.Itoa(spins) + " spins\n"))
 	})
+	time.Sleep(*listenAfter)
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("serving on %s as uid %d (fail-healthz=%v)", *listen, me.UID, *failHealthz)
 	log.Fatal(srv.ListenAndServe())
