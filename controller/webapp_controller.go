@@ -136,8 +136,8 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		res.RequeueAfter = held
 	}
 	if podsWait > 0 && err == nil && (res.RequeueAfter == 0 || podsWait < res.RequeueAfter) {
-		// The pods are being listed, or one runs unready and no probe of it has failed yet (the kubelet's event of
-		// one changes no object): look again soon.
+		// The pods are being listed, or one started recently and runs unready (the kubelet's events of its probes
+		// change no object): look again soon.
 		res.RequeueAfter = podsWait
 	}
 	switch {
