@@ -238,10 +238,7 @@ func namespacedInstall(helm func(...string) error, image []string) error {
 		return err
 	}
 	for line := range strings.SplitSeq(logs, "\n") {
-		// The one error allowed: both replicas write the first certificate at once, and the rotator of the one
-		// that loses the race logs the conflict before it retries (cluster-wide installs log it too).
-		certRace := strings.Contains(line, `"logger":"cert-rotation"`) && strings.Contains(line, "the object has been modified")
-		if (strings.Contains(line, `"level":"error"`) && !certRace) || strings.Contains(strings.ToLower(line), "forbidden") ||
+		if (strings.Contains(line, `"level":"error"`) && !startupRace(line)) || strings.Contains(strings.ToLower(line), "forbidden") ||
 			strings.Contains(line, "team-b") {
 			return fmt.Errorf("the namespaced operator logged an error, or team-b: %s", line)
 		}
@@ -251,6 +248,22 @@ func namespacedInstall(helm func(...string) error, image []string) error {
 	}
 	_, err = kubectlErr("delete", "crd", "webapps.example.com", "--timeout=2m")
 	return err
+}
+
+// startupRace says whether an error line is one of the two races that two replicas starting at once always run, each
+// logged at error level by the library that loses it and retried (cluster-wide installs log them too; README "Leader
+// election"): both create the leader election Lease, and the loser's client-go logs that it already exists; both write
+// the first webhook certificate, and the loser's rotator logs the conflict.
+func startupRace(line string) bool {
+	for _, r := range []struct{ logger, err string }{
+		{"leaderelection", `leases.coordination.k8s.io \"webapp-operator.example.com\" already exists`},
+		{"cert-rotation", "the object has been modified"},
+	} {
+		if strings.Contains(line, `"logger":"`+r.logger+`"`) && strings.Contains(line, r.err) {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanupHelm removes what helmLifecycle may have left after a failure: the releases, the CRD, the namespaces.
