@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 func TestParseStartTimeCountsFieldsAfterTheLastParenthesis(t *testing.T) {
@@ -70,20 +72,6 @@ func TestCheckIdentity(t *testing.T) {
 	}
 }
 
-// startSleep starts a live process that is not the cluster's; it is killed at the end of the test.
-func startSleep(t *testing.T) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command("sleep", "600")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return cmd
-}
-
 // writeRecord writes r as a record file in a new directory and returns its path.
 func writeRecord(t *testing.T, r ProcessRecord) string {
 	t.Helper()
@@ -99,7 +87,7 @@ func writeRecord(t *testing.T, r ProcessRecord) string {
 }
 
 func TestVerifyProcessRefusesAReusedPID(t *testing.T) {
-	sleep := startSleep(t)
+	sleep := testutil.StartSleep(t)
 	info, err := readProc(sleep.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +120,7 @@ func TestVerifyProcessRefusesAReusedPID(t *testing.T) {
 }
 
 func TestVerifyProcessAcceptsTheRecordedProcessOnlyOutsideTheCallersNamespace(t *testing.T) {
-	sleep := startSleep(t)
+	sleep := testutil.StartSleep(t)
 	info, err := readProc(sleep.Process.Pid)
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,12 @@
-// Package testutil holds what the unit, integration and end-to-end tests share: polling with a deadline, and
-// reading managed fields and metrics.
+// Package testutil holds what the unit, integration and end-to-end tests share: polling with a deadline, reading
+// managed fields and metrics, and a live process to point records at.
 package testutil
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -121,4 +123,28 @@ func SeedAndCount(t testing.TB, seedVar, countVar string, def int) (uint64, int)
 		count = n
 	}
 	return seed, count
+}
+
+// StartSleep starts `sleep 600`, a live process that is nobody's, killed at the end of the test. It returns once
+// the process reads as `sleep 600` in /proc: exec.Cmd.Start returns when the new program has replaced the old one,
+// but the kernel lays out its arguments a moment later, and /proc/PID/cmdline reads empty until then (a CI run
+// saw "[sleep]").
+func StartSleep(t testing.TB) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	Eventually(t, 10*time.Second, "the sleep's command line", func(context.Context) error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		if err != nil || string(b) != "sleep\x00600\x00" {
+			return fmt.Errorf("/proc/%d/cmdline: %q, %v", cmd.Process.Pid, b, err)
+		}
+		return nil
+	})
+	return cmd
 }

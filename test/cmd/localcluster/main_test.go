@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/example/webapp-operator/test/cluster"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 // sleepRecorded starts a sleep, a live process that is not the cluster's, and writes the cluster's record into a
@@ -18,14 +19,7 @@ import (
 // reused is set, as if the sleep were the serving process otherwise.
 func sleepRecorded(t *testing.T, reused bool) (dir string, sleep *exec.Cmd) {
 	t.Helper()
-	sleep = exec.Command("sleep", "600")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = sleep.Process.Kill()
-		_ = sleep.Wait()
-	})
+	sleep = testutil.StartSleep(t)
 	r, err := cluster.RecordOf(sleep.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
