@@ -141,10 +141,10 @@ func StartSleep(t testing.TB) *exec.Cmd {
 	})
 	Eventually(t, 10*time.Second, "the sleep's command line", func(context.Context) error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-		if err != nil || string(b) != "sleep\x00600\x00" {
-			return fmt.Errorf("/proc/%d/cmdline: %q, %v", cmd.Process.Pid, b, err)
+		if err == nil && string(b) != "sleep\x00600\x00" {
+			err = fmt.Errorf("/proc/%d/cmdline reads %q", cmd.Process.Pid, b)
 		}
-		return nil
+		return err
 	})
 	return cmd
 }
