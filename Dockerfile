@@ -9,6 +9,7 @@ COPY main.go ./
 COPY apis/ apis/
 COPY applyconfig/ applyconfig/
 COPY controller/ controller/
+COPY conversion/ conversion/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /manager .
 
 # Static binary on distroless: no shell, no package manager, runs as uid 65532.

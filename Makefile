@@ -40,8 +40,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD,
 	rm -rf applyconfig
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt applyconfiguration:headerFile=hack/boilerplate.go.txt paths=./apis/...
 	$(CONTROLLER_GEN) crd output:crd:artifacts:config=manifests/crd paths=./apis/...
-	$(CONTROLLER_GEN) rbac:roleName=webapp-operator output:rbac:artifacts:config=manifests/rbac paths=./controller/...
+	$(CONTROLLER_GEN) rbac:roleName=webapp-operator output:rbac:artifacts:config=manifests/rbac paths=./controller/... paths=./conversion/...
 	go fmt ./apis/... ./applyconfig/... >/dev/null
+	@# The conversion's copy of the CRD: it holds data restored by a conversion to v2's schema.
+	cp manifests/crd/example.com_webapps.yaml conversion/webapps.crd.yaml
 	@# The Helm chart's CRD and RBAC rules, from the same files as the kustomize tree's.
 	go run ./hack/genchart
 	@# The manager's dependencies, compiled by the Dockerfile in a layer that only go.mod, go.sum and this list key.
@@ -53,8 +55,8 @@ verify: verify-generated verify-chart ## Fail when generated code, go.mod or the
 .PHONY: verify-generated
 verify-generated: generate
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests go.mod go.sum hack/image-deps.txt)" ]; then \
-		git status --porcelain -- apis applyconfig manifests go.mod go.sum hack/image-deps.txt; git --no-pager diff --stat; \
+	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests conversion/webapps.crd.yaml go.mod go.sum hack/image-deps.txt)" ]; then \
+		git status --porcelain -- apis applyconfig manifests conversion/webapps.crd.yaml go.mod go.sum hack/image-deps.txt; git --no-pager diff --stat; \
 		echo "generated files are stale: run 'make generate' (and 'go mod tidy') and commit the result" >&2; exit 1; fi
 
 .PHONY: verify-chart
@@ -104,7 +106,7 @@ fuzz-actions: ## Run the action test on a local cluster: STEPS random actions of
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
-	go test -count=1 ./apis/... ./controller/...
+	go test -count=1 ./apis/... ./controller/... ./conversion/...
 
 # How long `make fuzz-builders` searches.
 FUZZTIME ?= 1m

@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/controller/metricsauth"
+	"github.com/example/webapp-operator/conversion"
 )
 
 // Defaults of the client and worker flags, chosen by `make bench-scale` (see the README, "Scale").
@@ -50,7 +51,7 @@ type options struct {
 	namespace               string
 	kubeAPIQPS              float64
 	kubeAPIBurst            int
-	webhook                 controller.WebhookOptions
+	webhook                 conversion.WebhookOptions
 	webhookDNSNames         string
 	migrateStorage          bool
 	migrateStorageSet       bool // given on the command line (its default is off with --namespace)
@@ -148,15 +149,15 @@ func run(o options) error {
 	// Port 0: another process serves conversion (a test harness, a manager run on a workstation); this one serves
 	// none, and is ready without it.
 	webhookStarted, webhookReady := healthz.Ping, (<-chan struct{})(closed())
-	var conv *controller.ConversionWebhook
+	var conv *conversion.ConversionWebhook
 	if o.webhook.Port != 0 {
-		if conv, err = controller.NewConversionWebhook(cfg, scheme, o.webhook); err != nil {
+		if conv, err = conversion.NewConversionWebhook(cfg, scheme, o.webhook); err != nil {
 			return fmt.Errorf("setting up the conversion webhook: %w", err)
 		}
 		webhookStarted, webhookReady = conv.Started, conv.Ready
 	}
 	if o.migrateStorage {
-		if err := mgr.Add(&controller.StorageMigrator{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Ready: webhookReady, Recheck: time.Minute}); err != nil {
+		if err := mgr.Add(&conversion.StorageMigrator{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Ready: webhookReady, Recheck: time.Minute}); err != nil {
 			return err
 		}
 	}

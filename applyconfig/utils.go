@@ -26,6 +26,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.AutoscalingApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ContainerSpec"):
 		return &apisv2.ContainerSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ConversionDropped"):
+		return &apisv2.ConversionDroppedApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("Expose"):
 		return &apisv2.ExposeApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ExposeTLS"):

@@ -253,6 +253,36 @@ type WebAppStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	RetainedFields []RetainedField `json:"retainedFields,omitempty"`
+
+	// ConversionDropped says what the last write through v1 carried for v2-only fields that v2's schema refuses
+	// (conversion data written by hand or forged): those fields were left as they were before, never stored. The
+	// next write through v1 that carries nothing refused removes it.
+	// +optional
+	ConversionDropped *ConversionDropped `json:"conversionDropped,omitempty"`
+
+	// ConversionData keeps, while the WebApp is read as v1, what its v2 spec says that v1 cannot (an unset field
+	// that v1 shows with its default, more ports, autoscaling, expose), as JSON. The conversion to v2 restores it.
+	// It lives in the status because no write to the WebApp itself can change the status, and no field manager
+	// owns what such a write sends there: a v1 client that reads, edits and writes (or applies an export) keeps
+	// every v2-only field without owning or forging it. Written by conversion only.
+	// +optional
+	ConversionData string `json:"conversionData,omitempty"`
+}
+
+// ConversionDropped names what a write through v1 carried that v2's schema refuses, and why.
+type ConversionDropped struct {
+	// Generation is the WebApp's generation after that write.
+	Generation int64 `json:"generation"`
+
+	// Fields are the v2 fields whose conversion data was refused, e.g. spec.expose.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=64
+	Fields []string `json:"fields"`
+
+	// Message is v2's validation errors.
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message"`
 }
 
 // RetainedField is a field of a child that the WebApp no longer sets and that another field manager still holds.

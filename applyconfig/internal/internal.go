@@ -91,6 +91,21 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: resources
       type:
         namedType: io.k8s.api.core.v1.ResourceRequirements
+- name: com.github.example.webapp-operator.apis.v2.ConversionDropped
+  map:
+    fields:
+    - name: fields
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: generation
+      type:
+        scalar: numeric
+    - name: message
+      type:
+        scalar: string
 - name: com.github.example.webapp-operator.apis.v2.DeletionPolicy
   scalar: string
 - name: com.github.example.webapp-operator.apis.v2.Expose
@@ -295,6 +310,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: conversionDropped
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ConversionDropped
     - name: desiredReplicas
       type:
         scalar: numeric

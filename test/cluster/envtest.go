@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/conversion"
 )
 
 // NewEnvtest configures (does not start) an etcd and kube-apiserver on free loopback ports, with the WebApp CRD
@@ -92,7 +93,7 @@ func logFile(dir, name string) (*os.File, error) {
 // ctx ends, and returns once it answers over TLS.
 func StartConversion(ctx context.Context, env *envtest.Environment) error {
 	o := env.WebhookInstallOptions
-	handler, err := controller.NewConversionHandler(controller.NewScheme())
+	handler, err := conversion.NewConversionHandler(controller.NewScheme())
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/gen"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -52,18 +53,18 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	const requeue = 2 * time.Second
 	first := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
 
-	g := newGen(seed)
+	g := gen.New(seed)
 	apps := map[string]*webappv1.WebApp{}
 	ctx := context.Background()
 	for i := range count {
 		// Every other case is drawn and created as v2; the others as v1, which the operator reads as v2.
-		app := g.webApp(ns, fmt.Sprintf("case-%d", i))
+		app := g.WebApp(ns, fmt.Sprintf("case-%d", i))
 		var create client.Object = app.DeepCopy()
 		if i%2 == 1 {
-			create, app = g.webAppV2(ns, fmt.Sprintf("case-%d", i))
+			create, app = g.WebAppV2(ns, fmt.Sprintf("case-%d", i))
 		}
 		if err := k8s.Create(ctx, create); err != nil {
-			t.Fatalf("the generator drew a WebApp the API server refuses: %v\n%s", err, manifest(app))
+			t.Fatalf("the generator drew a WebApp the API server refuses: %v\n%s", err, gen.Manifest(app))
 		}
 		apps[app.Name] = app
 	}
@@ -78,7 +79,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 		for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
 			&networkingv1.Ingress{}, &gwv1.HTTPRoute{}} {
 			if msg := ownedIsSent(t, first, ns, name, child); msg != "" {
-				t.Errorf("%s\n%s", msg, manifest(app))
+				t.Errorf("%s\n%s", msg, gen.Manifest(app))
 			}
 		}
 	}
@@ -114,7 +115,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 			return err
 		}
 		if len(list.Items) > 0 {
-			return fmt.Errorf("%d WebApps left, e.g. %s with finalizers %v:\n%s", len(list.Items), list.Items[0].Name, list.Items[0].Finalizers, manifest(apps[list.Items[0].Name]))
+			return fmt.Errorf("%d WebApps left, e.g. %s with finalizers %v:\n%s", len(list.Items), list.Items[0].Name, list.Items[0].Finalizers, gen.Manifest(apps[list.Items[0].Name]))
 		}
 		return nil
 	})
@@ -128,7 +129,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 			continue
 		}
 		if len(dep.OwnerReferences) != 0 || dep.Spec.Template.Spec.Containers[0].Image != app.Spec.Image {
-			t.Errorf("orphaned Deployment %s: owners %v, image %s\n%s", name, dep.OwnerReferences, dep.Spec.Template.Spec.Containers[0].Image, manifest(app))
+			t.Errorf("orphaned Deployment %s: owners %v, image %s\n%s", name, dep.OwnerReferences, dep.Spec.Template.Spec.Containers[0].Image, gen.Manifest(app))
 		}
 	}
 }
@@ -170,7 +171,7 @@ func waitConverged(t *testing.T, ns string, apps map[string]*webappv1.WebApp, ti
 				refused[app.Name] = true
 				continue
 			case ready.Status == metav1.ConditionUnknown || ready.Reason == controller.ReasonReconcileError:
-				return fmt.Errorf("%s: Ready = %+v\n%s", app.Name, ready, manifest(apps[app.Name]))
+				return fmt.Errorf("%s: Ready = %+v\n%s", app.Name, ready, gen.Manifest(apps[app.Name]))
 			case exists[app.Name]:
 				continue
 			}
@@ -303,7 +304,7 @@ func failIfWrites(t *testing.T, when string, writes, events []string, apps map[s
 	}
 	example := ""
 	if app, ok := apps[name]; ok {
-		example = "\nto reproduce, apply:\n" + manifest(app)
+		example = "\nto reproduce, apply:\n" + gen.Manifest(app)
 	}
 	t.Errorf("%s: %d writes, want 0: %q%s", when, len(bad), bad, example)
 }

@@ -20,6 +20,7 @@ import (
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/conversion"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -35,16 +36,17 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	if err := k8s.Create(ctx, v2app); err != nil {
 		t.Fatal(err)
 	}
-	// As v1: the primary port, the count unset means, and the rest in the annotation.
+	// As v1: the primary port, the count unset means, and the rest in the status's conversion data.
 	v1app := &webappv1.WebApp{}
 	if err := get(ctx, ns, "two", v1app); err != nil {
 		t.Fatal(err)
 	}
-	if v1app.Spec.Port != 8080 || v1app.Spec.Replicas != 1 || v1app.Annotations[webappv1.ConversionDataAnnotation] == "" {
-		t.Fatalf("read as v1: port %d replicas %d annotations %v", v1app.Spec.Port, v1app.Spec.Replicas, v1app.Annotations)
+	if v1app.Spec.Port != 8080 || v1app.Spec.Replicas != 1 || v1app.Status.ConversionData == "" || v1app.Annotations != nil {
+		t.Fatalf("read as v1: port %d replicas %d conversion data %q annotations %v", v1app.Spec.Port, v1app.Spec.Replicas, v1app.Status.ConversionData, v1app.Annotations)
 	}
-	// A v1 client's read, change and write.
+	// A v1 client's read, change and write (the status it sends is the API server's to ignore: it keeps its own).
 	v1app.Spec.Image, v1app.Spec.Port = "nginx:1.27", 8081
+	v1app.Status.ConversionData = ""
 	if err := k8s.Update(ctx, v1app); err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +58,8 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 	if got.Spec.Image != "nginx:1.27" || !slices.Equal(got.Spec.Ports, want) || got.Spec.Replicas != nil {
 		t.Fatalf("after a v1 update: image %s ports %v replicas %v", got.Spec.Image, got.Spec.Ports, got.Spec.Replicas)
 	}
-	if _, ok := got.Annotations[webappv1.ConversionDataAnnotation]; ok {
-		t.Errorf("the conversion data was stored: %v", got.Annotations)
+	if got.Annotations != nil || got.Status.ConversionDropped != nil || got.Spec.Pod.Security != "" || got.Spec.Rollout.ProgressDeadlineSeconds != 0 {
+		t.Errorf("after a v1 update: annotations %v, dropped %+v, pod.security %q, progress deadline %d", got.Annotations, got.Status.ConversionDropped, got.Spec.Pod.Security, got.Spec.Rollout.ProgressDeadlineSeconds)
 	}
 
 	// A v1 WebApp reads as v2 with its one port named http, and its count set.
@@ -212,7 +214,7 @@ func TestStorageMigration(t *testing.T) {
 	migrated := metricSum(t, "webapp_operator_storage_migrated_total", nil)
 	done := make(chan struct{})
 	close(done)
-	m := &controller.StorageMigrator{Reader: k8s, Client: k8s, Ready: done}
+	m := &conversion.StorageMigrator{Reader: k8s, Client: k8s, Ready: done}
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +291,7 @@ func crd(t *testing.T) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("apiextensions.k8s.io/v1")
 	u.SetKind("CustomResourceDefinition")
-	if err := k8s.Get(context.Background(), types.NamespacedName{Name: controller.CRDName}, u); err != nil {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: conversion.CRDName}, u); err != nil {
 		t.Fatal(err)
 	}
 	return u

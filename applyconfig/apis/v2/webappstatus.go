@@ -42,6 +42,10 @@ type WebAppStatusApplyConfiguration struct {
 	// field manager also owns them (a child re-created from an exported manifest, say). While there are any, Ready
 	// is False with reason FieldsRetained: the spec is not fully applied until they are removed or released.
 	RetainedFields []RetainedFieldApplyConfiguration `json:"retainedFields,omitempty"`
+	// ConversionDropped says what the last write through v1 carried for v2-only fields that v2's schema refuses
+	// (conversion data written by hand or forged): those fields were left as they were before, never stored. The
+	// next write through v1 that carries nothing refused removes it.
+	ConversionDropped *ConversionDroppedApplyConfiguration `json:"conversionDropped,omitempty"`
 }
 
 // WebAppStatusApplyConfiguration constructs a declarative configuration of the WebAppStatus type for use with
@@ -139,5 +143,13 @@ func (b *WebAppStatusApplyConfiguration) WithRetainedFields(values ...*RetainedF
 		}
 		b.RetainedFields = append(b.RetainedFields, *values[i])
 	}
+	return b
+}
+
+// WithConversionDropped sets the ConversionDropped field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ConversionDropped field is set to the value of the last call.
+func (b *WebAppStatusApplyConfiguration) WithConversionDropped(value *ConversionDroppedApplyConfiguration) *WebAppStatusApplyConfiguration {
+	b.ConversionDropped = value
 	return b
 }

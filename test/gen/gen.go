@@ -1,4 +1,6 @@
-package integration
+// Package gen draws random WebApps that the API server accepts, for the generative tests (the promise test, the
+// conversion tests, the action test): every spec field, in every form the CRD allows.
+package gen
 
 import (
 	"fmt"
@@ -15,28 +17,31 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/conversion"
 )
 
-// gen draws random WebApps that the API server accepts: every spec field, each in the forms the CRD allows
+// Gen draws random WebApps that the API server accepts: every spec field, each in the forms the CRD allows
 // (downward-API env with and without apiVersion, resource field refs with divisors, probes of every handler with
 // and without their optional fields, int and percent strategies, quantities in every spelling, every Service
 // type, both pod security levels and deletion policies). A few draws are accepted by the CRD but refused by the
 // Deployment API (a pod label value with a space, say): those must show Ready=False with the server's message.
-type gen struct{ r *rand.Rand }
+type Gen struct{ r *rand.Rand }
 
-func newGen(seed uint64) *gen { return &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))} }
+// New is a generator drawing from seed.
+func New(seed uint64) *Gen { return &Gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))} }
 
-func (g *gen) chance(p float64) bool { return g.r.Float64() < p }
-func (g *gen) intn(n int) int        { return g.r.IntN(n) }
-func (g *gen) pick(s ...string) string {
+func (g *Gen) chance(p float64) bool { return g.r.Float64() < p }
+func (g *Gen) intn(n int) int        { return g.r.IntN(n) }
+func (g *Gen) pick(s ...string) string {
 	return s[g.intn(len(s))]
 }
 
-func (g *gen) word() string {
+func (g *Gen) word() string {
 	return g.pick("alpha", "beta", "gamma", "delta", "x", "web", "api", "v2", "a-b", "node.local")
 }
 
-func (g *gen) webApp(ns, name string) *webappv1.WebApp {
+// WebApp draws a WebApp as a v1 client writes it.
+func (g *Gen) WebApp(ns, name string) *webappv1.WebApp {
 	app := &webappv1.WebApp{
 		TypeMeta:   metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -94,7 +99,7 @@ func (g *gen) webApp(ns, name string) *webappv1.WebApp {
 }
 
 // subset draws some of names, in order, without repeats.
-func (g *gen) subset(names ...string) []string {
+func (g *Gen) subset(names ...string) []string {
 	var out []string
 	for _, n := range names {
 		if g.chance(0.3) {
@@ -104,7 +109,7 @@ func (g *gen) subset(names ...string) []string {
 	return out
 }
 
-func (g *gen) env() []corev1.EnvVar {
+func (g *Gen) env() []corev1.EnvVar {
 	var env []corev1.EnvVar
 	for i := range g.intn(7) {
 		e := corev1.EnvVar{Name: fmt.Sprintf("VAR_%d", i)}
@@ -148,7 +153,7 @@ func (g *gen) env() []corev1.EnvVar {
 	return env
 }
 
-func (g *gen) optional() *bool {
+func (g *Gen) optional() *bool {
 	switch g.intn(3) {
 	case 0:
 		return ptr.To(true)
@@ -158,7 +163,7 @@ func (g *gen) optional() *bool {
 	return nil
 }
 
-func (g *gen) envFrom() []corev1.EnvFromSource {
+func (g *Gen) envFrom() []corev1.EnvFromSource {
 	var from []corev1.EnvFromSource
 	for range g.intn(3) {
 		s := corev1.EnvFromSource{}
@@ -176,7 +181,7 @@ func (g *gen) envFrom() []corev1.EnvFromSource {
 }
 
 // resources draws requests and limits in every spelling the CRD accepts, limits no lower than requests.
-func (g *gen) resources() corev1.ResourceRequirements {
+func (g *Gen) resources() corev1.ResourceRequirements {
 	r := corev1.ResourceRequirements{}
 	cpu := [][2]string{{"1n", "1m"}, {"100m", "0.5"}, {"0.1", "1"}, {"250000u", "1500m"}, {"1.5m", "2"}, {"1", "1000m"}, {"2", "2"}}
 	mem := [][2]string{{"64Mi", "128Mi"}, {"1e6", "1G"}, {"128M", "134217728"}, {"0.5Gi", "1Gi"}, {"1.5", "1Ki"}, {"100k", "1e6"}}
@@ -202,7 +207,7 @@ func (g *gen) resources() corev1.ResourceRequirements {
 }
 
 // probe draws a probe with exactly one handler; liveness probes keep successThreshold 1, as the API requires.
-func (g *gen) probe(liveness bool) *corev1.Probe {
+func (g *Gen) probe(liveness bool) *corev1.Probe {
 	p := &corev1.Probe{}
 	port := func() intstr.IntOrString {
 		if g.chance(0.5) {
@@ -253,7 +258,7 @@ func (g *gen) probe(liveness bool) *corev1.Probe {
 	return p
 }
 
-func (g *gen) intOrPercent() *intstr.IntOrString {
+func (g *Gen) intOrPercent() *intstr.IntOrString {
 	if g.chance(0.5) {
 		return ptr.To(intstr.FromInt32(int32(g.intn(4))))
 	}
@@ -261,7 +266,7 @@ func (g *gen) intOrPercent() *intstr.IntOrString {
 }
 
 // labels draws pod labels; one draw in twenty has a value the Deployment API refuses (the CRD cannot tell).
-func (g *gen) labels() map[string]string {
+func (g *Gen) labels() map[string]string {
 	l := map[string]string{}
 	for _, k := range g.subset("team", "example.com/tier", "version") {
 		l[k] = g.pick("", "a", "v1.2", "blue-green")
@@ -275,7 +280,7 @@ func (g *gen) labels() map[string]string {
 	return l
 }
 
-func (g *gen) annotations() map[string]string {
+func (g *Gen) annotations() map[string]string {
 	a := map[string]string{}
 	for _, k := range g.subset("example.com/note", "prometheus.io/scrape", "team") {
 		a[k] = g.pick("", "true", "free text, with: punctuation", "{\"json\": 1}")
@@ -286,12 +291,12 @@ func (g *gen) annotations() map[string]string {
 	return a
 }
 
-// manifest is app as YAML a user can apply as it is (no namespace, no server fields).
-func manifest(app *webappv1.WebApp) string {
+// Manifest is app as YAML a user can apply as it is (no namespace, no server fields).
+func Manifest(app *webappv1.WebApp) string {
 	// Printed as v2, the storage version: exact for a case drawn as v2 too (its v1 form keeps the rest in the
-	// conversion-data annotation, which ConvertToHub reads).
+	// conversion data in its status, which conversion.ToHub reads).
 	hub := &webappv2.WebApp{}
-	if err := webappv1.ConvertToHub(app, hub); err != nil {
+	if err := conversion.ToHub(app, hub); err != nil {
 		return fmt.Sprintf("(cannot convert: %v)", err)
 	}
 	clean := &webappv2.WebApp{TypeMeta: metav1.TypeMeta{APIVersion: webappv2.GroupVersion.String(), Kind: "WebApp"},
@@ -303,12 +308,12 @@ func manifest(app *webappv1.WebApp) string {
 	return strings.ReplaceAll(string(data), "  creationTimestamp: null\n", "")
 }
 
-// webAppV2 draws a WebApp as v2 draws it: a v1 draw converted, then what only v2 can say (an unset replica count,
+// WebAppV2 draws a WebApp as v2 draws it: a v1 draw converted, then what only v2 can say (an unset replica count,
 // more ports, a primary port not named http). It returns the v2 object to create and its v1 form (the form the
-// checks read, with the conversion-data annotation).
-func (g *gen) webAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
+// checks read, with the conversion data in its status).
+func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	hub := &webappv2.WebApp{}
-	if err := webappv1.ConvertToHub(g.webApp(ns, name), hub); err != nil {
+	if err := conversion.ToHub(g.WebApp(ns, name), hub); err != nil {
 		panic(err)
 	}
 	hub.TypeMeta = metav1.TypeMeta{APIVersion: webappv2.GroupVersion.String(), Kind: "WebApp"}
@@ -336,23 +341,23 @@ func (g *gen) webAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 		}
 	}
 	if g.chance(0.3) {
-		hub.Spec.Autoscaling = g.autoscaling()
+		hub.Spec.Autoscaling = g.Autoscaling()
 	}
 	if g.chance(0.4) {
-		hub.Spec.Expose = g.expose()
+		hub.Spec.Expose = g.Expose()
 	}
 	spoke := &webappv1.WebApp{}
-	if err := webappv1.ConvertFromHub(hub, spoke); err != nil {
+	if err := conversion.FromHub(hub, spoke); err != nil {
 		panic(err)
 	}
 	spoke.TypeMeta = metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"}
 	return hub, spoke
 }
 
-// expose draws spec.expose in every accepted form: one to three hosts, or 16 (wildcards among them), up to three
+// Expose draws spec.expose in every accepted form: one to three hosts, or 16 (wildcards among them), up to three
 // paths (escapes and every allowed character among them),
 // through a Gateway (in the namespace or another, with a listener or none) or an Ingress (with TLS or none).
-func (g *gen) expose() *webappv2.Expose {
+func (g *Gen) Expose() *webappv2.Expose {
 	e := &webappv2.Expose{}
 	n := 1 + g.intn(3)
 	if g.chance(0.1) {
@@ -385,9 +390,9 @@ func (g *gen) expose() *webappv2.Expose {
 	return e
 }
 
-// autoscaling draws spec.autoscaling in every accepted form: with and without minReplicas and each target, and a
+// Autoscaling draws spec.autoscaling in every accepted form: with and without minReplicas and each target, and a
 // behavior with rules with and without policies.
-func (g *gen) autoscaling() *webappv2.Autoscaling {
+func (g *Gen) Autoscaling() *webappv2.Autoscaling {
 	a := &webappv2.Autoscaling{MaxReplicas: int32(1 + g.intn(100))}
 	if g.chance(0.6) {
 		a.MinReplicas = ptr.To(int32(1 + g.intn(int(a.MaxReplicas))))
@@ -404,7 +409,7 @@ func (g *gen) autoscaling() *webappv2.Autoscaling {
 	return a
 }
 
-func (g *gen) scalingRules() *autoscalingv2.HPAScalingRules {
+func (g *Gen) scalingRules() *autoscalingv2.HPAScalingRules {
 	if g.chance(0.3) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package controller
+package conversion
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller"
 )
 
 var storageMigratedTotal = prometheus.NewCounter(prometheus.CounterOpts{
@@ -165,7 +166,7 @@ func (m *StorageMigrator) rewrite(ctx context.Context, app *metav1.PartialObject
 	if err != nil {
 		return err
 	}
-	err = m.Client.Patch(ctx, app, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager))
+	err = m.Client.Patch(ctx, app, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(controller.FieldManager))
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil

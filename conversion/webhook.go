@@ -1,4 +1,4 @@
-package controller
+package conversion
 
 import (
 	"bytes"
@@ -26,6 +26,7 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller"
 )
 
 // CRDName is the WebApp CRD's name: the conversion webhook's CA is injected into it, and the storage migration
@@ -101,7 +102,7 @@ func NewConversionWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOpt
 			ExtraDNSNames:  append([]string{host + ".cluster.local", o.ServiceName + "." + o.Namespace}, o.ExtraDNSNames...),
 			IsReady:        certsReady,
 			Webhooks:       []rotator.WebhookInfo{{Name: CRDName, Type: rotator.CRDConversion}},
-			FieldOwner:     FieldManager,
+			FieldOwner:     controller.FieldManager,
 			// Every replica serves conversion, so every replica needs the certificate: the Secret is written with
 			// optimistic concurrency, and a replica that loses the race reads the winner's.
 			RequireLeaderElection: false,
@@ -145,15 +146,15 @@ func (w webhookAfterCerts) Start(ctx context.Context) error {
 func (webhookAfterCerts) NeedLeaderElection() bool { return false }
 
 // NewConversionHandler is the /convert handler: WebApp v1 to and from the v2 hub, by the functions of
-// apis/v1/conversion.go. scheme must know both versions (NewScheme).
+// convert.go and schema.go. scheme must know both versions (controller.NewScheme).
 func NewConversionHandler(scheme *runtime.Scheme) (http.Handler, error) {
 	converter, err := conversion.NewHubSpokeConverter(&webappv2.WebApp{},
 		conversion.NewSpokeConverter(&webappv1.WebApp{},
 			func(_ context.Context, hub *webappv2.WebApp, spoke *webappv1.WebApp) error {
-				return webappv1.ConvertFromHub(hub, spoke)
+				return FromHub(hub, spoke)
 			},
 			func(_ context.Context, spoke *webappv1.WebApp, hub *webappv2.WebApp) error {
-				return webappv1.ConvertToHub(spoke, hub)
+				return ToHub(spoke, hub)
 			}))(scheme)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,320 @@
+package conversion
+
+import (
+	"encoding/json"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// LegacyDataAnnotation is where releases before this one kept the conversion data, on the v1 object. It is read
+// only where a WebApp has no conversion data of its own (a v1 create from an export of such a release, or an
+// object stored at v1 by a rollback), held to v2's schema like any conversion data, and never stored: the
+// conversion to v2 removes it.
+const LegacyDataAnnotation = "webapp.example.com/conversion-data"
+
+// v1PortName is the name v1's one port has in the Deployment and the Service.
+const v1PortName = "http"
+
+// data is what v1 cannot say of a v2 spec, kept in the v1 status's conversionData (see webappv1.WebAppStatus).
+type data struct {
+	// Unset names the v2 fields that were unset where v1 shows its default (the v1 field names: replicas,
+	// podSecurity, progressDeadlineSeconds, service.type). They stay unset while v1 still shows that default.
+	Unset []string `json:"unset,omitempty"`
+	// ReplicasUnset is the legacy annotation's way of saying that Unset holds replicas.
+	ReplicasUnset bool `json:"replicasUnset,omitempty"`
+	// Ports: v2's whole list of ports, when v1's one port cannot say it. v1's port is the first port's number.
+	Ports []webappv2.Port `json:"ports,omitempty"`
+	// Autoscaling: v2's spec.autoscaling, which v1 has no field for.
+	Autoscaling *webappv2.Autoscaling `json:"autoscaling,omitempty"`
+	// Expose: v2's spec.expose, which v1 has no field for.
+	Expose *webappv2.Expose `json:"expose,omitempty"`
+}
+
+func (d data) empty() bool {
+	return len(d.Unset) == 0 && !d.ReplicasUnset && len(d.Ports) == 0 && d.Autoscaling == nil && d.Expose == nil
+}
+
+// v1Default is a v1 field with a schema default whose v2 field has none: a v2 WebApp that leaves it unset reads
+// in v1 with the default, and a v1 write that still carries the default leaves it unset in v2.
+type v1Default struct {
+	name    string
+	isUnset func(*webappv2.WebAppSpec) bool
+	isV1Def func(*webappv1.WebAppSpec) bool
+	unset   func(*webappv2.WebAppSpec)
+}
+
+var v1Defaults = []v1Default{
+	{"replicas",
+		func(s *webappv2.WebAppSpec) bool { return s.Replicas == nil },
+		func(s *webappv1.WebAppSpec) bool { return s.Replicas == webappv2.DefaultReplicas || s.Replicas == 0 },
+		func(s *webappv2.WebAppSpec) { s.Replicas = nil }},
+	{"podSecurity",
+		func(s *webappv2.WebAppSpec) bool { return s.Pod.Security == "" },
+		func(s *webappv1.WebAppSpec) bool {
+			return s.PodSecurity == webappv1.PodSecurityRestricted || s.PodSecurity == ""
+		},
+		func(s *webappv2.WebAppSpec) { s.Pod.Security = "" }},
+	{"progressDeadlineSeconds",
+		func(s *webappv2.WebAppSpec) bool { return s.Rollout.ProgressDeadlineSeconds == 0 },
+		func(s *webappv1.WebAppSpec) bool {
+			return s.ProgressDeadlineSeconds == webappv2.DefaultProgressDeadlineSeconds || s.ProgressDeadlineSeconds == 0
+		},
+		func(s *webappv2.WebAppSpec) { s.Rollout.ProgressDeadlineSeconds = 0 }},
+	{"service.type",
+		func(s *webappv2.WebAppSpec) bool { return s.Service.Type == "" },
+		func(s *webappv1.WebAppSpec) bool { return s.Service.Type == "ClusterIP" || s.Service.Type == "" },
+		func(s *webappv2.WebAppSpec) { s.Service.Type = "" }},
+}
+
+// readData is the conversion data of a v1 object: its status's, or, where it has none, the legacy annotation's.
+// Data that cannot be read is none (it was written by hand).
+func readData(src *webappv1.WebApp) data {
+	raw := src.Status.ConversionData
+	if raw == "" {
+		raw = src.Annotations[LegacyDataAnnotation]
+	}
+	var d data
+	if raw == "" || json.Unmarshal([]byte(raw), &d) != nil {
+		return data{}
+	}
+	if d.ReplicasUnset && !slices.Contains(d.Unset, "replicas") {
+		d.Unset = append(d.Unset, "replicas")
+	}
+	return d
+}
+
+// toHub converts a v1 WebApp to v2, restoring what the conversion data says v1 cannot, kept to the shape v2
+// needs (ports without repeats); whether the restored fields pass v2's whole schema is Guard's to say. restored
+// names the v2 fields that came from the data, for Guard to drop if v2 refuses them. It never fails.
+func toHub(src *webappv1.WebApp, dst *webappv2.WebApp) (restored []string) {
+	d := readData(src)
+	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
+	dropAnnotation(&dst.ObjectMeta)
+
+	s := src.Spec.DeepCopy()
+	dst.Spec = webappv2.WebAppSpec{
+		Image: s.Image,
+		Container: webappv2.ContainerSpec{
+			Command:         s.Command,
+			Args:            s.Args,
+			Env:             s.Env,
+			EnvFrom:         s.EnvFrom,
+			Resources:       s.Resources,
+			ImagePullPolicy: s.ImagePullPolicy,
+			HealthCheckPath: s.HealthCheckPath,
+			ReadinessProbe:  s.ReadinessProbe,
+			LivenessProbe:   s.LivenessProbe,
+		},
+		Pod: webappv2.PodSpec{
+			Labels:           s.PodLabels,
+			Annotations:      s.PodAnnotations,
+			ImagePullSecrets: s.ImagePullSecrets,
+			Security:         webappv2.PodSecurity(s.PodSecurity),
+		},
+		Rollout: webappv2.RolloutSpec{
+			MaxSurge:                s.Strategy.MaxSurge,
+			MaxUnavailable:          s.Strategy.MaxUnavailable,
+			RevisionHistoryLimit:    s.RevisionHistoryLimit,
+			ProgressDeadlineSeconds: s.ProgressDeadlineSeconds,
+		},
+		Service:        webappv2.ServiceSpec{Type: s.Service.Type, Annotations: s.Service.Annotations},
+		DeletionPolicy: webappv2.DeletionPolicy(s.DeletionPolicy),
+	}
+	if s.Replicas != 0 {
+		dst.Spec.Replicas = &s.Replicas
+	}
+	// A field unset in v2 stays unset while v1 shows the default it stands for; any other value is the v1 client's.
+	for _, f := range v1Defaults {
+		if slices.Contains(d.Unset, f.name) && f.isV1Def(s) {
+			f.unset(&dst.Spec)
+		}
+	}
+	// The v1 port is the primary port's number; the rest of the list comes back from the data.
+	switch {
+	case len(d.Ports) > 0:
+		dst.Spec.Ports = restorePorts(d.Ports, s.Port)
+		restored = append(restored, "spec.ports")
+	case s.Port != 0:
+		dst.Spec.Ports = []webappv2.Port{{Name: v1PortName, Port: s.Port}}
+	}
+	if d.Autoscaling != nil {
+		dst.Spec.Autoscaling = d.Autoscaling
+		restored = append(restored, "spec.autoscaling")
+	}
+	if d.Expose != nil {
+		dst.Spec.Expose = d.Expose
+		restored = append(restored, "spec.expose")
+	}
+
+	dst.Status = statusToHub(src.Status)
+	// What a previous write dropped is not this write's: Guard says what this one drops.
+	dst.Status.ConversionDropped = nil
+	return restored
+}
+
+// unrestore puts back what v1 alone says for a restored field that v2 refuses.
+func unrestore(field string, src *webappv1.WebApp, dst *webappv2.WebApp) {
+	switch field {
+	case "spec.ports":
+		dst.Spec.Ports = nil
+		if src.Spec.Port != 0 {
+			dst.Spec.Ports = []webappv2.Port{{Name: v1PortName, Port: src.Spec.Port}}
+		}
+	case "spec.autoscaling":
+		dst.Spec.Autoscaling = nil
+	case "spec.expose":
+		dst.Spec.Expose = nil
+	}
+}
+
+// restore copies a restored field from the object with every restored field to dst.
+func restore(field string, from, dst *webappv2.WebApp) {
+	switch field {
+	case "spec.ports":
+		dst.Spec.Ports = from.Spec.Ports
+	case "spec.autoscaling":
+		dst.Spec.Autoscaling = from.Spec.Autoscaling
+	case "spec.expose":
+		dst.Spec.Expose = from.Spec.Expose
+	}
+}
+
+// restorePorts is the data's ports with v1's port as the primary port's number. A port that repeats a name, or the
+// number of a port before it, is left out: that happens when a v1 client gives the primary port the number of
+// another port (the v1 client's own port wins), or when the data was written by hand.
+func restorePorts(ports []webappv2.Port, primary int32) []webappv2.Port {
+	out := make([]webappv2.Port, 0, len(ports))
+	names, numbers := map[string]bool{}, map[int32]bool{}
+	for i, p := range ports {
+		if i == 0 && primary != 0 {
+			p.Port = primary
+		}
+		if names[p.Name] || numbers[p.Port] {
+			continue
+		}
+		names[p.Name], numbers[p.Port] = true, true
+		out = append(out, p)
+	}
+	return out
+}
+
+// FromHub converts a v2 WebApp to v1, keeping what v1 cannot express in the v1 status's conversionData (and only
+// then: a WebApp v1 can say whole carries none).
+func FromHub(src *webappv2.WebApp, dst *webappv1.WebApp) error {
+	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
+	dropAnnotation(&dst.ObjectMeta)
+
+	s := src.Spec.DeepCopy()
+	dst.Spec = webappv1.WebAppSpec{
+		Image:                   s.Image,
+		Replicas:                webappv2.DefaultReplicas,
+		ProgressDeadlineSeconds: s.Rollout.ProgressDeadlineSeconds,
+		DeletionPolicy:          webappv1.DeletionPolicy(s.DeletionPolicy),
+		Command:                 s.Container.Command,
+		Args:                    s.Container.Args,
+		Env:                     s.Container.Env,
+		EnvFrom:                 s.Container.EnvFrom,
+		Resources:               s.Container.Resources,
+		HealthCheckPath:         s.Container.HealthCheckPath,
+		ReadinessProbe:          s.Container.ReadinessProbe,
+		LivenessProbe:           s.Container.LivenessProbe,
+		ImagePullSecrets:        s.Pod.ImagePullSecrets,
+		ImagePullPolicy:         s.Container.ImagePullPolicy,
+		Service:                 webappv1.ServiceSpec{Type: s.Service.Type, Annotations: s.Service.Annotations},
+		PodLabels:               s.Pod.Labels,
+		PodAnnotations:          s.Pod.Annotations,
+		Strategy:                webappv1.RollingUpdate{MaxSurge: s.Rollout.MaxSurge, MaxUnavailable: s.Rollout.MaxUnavailable},
+		RevisionHistoryLimit:    s.Rollout.RevisionHistoryLimit,
+		PodSecurity:             webappv1.PodSecurity(s.Pod.Security),
+	}
+	var d data
+	// v1 has no unset count: it shows 1, what unset means, so a v1 reader (the operator before v2 included) runs
+	// one pod, never zero. The API server fills in v1's other defaults when it reads the object as v1.
+	if s.Replicas != nil {
+		dst.Spec.Replicas = *s.Replicas
+	}
+	for _, f := range v1Defaults {
+		if f.isUnset(s) {
+			d.Unset = append(d.Unset, f.name)
+		}
+	}
+	if len(s.Ports) > 0 {
+		dst.Spec.Port = s.Ports[0].Port
+		if len(s.Ports) > 1 || s.Ports[0].Name != v1PortName {
+			d.Ports = s.Ports
+		}
+	}
+	d.Autoscaling, d.Expose = s.Autoscaling, s.Expose
+
+	dst.Status = statusFromHub(src.Status)
+	if !d.empty() {
+		raw, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		dst.Status.ConversionData = string(raw)
+	}
+	return nil
+}
+
+// dropAnnotation removes the legacy conversion data, and the map with it when nothing else is left.
+func dropAnnotation(m *metav1.ObjectMeta) {
+	if _, ok := m.Annotations[LegacyDataAnnotation]; !ok {
+		return
+	}
+	delete(m.Annotations, LegacyDataAnnotation)
+	if len(m.Annotations) == 0 {
+		m.Annotations = nil
+	}
+}
+
+// The status is the same in both versions, but for v1's conversion data.
+func statusToHub(s webappv1.WebAppStatus) webappv2.WebAppStatus {
+	out := webappv2.WebAppStatus{
+		ObservedGeneration: s.ObservedGeneration,
+		Replicas:           s.Replicas,
+		AvailableReplicas:  s.AvailableReplicas,
+		DesiredReplicas:    s.DesiredReplicas,
+		ReplicasSetBy:      s.ReplicasSetBy,
+		Selector:           s.Selector,
+		URL:                s.URL,
+		URLs:               slices.Clone(s.URLs),
+	}
+	for _, c := range s.Conditions {
+		out.Conditions = append(out.Conditions, *c.DeepCopy())
+	}
+	for _, f := range s.RetainedFields {
+		out.RetainedFields = append(out.RetainedFields, webappv2.RetainedField{Kind: f.Kind, Field: f.Field, Managers: slices.Clone(f.Managers)})
+	}
+	if d := s.ConversionDropped; d != nil {
+		out.ConversionDropped = &webappv2.ConversionDropped{Generation: d.Generation, Fields: slices.Clone(d.Fields), Message: d.Message}
+	}
+	return out
+}
+
+func statusFromHub(s webappv2.WebAppStatus) webappv1.WebAppStatus {
+	out := webappv1.WebAppStatus{
+		ObservedGeneration: s.ObservedGeneration,
+		Replicas:           s.Replicas,
+		AvailableReplicas:  s.AvailableReplicas,
+		DesiredReplicas:    s.DesiredReplicas,
+		ReplicasSetBy:      s.ReplicasSetBy,
+		Selector:           s.Selector,
+		URL:                s.URL,
+		URLs:               slices.Clone(s.URLs),
+	}
+	for _, c := range s.Conditions {
+		out.Conditions = append(out.Conditions, *c.DeepCopy())
+	}
+	for _, f := range s.RetainedFields {
+		out.RetainedFields = append(out.RetainedFields, webappv1.RetainedField{Kind: f.Kind, Field: f.Field, Managers: slices.Clone(f.Managers)})
+	}
+	if d := s.ConversionDropped; d != nil {
+		out.ConversionDropped = &webappv1.ConversionDropped{Generation: d.Generation, Fields: slices.Clone(d.Fields), Message: d.Message}
+	}
+	return out
+}
