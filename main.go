@@ -82,6 +82,7 @@ func main() {
 	flag.StringVar(&o.webhook.SecretName, "webhook-secret-name", "webapp-operator-webhook-cert", "Secret, in the operator's namespace, of the conversion webhook's certificate.")
 	flag.StringVar(&o.webhook.ServiceName, "webhook-service-name", "webapp-operator-webhook", "Service, in the operator's namespace, through which the API server calls the conversion webhook (the certificate names it).")
 	flag.StringVar(&o.webhookDNSNames, "webhook-dns-names", "", "More DNS names for the webhook's certificate, comma-separated.")
+	flag.StringVar(&o.webhook.URL, "webhook-url", "", "For a manager run outside the cluster (make run): https://HOST:PORT/convert, where the API server reaches this process. The conversion webhook listens on PORT with a certificate for HOST made in memory, and the CRD's conversion points at it while the manager runs; what it pointed at before is put back when the manager stops (kept meanwhile in the CRD's annotation webapp.example.com/conversion-before-local-run). Overrides --webhook-port, --cert-rotation and --webhook-cert-dir.")
 	flag.BoolVar(&o.migrateStorage, "migrate-storage", true, "On becoming leader, rewrite every stored WebApp at the CRD's storage version and then set the CRD's status.storedVersions to it alone (default: on, but off with --namespace).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -150,7 +151,7 @@ func run(o options) error {
 	// none, and is ready without it.
 	webhookStarted, webhookReady := healthz.Ping, (<-chan struct{})(closed())
 	var conv *conversion.ConversionWebhook
-	if o.webhook.Port != 0 {
+	if o.webhook.Port != 0 || o.webhook.URL != "" {
 		if conv, err = conversion.NewConversionWebhook(cfg, scheme, o.webhook); err != nil {
 			return fmt.Errorf("setting up the conversion webhook: %w", err)
 		}

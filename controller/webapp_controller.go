@@ -120,6 +120,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // nothing failed), failing, or neither, for the resync.
 func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, fp string) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(app)
+	r.reportConversionDropped(app)
 	kids, applyErr := r.applyChildren(ctx, app)
 	if errors.Is(applyErr, errOwnerGoing) {
 		// The cache is behind a deletion: the WebApp's own event brings the reconcile that handles it.
@@ -151,6 +152,19 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 	}
 	r.mem.settle(key, fp, err)
 	return res, err
+}
+
+// reportConversionDropped tells, by a warning event, what the write through v1 that made this generation carried
+// for v2-only fields and v2 refused (status.conversionDropped, written by the conversion). Once per generation: the
+// first reconcile of a generation is the one whose status write has not yet observed it. (An event note holds at
+// most 1,024 bytes.)
+func (r *WebAppReconciler) reportConversionDropped(app *webappv2.WebApp) {
+	d := app.Status.ConversionDropped
+	if d == nil || d.Generation != app.Generation || app.Status.ObservedGeneration >= app.Generation {
+		return
+	}
+	r.event(app, nil, corev1.EventTypeWarning, "ConversionDataDropped", "Convert",
+		"A write through v1 carried %s that v2 refuses; left out: %s", strings.Join(d.Fields, ", "), truncateTo(d.Message, 800))
 }
 
 // childrenOutcome is what writing a WebApp's children found and did, by kind.

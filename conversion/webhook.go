@@ -49,9 +49,14 @@ type WebhookOptions struct {
 	Rotate                bool
 	Namespace, SecretName string
 	// ServiceName is the Service the API server calls, in Namespace: the certificate is for its DNS names and
-	// ExtraDNSNames (localhost, for a manager run outside the cluster).
+	// ExtraDNSNames.
 	ServiceName   string
 	ExtraDNSNames []string
+	// URL, for a manager run outside the cluster (make run), is the address at which the API server reaches this
+	// process, https://HOST:PORT/convert: the server listens on PORT, with a certificate for HOST made in memory
+	// (Rotate and Port are ignored), and the CRD's conversion points at URL while the webhook runs; what it pointed
+	// at before is put back when it stops.
+	URL string
 }
 
 // ConversionWebhook serves WebApp conversion (v1 to and from the v2 hub) at /convert on every replica, leader or
@@ -84,11 +89,32 @@ func NewConversionWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOpt
 	if err != nil {
 		return nil, err
 	}
-	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
+	serverOpts := webhook.Options{Port: o.Port, CertDir: o.CertDir}
+	var local *localEndpoint
+	if o.URL != "" {
+		// The certificate is this run's alone: in a directory of its own, removed when the run stops.
+		dir, err := os.MkdirTemp("", "webapp-operator-local-webhook-")
+		if err != nil {
+			return nil, err
+		}
+		if local, err = newLocalEndpoint(o.URL, dir); err != nil {
+			return nil, err
+		}
+		serverOpts.CertDir = dir
+		serverOpts.Host, serverOpts.Port = local.bindHost, local.port
+	}
+	server := webhook.NewServer(serverOpts)
 	server.Register("/convert", handler)
 
-	certsReady := make(chan struct{})
-	if o.Rotate {
+	certsReady, ready := make(chan struct{}), make(chan struct{})
+	switch {
+	case local != nil:
+		// The certificate is in place: the server starts at once, and the CRD points here once it answers.
+		close(certsReady)
+		if err := mgr.Add(&pointCRD{client: mgr.GetClient(), endpoint: local, started: server.StartedChecker(), pointed: ready}); err != nil {
+			return nil, err
+		}
+	case o.Rotate:
 		if o.Namespace == "" || o.SecretName == "" || o.ServiceName == "" {
 			return nil, errors.New("certificate rotation needs the namespace, the Secret's and the Service's names")
 		}
@@ -115,13 +141,16 @@ func NewConversionWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOpt
 		if err := mgr.Add(certFiles{reader: mgr.GetAPIReader(), key: types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}, dir: o.CertDir}); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		close(certsReady)
+	}
+	if local == nil {
+		ready = certsReady
 	}
 	if err := mgr.Add(webhookAfterCerts{server: server, ready: certsReady}); err != nil {
 		return nil, err
 	}
-	return &ConversionWebhook{mgr: mgr, Started: server.StartedChecker(), Ready: certsReady}, nil
+	return &ConversionWebhook{mgr: mgr, Started: server.StartedChecker(), Ready: ready}, nil
 }
 
 // Start runs the webhook until ctx ends.

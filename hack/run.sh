@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: runs the manager (bin/manager) against the cluster of $KUBECONFIG or ~/.kube/config when one answers;
 # when none does, starts the local cluster (test/cmd/localcluster) in the background first. Installs the CRD either
-# way. Extra manager flags: make run ARGS="--requeue-after=10s".
+# way. On your own cluster the manager also serves the conversion webhook (v1 requests need it) at an address the
+# API server reaches (WEBHOOK_HOST, WEBHOOK_PORT override it), and points the CRD at it until it stops.
+# Extra manager flags: make run ARGS="--requeue-after=10s".
 # NODE=real (make run NODE=real): starts the cluster with a real node (make cluster-up NODE=real) and runs the
 # manager inside its network namespace, the only place its API server answers (hack/realnode.sh).
 set -euo pipefail
@@ -35,6 +37,7 @@ else
   bin/localcluster up
   KUBECONFIG=$(bin/localcluster kubeconfig)
   export KUBECONFIG
+  local_cluster=1
   echo
   echo "In another terminal, use it with kubectl (the same version is in $tools):"
   echo "  export KUBECONFIG=$KUBECONFIG PATH=$tools:\$PATH"
@@ -43,11 +46,44 @@ else
 fi
 
 if ! kubectl get crd webapps.example.com >/dev/null 2>&1; then
-  # The CRD with conversion by the operator's Service: v1 requests need the deployed operator (make deploy).
+  # The CRD as `make install` installs it (conversion by the deployed operator's Service).
   kubectl apply --server-side -k manifests/crd
 fi
 kubectl wait --for=condition=Established --timeout=60s crd/webapps.example.com >/dev/null
-echo "starting the manager (Ctrl-C stops it; 'make cluster-down' stops a local cluster)"
-# The manager on a workstation serves no conversion webhook (the API server could not call it): the local cluster
-# serves it, or the deployed operator does.
-exec bin/manager --kubeconfig="${KUBECONFIG:-$HOME/.kube/config}" --webhook-port=0 "$@"
+
+if [ -n "${local_cluster:-}" ]; then
+  echo "starting the manager (Ctrl-C stops it; 'make cluster-down' stops the local cluster)"
+  # The local cluster serves conversion itself (test/cmd/localcluster).
+  exec bin/manager --kubeconfig="$KUBECONFIG" --webhook-port=0 "$@"
+fi
+
+# Your cluster's API server calls the conversion webhook for every v1 request: this manager serves it, at an address
+# of this machine that the API server reaches, and points the CRD's conversion there while it runs. On exit
+# (Ctrl-C) it puts back what the CRD said before (kept meanwhile in the CRD's annotation
+# webapp.example.com/conversion-before-local-run, so a run that was killed is put right by the next one).
+webhook_host=${WEBHOOK_HOST:-}
+if [ -z "$webhook_host" ]; then
+  context=$(kubectl config current-context 2>/dev/null || true)
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  case "$context" in
+    kind-*)
+      # kind's nodes are containers on the docker network "kind": its gateway is this machine.
+      webhook_host=$(docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}' | tr ' ' '\n' | grep -m1 -E '^[0-9]+[.]')
+      ;;
+    minikube) webhook_host=host.minikube.internal ;;
+    docker-desktop) webhook_host=host.docker.internal ;;
+    *)
+      case "$server" in
+        https://127.*|https://localhost[:/]*|https://localhost|https://\[::1\]*) webhook_host=127.0.0.1 ;;
+      esac
+      ;;
+  esac
+fi
+if [ -z "$webhook_host" ]; then
+  echo "cannot tell at which address the API server at $server (context ${context:-none}) reaches this machine;" >&2
+  echo "set WEBHOOK_HOST to it (make run WEBHOOK_HOST=ADDRESS): v1 requests need the conversion webhook this manager serves" >&2
+  exit 1
+fi
+url="https://$webhook_host:${WEBHOOK_PORT:-9443}/convert"
+echo "starting the manager, serving conversion at $url (Ctrl-C stops it and puts back the CRD's conversion)"
+exec bin/manager --kubeconfig="${KUBECONFIG:-$HOME/.kube/config}" --webhook-url="$url" "$@"
