@@ -104,6 +104,12 @@ fuzz-actions: ## Run the action test on a local cluster: STEPS random actions of
 		WEBAPP_TOOLS_BIN="$$bin" WEBAPP_ACTIONS_SEED=$(SEED) WEBAPP_ACTIONS_STEPS=$(STEPS) \
 		go test -timeout $(TEST_TIMEOUT) -count=1 -v -run '^TestRandomActionsKeepTheInvariants$$' ./test/actions
 
+.PHONY: fuzz-conversion
+fuzz-conversion: ## Run the conversion action test on a real API server: STEPS random v1 and v2 client actions from SEED (a failure prints them as kubectl commands).
+	bin=$$(test/tools/install.sh) && \
+		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$bin}" WEBAPP_TOOLS_BIN="$$bin" WEBAPP_CONVERSION_SEED=$(SEED) WEBAPP_CONVERSION_STEPS=$(STEPS) \
+		go test -timeout $(TEST_TIMEOUT) -count=1 -v -run '^TestV1ActionsChangeOnlyWhatTheyMean$$' ./test/integration
+
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 ./apis/... ./controller/... ./conversion/...

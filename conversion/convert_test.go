@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
@@ -278,7 +278,9 @@ func TestConversionDataHeldToV2Schema(t *testing.T) {
 		{"both gateway and ingress", `{"expose":{"hosts":["a.example.com"],` + gw + `,"ingress":{"className":"x"}}}`,
 			[]string{"spec.expose"}, func(s *webappv2.WebAppSpec) bool { return s.Expose == nil }},
 		{"11 ports", `{"ports":` + ports(11, 1000) + `}`,
-			[]string{"spec.ports"}, func(s *webappv2.WebAppSpec) bool { return len(s.Ports) == 1 && s.Ports[0] == webappv2.Port{Name: "http", Port: 8080} }},
+			[]string{"spec.ports"}, func(s *webappv2.WebAppSpec) bool {
+				return len(s.Ports) == 1 && s.Ports[0] == webappv2.Port{Name: "http", Port: 8080}
+			}},
 		{"port 70000", `{"ports":[{"name":"http","port":80},{"name":"x","port":70000}]}`,
 			[]string{"spec.ports"}, func(s *webappv2.WebAppSpec) bool { return len(s.Ports) == 1 }},
 		{"a bad port name", `{"ports":[{"name":"http","port":80},{"name":"Not A Name","port":81}]}`,

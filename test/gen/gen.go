@@ -40,6 +40,12 @@ func (g *Gen) word() string {
 	return g.pick("alpha", "beta", "gamma", "delta", "x", "web", "api", "v2", "a-b", "node.local")
 }
 
+// Image draws an image reference in one of its accepted forms.
+func (g *Gen) Image() string {
+	return g.pick("nginx:1.25", "registry.example.com:5000/team/app:v1.2.3", "ghcr.io/example/web",
+		"app@sha256:"+strings.Repeat("ab", 32), "localhost/app:latest")
+}
+
 // WebApp draws a WebApp as a v1 client writes it.
 func (g *Gen) WebApp(ns, name string) *webappv1.WebApp {
 	app := &webappv1.WebApp{
@@ -47,8 +53,7 @@ func (g *Gen) WebApp(ns, name string) *webappv1.WebApp {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 	}
 	s := &app.Spec
-	s.Image = g.pick("nginx:1.25", "registry.example.com:5000/team/app:v1.2.3", "ghcr.io/example/web",
-		"app@sha256:"+strings.Repeat("ab", 32), "localhost/app:latest")
+	s.Image = g.Image()
 	if g.chance(0.8) {
 		s.Replicas = int32(1 + g.intn(10))
 	}
