@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
@@ -38,36 +39,46 @@ func (d data) empty() bool {
 	return len(d.Unset) == 0 && !d.ReplicasUnset && len(d.Ports) == 0 && d.Autoscaling == nil && d.Expose == nil
 }
 
-// v1Default is a v1 field with a schema default whose v2 field has none: a v2 WebApp that leaves it unset reads
-// in v1 with the default, and a v1 write that still carries the default leaves it unset in v2.
+// v1Default is a v1 field with a schema default whose v2 field has none. A v2 WebApp that leaves it unset reads in
+// v1 with the default, set by the conversion itself: the API server fills in the defaults of the version it stores,
+// not of the one it converts to, so a v1 client would otherwise read the field unset, and its next write (which the
+// server defaults in v1) would set it, bump the generation and give the writer's field manager the field. A v1 write
+// that still carries the default leaves it unset in v2.
 type v1Default struct {
 	name    string
 	isUnset func(*webappv2.WebAppSpec) bool
 	isV1Def func(*webappv1.WebAppSpec) bool
 	unset   func(*webappv2.WebAppSpec)
+	setV1   func(*webappv1.WebAppSpec)
 }
 
 var v1Defaults = []v1Default{
 	{"replicas",
 		func(s *webappv2.WebAppSpec) bool { return s.Replicas == nil },
 		func(s *webappv1.WebAppSpec) bool { return s.Replicas == webappv2.DefaultReplicas || s.Replicas == 0 },
-		func(s *webappv2.WebAppSpec) { s.Replicas = nil }},
+		func(s *webappv2.WebAppSpec) { s.Replicas = nil },
+		func(s *webappv1.WebAppSpec) { s.Replicas = webappv2.DefaultReplicas }},
 	{"podSecurity",
 		func(s *webappv2.WebAppSpec) bool { return s.Pod.Security == "" },
 		func(s *webappv1.WebAppSpec) bool {
 			return s.PodSecurity == webappv1.PodSecurityRestricted || s.PodSecurity == ""
 		},
-		func(s *webappv2.WebAppSpec) { s.Pod.Security = "" }},
+		func(s *webappv2.WebAppSpec) { s.Pod.Security = "" },
+		func(s *webappv1.WebAppSpec) { s.PodSecurity = webappv1.PodSecurityRestricted }},
 	{"progressDeadlineSeconds",
 		func(s *webappv2.WebAppSpec) bool { return s.Rollout.ProgressDeadlineSeconds == 0 },
 		func(s *webappv1.WebAppSpec) bool {
 			return s.ProgressDeadlineSeconds == webappv2.DefaultProgressDeadlineSeconds || s.ProgressDeadlineSeconds == 0
 		},
-		func(s *webappv2.WebAppSpec) { s.Rollout.ProgressDeadlineSeconds = 0 }},
+		func(s *webappv2.WebAppSpec) { s.Rollout.ProgressDeadlineSeconds = 0 },
+		func(s *webappv1.WebAppSpec) { s.ProgressDeadlineSeconds = webappv2.DefaultProgressDeadlineSeconds }},
 	{"service.type",
 		func(s *webappv2.WebAppSpec) bool { return s.Service.Type == "" },
-		func(s *webappv1.WebAppSpec) bool { return s.Service.Type == "ClusterIP" || s.Service.Type == "" },
-		func(s *webappv2.WebAppSpec) { s.Service.Type = "" }},
+		func(s *webappv1.WebAppSpec) bool {
+			return s.Service.Type == corev1.ServiceTypeClusterIP || s.Service.Type == ""
+		},
+		func(s *webappv2.WebAppSpec) { s.Service.Type = "" },
+		func(s *webappv1.WebAppSpec) { s.Service.Type = corev1.ServiceTypeClusterIP }},
 }
 
 // readData is the conversion data of a v1 object: its status's, or, where it has none, the legacy annotation's.
@@ -211,7 +222,6 @@ func FromHub(src *webappv2.WebApp, dst *webappv1.WebApp) error {
 	s := src.Spec.DeepCopy()
 	dst.Spec = webappv1.WebAppSpec{
 		Image:                   s.Image,
-		Replicas:                webappv2.DefaultReplicas,
 		ProgressDeadlineSeconds: s.Rollout.ProgressDeadlineSeconds,
 		DeletionPolicy:          webappv1.DeletionPolicy(s.DeletionPolicy),
 		Command:                 s.Container.Command,
@@ -233,13 +243,14 @@ func FromHub(src *webappv2.WebApp, dst *webappv1.WebApp) error {
 	}
 	var d data
 	// v1 has no unset count: it shows 1, what unset means, so a v1 reader (the operator before v2 included) runs
-	// one pod, never zero. The API server fills in v1's other defaults when it reads the object as v1.
+	// one pod, never zero; so for v1's other defaults.
 	if s.Replicas != nil {
 		dst.Spec.Replicas = *s.Replicas
 	}
 	for _, f := range v1Defaults {
 		if f.isUnset(s) {
 			d.Unset = append(d.Unset, f.name)
+			f.setV1(&dst.Spec)
 		}
 	}
 	if len(s.Ports) > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 )
@@ -102,23 +104,22 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 	logger.Info("migrating stored WebApps", "storageVersion", storage, "storedVersions", stored)
 
 	total := 0
-	list := &metav1.PartialObjectMetadataList{}
-	// Listed at the storage version: a version on its way out may no longer be served.
-	list.SetGroupVersionKind(webappv2.GroupVersion.WithKind("WebAppList"))
-	list.APIVersion = webappv2.GroupVersion.Group + "/" + storage
+	// Listed at the storage version: a version on its way out may no longer be served. Only the metadata is
+	// needed, but for a rollback to v1, where each object's conversion data is kept in the legacy annotation too.
 	for cont := ""; ; {
-		if err := m.Reader.List(ctx, list, client.Limit(migrationBatch), client.Continue(cont)); err != nil {
+		page, err := m.list(ctx, storage, cont)
+		if err != nil {
 			return fmt.Errorf("listing WebApps: %w", err)
 		}
-		for i := range list.Items {
-			if err := m.rewrite(ctx, &list.Items[i], storage, unserved); err != nil {
+		for _, app := range page.items {
+			if err := m.rewrite(ctx, app, storage, unserved); err != nil {
 				return err
 			}
 		}
-		total += len(list.Items)
-		storageMigratedTotal.Add(float64(len(list.Items)))
-		logger.Info("migrated a batch of WebApps", "batch", len(list.Items), "total", total, "storageVersion", storage)
-		if cont = list.Continue; cont == "" {
+		total += len(page.items)
+		storageMigratedTotal.Add(float64(len(page.items)))
+		logger.Info("migrated a batch of WebApps", "batch", len(page.items), "total", total, "storageVersion", storage)
+		if cont = page.cont; cont == "" {
 			break
 		}
 	}
@@ -140,6 +141,47 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 	return nil
 }
 
+// stored is a WebApp to rewrite: its metadata, and, in a rollback to v1, its conversion data.
+type stored struct {
+	meta *metav1.PartialObjectMetadata
+	data string
+}
+
+type page struct {
+	items []stored
+	cont  string
+}
+
+// list reads one page of WebApps at the storage version: their metadata only, but for v1, whose status carries
+// the conversion data to keep in the legacy annotation.
+func (m *StorageMigrator) list(ctx context.Context, storage, cont string) (page, error) {
+	apiVersion := webappv2.GroupVersion.Group + "/" + storage
+	if storage != webappv1.GroupVersion.Version {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(webappv2.GroupVersion.WithKind("WebAppList"))
+		list.APIVersion = apiVersion
+		if err := m.Reader.List(ctx, list, client.Limit(migrationBatch), client.Continue(cont)); err != nil {
+			return page{}, err
+		}
+		p := page{cont: list.Continue}
+		for i := range list.Items {
+			p.items = append(p.items, stored{meta: &list.Items[i]})
+		}
+		return p, nil
+	}
+	list := &webappv1.WebAppList{}
+	if err := m.Reader.List(ctx, list, client.Limit(migrationBatch), client.Continue(cont)); err != nil {
+		return page{}, err
+	}
+	p := page{cont: list.Continue}
+	for i := range list.Items {
+		app := &list.Items[i]
+		meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "WebApp"}, ObjectMeta: app.ObjectMeta}
+		p.items = append(p.items, stored{meta: meta, data: app.Status.ConversionData})
+	}
+	return p, nil
+}
+
 // rewrite makes the API server store app at the storage version: a write that changes nothing is still a write
 // when the stored encoding is of another version. Server-Side Apply cannot express it (an apply under our field
 // manager would release what the manager owns on the WebApp, its finalizer), so it is a JSON patch guarded by a
@@ -151,8 +193,25 @@ func (m *StorageMigrator) migrate(ctx context.Context) error {
 // (the same fields in every version: the operator's status and finalizer) is relabelled; one that owns spec fields
 // (a user's apply of the other version, whose field paths differ) is dropped, and its fields stay, unowned, until
 // that user applies again. That part is also guarded by the resourceVersion read.
-func (m *StorageMigrator) rewrite(ctx context.Context, app *metav1.PartialObjectMetadata, storage string, unserved []string) error {
+//
+// In a rollback to v1 the same patch also copies each object's conversion data into the legacy annotation, guarded
+// by the resourceVersion read: the release before v2 has a CRD without status.conversionData, whose schema prunes
+// it, and keeps the annotation, which this release reads again when it is upgraded to (what does not fit in the
+// annotations' 256 KiB is left out, and logged).
+func (m *StorageMigrator) rewrite(ctx context.Context, s stored, storage string, unserved []string) error {
+	app := s.meta
 	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}}
+	if keep := s.data != "" && app.Annotations[LegacyDataAnnotation] != s.data; keep && fitsAnnotations(app.Annotations, s.data) {
+		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion})
+		if app.Annotations == nil {
+			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{LegacyDataAnnotation: s.data}})
+		} else {
+			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(LegacyDataAnnotation), "value": s.data})
+		}
+	} else if keep {
+		log.FromContext(ctx).Info("the conversion data does not fit in the annotations: the release before v2 will not keep the v2-only fields",
+			"namespace", app.Namespace, "name", app.Name)
+	}
 	if entries, changed := moveEntries(app.ManagedFields, webappv2.GroupVersion.Group, storage, unserved); changed {
 		if len(entries) == 0 {
 			// An empty list would leave managedFields as they are: one empty entry clears them (the API's way).
@@ -174,6 +233,17 @@ func (m *StorageMigrator) rewrite(ctx context.Context, app *metav1.PartialObject
 		// Replaced or changed since the list: the pass is retried (the new object needs migrating too).
 		return fmt.Errorf("rewriting WebApp %s/%s: %w", app.Namespace, app.Name, err)
 	}
+}
+
+// fitsAnnotations says whether the legacy annotation with data fits in the API's limit on all annotations.
+func fitsAnnotations(annotations map[string]string, data string) bool {
+	size := len(LegacyDataAnnotation) + len(data)
+	for k, v := range annotations {
+		if k != LegacyDataAnnotation {
+			size += len(k) + len(v)
+		}
+	}
+	return size <= apivalidation.TotalAnnotationSizeLimitB
 }
 
 // moveEntries relabels to storage the managedFields entries of unserved versions that own only metadata and

@@ -12,10 +12,12 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -50,16 +52,21 @@ type convCase struct {
 var v1Actions = []v1Action{
 	// A v1 client reads, changes the image (or nothing), and writes the object back.
 	{"v1 replace after read", func(c *convCase) (string, error) {
-		app := &webappv1.WebApp{}
-		if err := get(context.Background(), c.ns, c.name, app); err != nil {
-			return "", err
-		}
-		img := app.Spec.Image
-		if c.rng.IntN(2) == 0 {
-			img = c.g.Image()
-			app.Spec.Image = img
-		}
-		if err := k8s.Update(context.Background(), app, client.FieldOwner("v1-editor")); err != nil {
+		edit := c.rng.IntN(2) == 0
+		img := c.g.Image()
+		// Read, change and write again when the operator's status write came in between, as kubectl edit does.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			app := &webappv1.WebApp{}
+			if err := get(context.Background(), c.ns, c.name, app); err != nil {
+				return err
+			}
+			if edit {
+				app.Spec.Image = img
+			} else {
+				img = app.Spec.Image
+			}
+			return k8s.Update(context.Background(), app, client.FieldOwner("v1-editor"))
+		}); err != nil {
 			return "", err
 		}
 		c.want.Image = img
@@ -78,20 +85,29 @@ var v1Actions = []v1Action{
 	}},
 	// kubectl get -o yaml at v1, then kubectl apply --server-side of that file.
 	{"v1 server-side apply of an export", func(c *convCase) (string, error) {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(webappv1.GroupVersion.String())
-		u.SetKind("WebApp")
-		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: c.ns, Name: c.name}, u); err != nil {
-			return "", err
+		replay := fmt.Sprintf("kubectl get webapps.v1.example.com %s -o yaml > export.yaml && kubectl apply --server-side --field-manager=exporter -f export.yaml", c.name)
+		var err error
+		for range 5 {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(webappv1.GroupVersion.String())
+			u.SetKind("WebApp")
+			if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: c.ns, Name: c.name}, u); err != nil {
+				return "", err
+			}
+			// What apply refuses or the server sets: everything else of the export is sent, its status included.
+			u.SetManagedFields(nil)
+			u.SetResourceVersion("")
+			u.SetUID("")
+			u.SetCreationTimestamp(metav1.Time{})
+			u.SetGeneration(0)
+			err = k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("exporter"))
+			if !apierrors.IsConflict(err) || !onlyStaleStatus(err) {
+				break
+			}
+			// The operator wrote the status since the export was read: the server-side apply of a stale status
+			// conflicts with it, as for any export; export again.
 		}
-		// What apply refuses or the server sets: everything else of the export is sent, its status included.
-		u.SetManagedFields(nil)
-		u.SetResourceVersion("")
-		u.SetUID("")
-		u.SetCreationTimestamp(metav1.Time{})
-		u.SetGeneration(0)
-		err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("exporter"))
-		return fmt.Sprintf("kubectl get webapps.v1.example.com %s -o yaml > export.yaml && kubectl apply --server-side --field-manager=exporter -f export.yaml", c.name), err
+		return replay, err
 	}},
 	// A hand-written v1 manifest, applied with --force-conflicts as a GitOps tool would.
 	{"v1 server-side apply of a hand-written manifest", func(c *convCase) (string, error) {
@@ -175,6 +191,22 @@ var v1Actions = []v1Action{
 	}},
 }
 
+// onlyStaleStatus says whether an apply's conflicts are all with the operator's status fields, and none with the
+// conversion's.
+func onlyStaleStatus(err error) bool {
+	lines := strings.Split(err.Error(), "\n")
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "conflicts with") {
+			continue
+		}
+		if !strings.HasPrefix(l, "- .status.") || strings.Contains(l, "conversion") {
+			return false
+		}
+	}
+	return strings.Contains(lines[0], "conflicts with \"webapp-operator\" with subresource \"status\"")
+}
+
 // TestV1ActionsChangeOnlyWhatTheyMean: random v2 WebApps (every field, annotations up to the API's limit), then
 // random actions of v1 clients under several field managers (replace after read, label and annotation patches,
 // server-side apply of an export and of a hand-written manifest, a forged conversion-data annotation) and of v2
@@ -215,13 +247,27 @@ func TestV1ActionsChangeOnlyWhatTheyMean(t *testing.T) {
 			t.Fatalf("seed %d: %s: the operator did not observe the last generation: %v\nreplay:\n%s", seed, c.name, err, c.replay())
 		}
 	}
+	// A WebApp whose Deployment the API refuses (the generator draws some) gets one more try after a restart.
+	refused := map[string]bool{}
+	for _, c := range cases {
+		app := &webappv2.WebApp{}
+		if err := get(context.Background(), ns, c.name, app); err != nil {
+			t.Fatal(err)
+		}
+		if ready := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady); ready != nil && ready.Reason == "InvalidChild" {
+			refused[c.name] = true
+		}
+	}
 	waitResyncs(t, 1, 30*time.Second)
 	op.writes.take()
+	rest := time.Now()
 	waitResyncs(t, 3, 30*time.Second)
-	if w := op.writes.take(); len(w) != 0 {
-		t.Errorf("seed %d: %d writes at rest after the v1 actions: %q", seed, len(w), w)
-	}
-	restartCostsNoWrites(t, op, ns)
+	failIfWrites(t, fmt.Sprintf("seed %d: at rest after the v1 actions", seed), op.writes.take(), eventsSince(t, ns, rest), nil, nil)
+	op.stop()
+	restart := time.Now()
+	second := startOperator(t, ns, time.Second)
+	waitResyncs(t, 3, 30*time.Second)
+	failIfWrites(t, fmt.Sprintf("seed %d: after a restart", seed), second.writes.take(), eventsSince(t, ns, restart), nil, refused)
 }
 
 func newConvCase(t *testing.T, g *gen.Gen, rng *rand.Rand, ns, name string) *convCase {
@@ -338,8 +384,11 @@ func (c *convCase) act(a v1Action) bool {
 		switch {
 		case e.Manager != "webapp-operator" && !c.owners[e.Manager]:
 			fail("an unknown manager %q owns %s", e.Manager, fields)
-		case strings.Contains(fields, "conversion"):
-			fail("%s owns conversion data: %s", e.Manager, fields)
+		case strings.Contains(fields, "f:conversionData") || strings.Contains(fields, "f:conversionDropped"):
+			fail("%s owns the conversion's status: %s", e.Manager, fields)
+		case e.Manager != "forger" && strings.Contains(fields, conversion.LegacyDataAnnotation):
+			// Only the forger sent the annotation (it owns it, on a v1 object where it is never stored).
+			fail("%s owns the conversion-data annotation: %s", e.Manager, fields)
 		case e.Manager != "webapp-operator" && strings.Contains(fields, `"f:status"`):
 			fail("%s owns status: %s", e.Manager, fields)
 		case slices.Contains([]string{"kubectl-label", "kubectl-annotate", "forger", "big"}, e.Manager) && strings.Contains(fields, `"f:spec"`):
@@ -364,7 +413,12 @@ func (c *convCase) patch(obj client.Object, manager string, patch map[string]any
 	}
 	obj.SetNamespace(c.ns)
 	obj.SetName(c.name)
-	return k8s.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, raw), client.FieldOwner(manager))
+	err = k8s.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, raw), client.FieldOwner(manager))
+	if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.annotations: Too long") {
+		// Beside annotations already at the limit: refused, as it must be, and nothing changed (checked after).
+		return nil
+	}
+	return err
 }
 
 // forgedData is conversion data as a forger writes it: ones v2 refuses, or, with valid, valid v2 fields too.
