@@ -150,9 +150,9 @@ func run(o options) error {
 	// Port 0: another process serves conversion (a test harness, a manager run on a workstation); this one serves
 	// none, and is ready without it.
 	webhookStarted, webhookReady := healthz.Ping, (<-chan struct{})(closed())
-	var conv *conversion.ConversionWebhook
+	var conv *conversion.Webhook
 	if o.webhook.Port != 0 || o.webhook.URL != "" {
-		if conv, err = conversion.NewConversionWebhook(cfg, scheme, o.webhook); err != nil {
+		if conv, err = conversion.NewWebhook(cfg, scheme, o.webhook); err != nil {
 			return fmt.Errorf("setting up the conversion webhook: %w", err)
 		}
 		webhookStarted, webhookReady = conv.Started, conv.Ready
@@ -194,7 +194,7 @@ func run(o options) error {
 	if conv == nil {
 		return mgr.Start(ctx)
 	}
-	// The conversion webhook runs beside the manager (see controller.ConversionWebhook); either stopping stops both.
+	// The conversion webhook runs beside the manager (see conversion.Webhook); either stopping stops both.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	convDone := make(chan error, 1)

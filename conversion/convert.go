@@ -1,3 +1,7 @@
+// Package conversion is the seam between the WebApp API's versions: the conversion of v1 to and from the v2 hub
+// (convert.go) and the rules of the conversion data (held to v2's schema: schema.go), the conversion webhook and its
+// certificates (webhook.go, and local.go for a manager run outside the cluster), and the storage migration
+// (migrate.go). The reconciler does not import it.
 package conversion
 
 import (

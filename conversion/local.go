@@ -158,7 +158,7 @@ func (p *pointCRD) Start(ctx context.Context) error {
 			ConversionReviewVersions: []string{"v1"},
 		},
 	}
-	defer os.RemoveAll(p.endpoint.certDir)
+	defer func() { _ = os.RemoveAll(p.endpoint.certDir) }()
 	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		return p.started(nil) == nil, nil
 	}); err != nil {

@@ -59,12 +59,12 @@ type WebhookOptions struct {
 	URL string
 }
 
-// ConversionWebhook serves WebApp conversion (v1 to and from the v2 hub) at /convert on every replica, leader or
+// Webhook serves WebApp conversion (v1 to and from the v2 hub) at /convert on every replica, leader or
 // not: conversion sits on the read path of every request for a version other than the stored one. It runs in a
 // manager of its own, started before the operator's: the operator's cache lists WebApps at v2, which, while some
 // are stored at v1 (during an upgrade), needs a conversion webhook to answer; in the operator's manager the
 // certificates would wait for that cache, and the cache for the certificates.
-type ConversionWebhook struct {
+type Webhook struct {
 	mgr manager.Manager
 	// Started is nil once the server answers over TLS with a certificate the CRD trusts: the replica's readiness.
 	Started healthz.Checker
@@ -72,10 +72,10 @@ type ConversionWebhook struct {
 	Ready <-chan struct{}
 }
 
-// NewConversionWebhook sets up the webhook, its server starting only once its certificate is in place and the CRD
+// NewWebhook sets up the webhook, its server starting only once its certificate is in place and the CRD
 // trusts its CA (with o.Rotate: cert-controller's rotator keeps both).
-func NewConversionWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOptions) (*ConversionWebhook, error) {
-	handler, err := NewConversionHandler(scheme)
+func NewWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOptions) (*Webhook, error) {
+	handler, err := NewHandler(scheme)
 	if err != nil {
 		return nil, err
 	}
@@ -150,11 +150,11 @@ func NewConversionWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOpt
 	if err := mgr.Add(webhookAfterCerts{server: server, ready: certsReady}); err != nil {
 		return nil, err
 	}
-	return &ConversionWebhook{mgr: mgr, Started: server.StartedChecker(), Ready: ready}, nil
+	return &Webhook{mgr: mgr, Started: server.StartedChecker(), Ready: ready}, nil
 }
 
 // Start runs the webhook until ctx ends.
-func (w *ConversionWebhook) Start(ctx context.Context) error { return w.mgr.Start(ctx) }
+func (w *Webhook) Start(ctx context.Context) error { return w.mgr.Start(ctx) }
 
 // webhookAfterCerts starts the webhook server once the certificates are in place (it cannot start without its
 // files), on every replica.
@@ -174,9 +174,9 @@ func (w webhookAfterCerts) Start(ctx context.Context) error {
 
 func (webhookAfterCerts) NeedLeaderElection() bool { return false }
 
-// NewConversionHandler is the /convert handler: WebApp v1 to and from the v2 hub, by the functions of
+// NewHandler is the /convert handler: WebApp v1 to and from the v2 hub, by the functions of
 // convert.go and schema.go. scheme must know both versions (controller.NewScheme).
-func NewConversionHandler(scheme *runtime.Scheme) (http.Handler, error) {
+func NewHandler(scheme *runtime.Scheme) (http.Handler, error) {
 	converter, err := conversion.NewHubSpokeConverter(&webappv2.WebApp{},
 		conversion.NewSpokeConverter(&webappv1.WebApp{},
 			func(_ context.Context, hub *webappv2.WebApp, spoke *webappv1.WebApp) error {

@@ -93,7 +93,7 @@ func logFile(dir, name string) (*os.File, error) {
 // ctx ends, and returns once it answers over TLS.
 func StartConversion(ctx context.Context, env *envtest.Environment) error {
 	o := env.WebhookInstallOptions
-	handler, err := conversion.NewConversionHandler(controller.NewScheme())
+	handler, err := conversion.NewHandler(controller.NewScheme())
 	if err != nil {
 		return err
 	}

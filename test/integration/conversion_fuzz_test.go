@@ -380,7 +380,7 @@ func (c *convCase) act(a v1Action) bool {
 		if e.FieldsV1 == nil {
 			continue
 		}
-		fields := string(e.FieldsV1.Raw)
+		fields := e.FieldsV1.GetRawString()
 		switch {
 		case e.Manager != "webapp-operator" && !c.owners[e.Manager]:
 			fail("an unknown manager %q owns %s", e.Manager, fields)

@@ -101,7 +101,8 @@ func TestMakeRunServesV1OnAnotherCluster(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case err := <-done:
+			t.Logf("make run ended after %v: %v", sig, err)
 		case <-time.After(90 * time.Second):
 			t.Fatalf("make run did not stop within 90s of %v:\n%s", sig, out)
 		}
