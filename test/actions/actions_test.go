@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -203,6 +204,8 @@ var actions = []struct {
 	{3, (*seq).actInjectFault},
 	{4, (*seq).actRestart},
 	{10, (*seq).actLetWork},
+	{4, (*seq).actV1MetadataEdit},
+	{3, (*seq).actV1ApplyExport},
 }
 
 // randomStep draws actions until one applies.
@@ -431,6 +434,90 @@ func (s *seq) actRecreateFromExport(a *app) bool {
 	s.record(fmt.Sprintf("re-create %s %s from its export", k.name, a.name), s.heredoc("create", e))
 	s.create(k, e.DeepCopy(), "kubectl-create")
 	return true
+}
+
+// actV1MetadataEdit labels or annotates a live WebApp through v1, as `kubectl label` and `kubectl annotate` do (a
+// patch read, converted and written back through the conversion webhook): its spec and generation stay as they
+// were, and the patcher's field manager owns only the key it set.
+func (s *seq) actV1MetadataEdit(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	field, manager := "labels", "kubectl-label"
+	if s.chance(0.5) {
+		field, manager = "annotations", "kubectl-annotate"
+	}
+	key, value := fmt.Sprintf("note-%d", s.rng.IntN(3)), utilrand.String(6)
+	s.record(fmt.Sprintf("%s WebApp %s through v1", strings.TrimPrefix(manager, "kubectl-"), a.name),
+		fmt.Sprintf("kubectl -n %s %s --overwrite --field-manager=%s webapps.v1.example.com/%s %s=%s", s.ns, strings.TrimPrefix(manager, "kubectl-"), manager, a.name, key, value))
+	patch := fmt.Sprintf(`{"metadata":{%q:{%q:%q}}}`, field, key, value)
+	got, err := dyn.Resource(webAppKind.gvr).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: manager})
+	if err != nil {
+		// Deleted meanwhile, or the conversion webhook faulted: an outcome like any other.
+		s.note("refused: %v", err)
+		return true
+	}
+	s.checkV1WriteKeptSpec(a, got, manager, true)
+	return true
+}
+
+// actV1ApplyExport exports a live WebApp in v1 (`kubectl get -o yaml`, status included) and applies the export
+// server-side under another field manager, as a GitOps tool adopting it would: the spec and generation stay, and
+// nothing the export carried of the status is owned.
+func (s *seq) actV1ApplyExport(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	cur := s.get(webAppKind, a.name)
+	if cur == nil {
+		return false
+	}
+	e := export(cur)
+	if st, ok := cur.Object["status"]; ok {
+		e.Object["status"] = st
+	}
+	s.record(fmt.Sprintf("apply an export of WebApp %s through v1 under another field manager", a.name), s.heredoc("apply --server-side --field-manager=exporter", e))
+	got, err := dyn.Resource(webAppKind.gvr).Namespace(s.ns).Apply(context.Background(), a.name, e, metav1.ApplyOptions{FieldManager: "exporter"})
+	if err != nil {
+		// The operator wrote the status since the export (a stale status conflicts, as with any export), or the
+		// WebApp is gone: an outcome like any other.
+		s.note("refused: %v", err)
+		return true
+	}
+	s.checkV1WriteKeptSpec(a, got, "exporter", false)
+	// The tool lets go again (an apply of nothing under its manager), so the user's next apply of other values is
+	// not a conflict with it: what only it owned goes, and v1's defaults put back the same values.
+	release := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv1.GroupVersion.String(), "kind": "WebApp", "metadata": map[string]any{"name": a.name}}}
+	s.note("%s", s.heredoc("apply --server-side --field-manager=exporter", release))
+	if got, err = dyn.Resource(webAppKind.gvr).Namespace(s.ns).Apply(context.Background(), a.name, release, metav1.ApplyOptions{FieldManager: "exporter"}); err != nil {
+		s.note("refused: %v", err)
+		return true
+	}
+	s.checkV1WriteKeptSpec(a, got, "exporter", true)
+	return true
+}
+
+// checkV1WriteKeptSpec checks what a v1 write that did not mean to change the spec left: the spec and generation as
+// they were, and the manager owning no status (and, for a metadata edit, no spec either).
+func (s *seq) checkV1WriteKeptSpec(a *app, got *unstructured.Unstructured, manager string, metadataOnly bool) {
+	typed := &webappv1.WebApp{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, typed); err != nil {
+		s.fail("decoding WebApp %s: %v", a.name, err)
+	}
+	if typed.UID != a.uid {
+		return // a new WebApp of the name since: not the one the test knows
+	}
+	if want, ok := s.specs[typed.UID][typed.Generation]; !ok || !equality.Semantic.DeepEqual(want, typed.Spec) {
+		s.fail("a v1 write by %s that meant no spec change left WebApp %s at generation %d with spec\n%+v\nknown spec of that generation (%v)\n%+v", manager, a.name, typed.Generation, typed.Spec, ok, want)
+	}
+	for _, e := range typed.ManagedFields {
+		if e.Manager != manager || e.FieldsV1 == nil {
+			continue
+		}
+		if f := e.FieldsV1.GetRawString(); strings.Contains(f, `"f:status"`) || (metadataOnly && strings.Contains(f, `"f:spec"`)) {
+			s.fail("after a v1 write by %s, it owns %s", manager, f)
+		}
+	}
 }
 
 // actCreateForeign creates an object of a child's name that is not the WebApp's: no labels of ours, no owner.
