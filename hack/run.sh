@@ -68,7 +68,7 @@ if [ -z "$webhook_host" ]; then
   case "$context" in
     kind-*)
       # kind's nodes are containers on the docker network "kind": its gateway is this machine.
-      webhook_host=$(docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}' | tr ' ' '\n' | grep -m1 -E '^[0-9]+[.]')
+      webhook_host=$(docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}' | tr ' ' '\n' | grep -m1 -E '^[0-9]+[.]' || true)
       ;;
     minikube) webhook_host=host.minikube.internal ;;
     docker-desktop) webhook_host=host.docker.internal ;;
