@@ -123,7 +123,7 @@ fuzz-builders: ## Fuzz the builders for FUZZTIME (the seeds run in every `go tes
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.
-	go test -run '^$$' -bench . -benchmem ./controller/...
+	go test -run '^$$' -bench . -benchmem ./controller/... ./conversion/...
 
 .PHONY: bench-scale
 bench-scale: build ## Measure N WebApps beside U Deployments against the floor, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=1|same|0; minutes).
