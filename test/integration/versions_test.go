@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -450,4 +451,52 @@ func TestConversionWebhookDown(t *testing.T) {
 		return nil
 	})
 	restartCostsNoWrites(t, op, ns)
+}
+
+// TestV1CreateWithForgedConversionData: a v1 create whose conversion-data annotation (the earlier releases' form,
+// written here by hand) repeats a host stores no duplicate and no annotation: expose is dropped, the valid
+// autoscaling kept, status.conversionDropped says what and why, the operator warns once with an event and writes
+// its status as for any WebApp.
+func TestV1CreateWithForgedConversionData(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged", Annotations: map[string]string{
+		conversion.LegacyDataAnnotation: `{"expose":{"hosts":["a.example.com","a.example.com"],"gateway":{"name":"public"}},"autoscaling":{"maxReplicas":3}}`}},
+		Spec: webappv1.WebAppSpec{Image: "nginx:1.25", Replicas: 2, Port: 8080}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	got := &webappv2.WebApp{}
+	if err := get(ctx, ns, "forged", got); err != nil {
+		t.Fatal(err)
+	}
+	d := got.Status.ConversionDropped
+	if got.Spec.Expose != nil || got.Spec.Autoscaling == nil || got.Spec.Autoscaling.MaxReplicas != 3 || got.Annotations != nil ||
+		d == nil || !slices.Equal(d.Fields, []string{"spec.expose"}) || d.Generation != 1 || !strings.Contains(d.Message, "Duplicate value") {
+		t.Fatalf("stored: expose %+v, autoscaling %+v, annotations %v, dropped %+v", got.Spec.Expose, got.Spec.Autoscaling, got.Annotations, d)
+	}
+	// The operator writes its status (no apply of it fails on the stored object), and warns once.
+	testutil.Eventually(t, 30*time.Second, "the status written and one warning", func(ctx context.Context) error {
+		if err := get(ctx, ns, "forged", got); err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != 1 {
+			return fmt.Errorf("status.observedGeneration %d", got.Status.ObservedGeneration)
+		}
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.Reason == "ConversionDataDropped" && e.Regarding.Name == "forged" && strings.Contains(e.Note, "spec.expose") {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%d ConversionDataDropped events", n)
+		}
+		return nil
+	})
 }
