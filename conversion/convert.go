@@ -82,7 +82,12 @@ var v1Defaults = []v1Default{
 			return s.Service.Type == corev1.ServiceTypeClusterIP || s.Service.Type == ""
 		},
 		func(s *webappv2.WebAppSpec) { s.Service.Type = "" },
-		func(s *webappv1.WebAppSpec) { s.Service.Type = corev1.ServiceTypeClusterIP }},
+		// The server defaults service.type only where service is there (a v1 object without it has none).
+		func(s *webappv1.WebAppSpec) {
+			if len(s.Service.Annotations) > 0 {
+				s.Service.Type = corev1.ServiceTypeClusterIP
+			}
+		}},
 }
 
 // readData is the conversion data of a v1 object: its status's, or, where it has none, the legacy annotation's.

@@ -215,6 +215,11 @@ func TestUnsetStaysUnset(t *testing.T) {
 	if err := conversion.FromHub(in.DeepCopy(), spoke); err != nil {
 		t.Fatal(err)
 	}
+	// The v1 form carries v1's defaults, as the server would fill them in a v1 write (service.type only where
+	// service is there: here it is not, and a v1 object without it shows none).
+	if spoke.Spec.PodSecurity != webappv1.PodSecurityRestricted || spoke.Spec.ProgressDeadlineSeconds != 600 || spoke.Spec.Replicas != 1 || spoke.Spec.Service.Type != "" || spoke.Spec.Service.Annotations != nil {
+		t.Fatalf("v1 form: %s", dump(spoke.Spec))
+	}
 	// What the API server's defaulting of v1 adds.
 	withDefaults := func() *webappv1.WebApp {
 		s := spoke.DeepCopy()
