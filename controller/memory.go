@@ -2,6 +2,7 @@ package controller
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -41,6 +42,8 @@ type record struct {
 	// sent is, per kind written ("Deployment", ..., "WebApp" for the finalizer, "WebAppStatus"), the desired state
 	// last sent or found owned.
 	sent map[string]sentEntry
+	// droppedReported is the WebApp (UID and generation) whose conversion's drop was last told by an event.
+	droppedReported string
 }
 
 // configMemo is the config hash last computed for a WebApp and the resourceVersions it was computed from.
@@ -172,6 +175,21 @@ func (m *memory) configHashed(key types.NamespacedName, versions, hash string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.record(key, true).config = configMemo{versions: versions, hash: hash}
+}
+
+// firstDropReport says whether the conversion's drop at generation of the WebApp uid is yet to be told, and
+// remembers that it is told: a reconcile on a cache behind the status write that observed the generation would
+// otherwise tell it again.
+func (m *memory) firstDropReport(key types.NamespacedName, uid types.UID, generation int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, true)
+	id := fmt.Sprintf("%s/%d", uid, generation)
+	if rec.droppedReported == id {
+		return false
+	}
+	rec.droppedReported = id
+	return true
 }
 
 // The status pace's memory.

@@ -155,12 +155,13 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 }
 
 // reportConversionDropped tells, by a warning event, what the write through v1 that made this generation carried
-// for v2-only fields and v2 refused (status.conversionDropped, written by the conversion). Once per generation: the
-// first reconcile of a generation is the one whose status write has not yet observed it. (An event note holds at
-// most 1,024 bytes.)
+// for v2-only fields and v2 refused (status.conversionDropped, written by the conversion). Once per generation:
+// while no status has observed it (after a restart, one that has), and once in this process's memory. (An event
+// note holds at most 1,024 bytes.)
 func (r *WebAppReconciler) reportConversionDropped(app *webappv2.WebApp) {
 	d := app.Status.ConversionDropped
-	if d == nil || d.Generation != app.Generation || app.Status.ObservedGeneration >= app.Generation {
+	if d == nil || d.Generation != app.Generation || app.Status.ObservedGeneration >= app.Generation ||
+		!r.mem.firstDropReport(client.ObjectKeyFromObject(app), app.UID, app.Generation) {
 		return
 	}
 	r.event(app, nil, corev1.EventTypeWarning, "ConversionDataDropped", "Convert",

@@ -16,9 +16,10 @@ import (
 )
 
 // LegacyDataAnnotation is where releases before this one kept the conversion data, on the v1 object. It is read
-// only where a WebApp has no conversion data of its own (a v1 create from an export of such a release, or an
-// object stored at v1 by a rollback), held to v2's schema like any conversion data, and never stored: the
-// conversion to v2 removes it.
+// only where a v1 object has no conversion data in its status, which every v1 form of a stored v2 WebApp has (see
+// FromHub): a v1 create (the server clears the status), as from an export of such a release, or an object still
+// stored at v1 (by a rollback, or from before v2). It is held to v2's schema like any conversion data, and never
+// stored by a v1 write: the conversion to v2 removes it.
 const LegacyDataAnnotation = "webapp.example.com/conversion-data"
 
 // v1PortName is the name v1's one port has in the Deployment and the Service.
@@ -37,10 +38,6 @@ type data struct {
 	Autoscaling *webappv2.Autoscaling `json:"autoscaling,omitempty"`
 	// Expose: v2's spec.expose, which v1 has no field for.
 	Expose *webappv2.Expose `json:"expose,omitempty"`
-}
-
-func (d data) empty() bool {
-	return len(d.Unset) == 0 && !d.ReplicasUnset && len(d.Ports) == 0 && d.Autoscaling == nil && d.Expose == nil
 }
 
 // v1Default is a v1 field with a schema default whose v2 field has none. A v2 WebApp that leaves it unset reads in
@@ -222,8 +219,9 @@ func restorePorts(ports []webappv2.Port, primary int32) []webappv2.Port {
 	return out
 }
 
-// FromHub converts a v2 WebApp to v1, keeping what v1 cannot express in the v1 status's conversionData (and only
-// then: a WebApp v1 can say whole carries none).
+// FromHub converts a v2 WebApp to v1, keeping what v1 cannot express in the v1 status's conversionData. It writes
+// conversionData always ("{}" for a WebApp v1 can say whole): a v1 write of a stored WebApp then carries the data
+// of the object as stored, and a legacy annotation it sends is ignored.
 func FromHub(src *webappv2.WebApp, dst *webappv1.WebApp) error {
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 	dropAnnotation(&dst.ObjectMeta)
@@ -271,13 +269,11 @@ func FromHub(src *webappv2.WebApp, dst *webappv1.WebApp) error {
 	d.Autoscaling, d.Expose = s.Autoscaling, s.Expose
 
 	dst.Status = statusFromHub(src.Status)
-	if !d.empty() {
-		raw, err := json.Marshal(d)
-		if err != nil {
-			return err
-		}
-		dst.Status.ConversionData = string(raw)
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
 	}
+	dst.Status.ConversionData = string(raw)
 	return nil
 }
 

@@ -92,7 +92,7 @@ func seedOf(t *testing.T) int64 {
 }
 
 // TestRoundTripV1 converts random v1 WebApps to v2 and back: nothing is lost, and nothing is added (a WebApp v1
-// can say whole needs no conversion data).
+// can say whole has empty conversion data, "{}").
 func TestRoundTripV1(t *testing.T) {
 	f := filler(seedOf(t))
 	for i := range *count {
@@ -106,6 +106,10 @@ func TestRoundTripV1(t *testing.T) {
 		if err := conversion.FromHub(hub, out); err != nil {
 			t.Fatalf("case %d: v2 to v1: %v\n%s", i, err, dump(in))
 		}
+		if out.Status.ConversionData != "{}" {
+			t.Fatalf("case %d: conversion data %q for a WebApp v1 says whole\n%s", i, out.Status.ConversionData, dump(in))
+		}
+		out.Status.ConversionData = ""
 		if !apiequality.Semantic.DeepEqual(in, out) {
 			t.Fatalf("case %d: v1 -> v2 -> v1 changed the object\nin:\n%s\nout:\n%s", i, dump(in), dump(out))
 		}
@@ -380,7 +384,7 @@ func TestConversionDataUnreadable(t *testing.T) {
 	}
 }
 
-// defaultV1 fills in v1's schema defaults, as the API server does when it reads an object as v1.
+// defaultV1 fills in v1's schema defaults, as the API server does when a v1 client writes the object it read.
 func defaultV1(a *webappv1.WebApp) {
 	s := &a.Spec
 	if s.PodSecurity == "" {

@@ -45,8 +45,9 @@ type localEndpoint struct {
 }
 
 // newLocalEndpoint parses rawURL (https://HOST:PORT/convert), and writes a certificate for HOST, signed by a CA
-// made for this run alone (it never leaves this process but as the CRD's caBundle), into certDir.
-func newLocalEndpoint(rawURL, certDir string) (*localEndpoint, error) {
+// made for this run alone (it never leaves this process but as the CRD's caBundle), into a directory of its own
+// (removed when the run stops).
+func newLocalEndpoint(rawURL string) (*localEndpoint, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("--webhook-url: %w", err)
@@ -71,11 +72,13 @@ func newLocalEndpoint(rawURL, certDir string) (*localEndpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
+	certDir, err := os.MkdirTemp("", "webapp-operator-local-webhook-")
+	if err != nil {
 		return nil, err
 	}
 	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
 		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			_ = os.RemoveAll(certDir)
 			return nil, err
 		}
 	}

@@ -201,7 +201,7 @@ func (m *StorageMigrator) list(ctx context.Context, storage, cont string) (page,
 func (m *StorageMigrator) rewrite(ctx context.Context, s stored, storage string, unserved []string) error {
 	app := s.meta
 	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}}
-	if keep := s.data != "" && app.Annotations[LegacyDataAnnotation] != s.data; keep && fitsAnnotations(app.Annotations, s.data) {
+	if keep := s.data != "" && s.data != "{}" && app.Annotations[LegacyDataAnnotation] != s.data; keep && fitsAnnotations(app.Annotations, s.data) {
 		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion})
 		if app.Annotations == nil {
 			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{LegacyDataAnnotation: s.data}})

@@ -79,12 +79,22 @@ func (s *schemaV2) validate(app *webappv2.WebApp) field.ErrorList {
 	}
 	errs := validation.ValidateCustomResource(nil, obj, s.openAPI)
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, s.structural, obj)...)
-	if len(errs) == 0 {
-		// As the API server: CEL runs on what passed the schema.
+	// As the API server (apiextensions-apiserver's customResourceStrategy): CEL runs unless an error blocks it.
+	if !slices.ContainsFunc(errs, blocking) {
 		celErrs, _ := s.cel.Validate(context.Background(), nil, s.structural, obj, nil, celconfig.RuntimeCELCostBudget)
 		errs = append(errs, celErrs...)
 	}
 	return errs
+}
+
+// blocking says whether an error keeps the API server from running the CEL rules (its hasBlockingErr): a value
+// of the wrong type, missing, unsupported, too long or too many.
+func blocking(e *field.Error) bool {
+	switch e.Type {
+	case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+		return true
+	}
+	return false
 }
 
 // ToHub converts a v1 WebApp to v2. What it restores from the conversion data (the v1 object's status, or the

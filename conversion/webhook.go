@@ -79,10 +79,17 @@ func NewWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOptions) (*We
 	if err != nil {
 		return nil, err
 	}
+	// A local run puts the CRD's conversion back when it stops: time for that (30 s at most) before the manager
+	// gives up on its runnables.
+	shutdown := 30 * time.Second
+	if o.URL != "" {
+		shutdown = time.Minute
+	}
 	mgr, err := manager.New(cfg, manager.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+		GracefulShutdownTimeout: &shutdown,
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
 		// Only the rotator's own cache of the Secret and the CRD is used.
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}},
 	})
@@ -92,15 +99,10 @@ func NewWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOptions) (*We
 	serverOpts := webhook.Options{Port: o.Port, CertDir: o.CertDir}
 	var local *localEndpoint
 	if o.URL != "" {
-		// The certificate is this run's alone: in a directory of its own, removed when the run stops.
-		dir, err := os.MkdirTemp("", "webapp-operator-local-webhook-")
-		if err != nil {
+		if local, err = newLocalEndpoint(o.URL); err != nil {
 			return nil, err
 		}
-		if local, err = newLocalEndpoint(o.URL, dir); err != nil {
-			return nil, err
-		}
-		serverOpts.CertDir = dir
+		serverOpts.CertDir = local.certDir
 		serverOpts.Host, serverOpts.Port = local.bindHost, local.port
 	}
 	server := webhook.NewServer(serverOpts)

@@ -84,6 +84,7 @@ if [ -z "$webhook_host" ]; then
   echo "set WEBHOOK_HOST to it (make run WEBHOOK_HOST=ADDRESS): v1 requests need the conversion webhook this manager serves" >&2
   exit 1
 fi
+case "$webhook_host" in *:*) webhook_host="[$webhook_host]" ;; esac  # an IPv6 address, in a URL
 url="https://$webhook_host:${WEBHOOK_PORT:-9443}/convert"
 echo "starting the manager, serving conversion at $url (Ctrl-C stops it and puts back the CRD's conversion)"
 exec bin/manager --kubeconfig="${KUBECONFIG:-$HOME/.kube/config}" --webhook-url="$url" "$@"

@@ -43,8 +43,9 @@ type WebAppStatusApplyConfiguration struct {
 	// is False with reason FieldsRetained: the spec is not fully applied until they are removed or released.
 	RetainedFields []RetainedFieldApplyConfiguration `json:"retainedFields,omitempty"`
 	// ConversionDropped says what the last write through v1 carried for v2-only fields that v2's schema refuses
-	// (conversion data written by hand or forged): those fields were left as they were before, never stored. The
-	// next write through v1 that carries nothing refused removes it.
+	// (conversion data written by hand or forged): those fields were stored as v1 alone says them (ports as v1's
+	// one port, no autoscaling, no expose), never with the refused data. The next write through v1 that carries
+	// nothing refused removes it.
 	ConversionDropped *ConversionDroppedApplyConfiguration `json:"conversionDropped,omitempty"`
 }
 
