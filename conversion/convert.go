@@ -22,6 +22,9 @@ import (
 // stored by a v1 write: the conversion to v2 removes it.
 const LegacyDataAnnotation = "webapp.example.com/conversion-data"
 
+// noData is the conversion data of a WebApp that v1 says whole (FromHub writes it: see there).
+const noData = "{}"
+
 // v1PortName is the name v1's one port has in the Deployment and the Service.
 const v1PortName = "http"
 

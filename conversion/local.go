@@ -224,15 +224,10 @@ func (p *pointCRD) patch(ctx context.Context, next func(*unstructured.Unstructur
 			{"op": "test", "path": "/metadata/resourceVersion", "value": crd.GetResourceVersion()},
 			{"op": "replace", "path": "/spec/conversion", "value": conv},
 		}
-		key := "/metadata/annotations/" + jsonPointerEscape(SavedConversionAnnotation)
-		_, has := crd.GetAnnotations()[SavedConversionAnnotation]
-		switch {
-		case annotation != "" && crd.GetAnnotations() == nil:
-			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{SavedConversionAnnotation: annotation}})
-		case annotation != "":
-			ops = append(ops, map[string]any{"op": "add", "path": key, "value": annotation})
-		case has:
-			ops = append(ops, map[string]any{"op": "remove", "path": key})
+		if _, has := crd.GetAnnotations()[SavedConversionAnnotation]; annotation != "" {
+			ops = append(ops, addAnnotationOp(crd.GetAnnotations(), SavedConversionAnnotation, annotation))
+		} else if has {
+			ops = append(ops, map[string]any{"op": "remove", "path": "/metadata/annotations/" + jsonPointerEscape(SavedConversionAnnotation)})
 		}
 		raw, err := json.Marshal(ops)
 		if err != nil {
@@ -245,6 +240,15 @@ func (p *pointCRD) patch(ctx context.Context, next func(*unstructured.Unstructur
 		}
 		return err == nil, err
 	})
+}
+
+// addAnnotationOp is the JSON patch operation that sets the annotation key to value on an object whose annotations
+// are current: the whole map when there is none (a pointer into a missing map fails).
+func addAnnotationOp(current map[string]string, key, value string) map[string]any {
+	if current == nil {
+		return map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{key: value}}
+	}
+	return map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(key), "value": value}
 }
 
 // jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).

@@ -200,14 +200,10 @@ func (m *StorageMigrator) list(ctx context.Context, storage, cont string) (page,
 // annotations' 256 KiB is left out, and logged).
 func (m *StorageMigrator) rewrite(ctx context.Context, s stored, storage string, unserved []string) error {
 	app := s.meta
-	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}}
-	if keep := s.data != "" && s.data != "{}" && app.Annotations[LegacyDataAnnotation] != s.data; keep && fitsAnnotations(app.Annotations, s.data) {
-		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion})
-		if app.Annotations == nil {
-			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{LegacyDataAnnotation: s.data}})
-		} else {
-			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(LegacyDataAnnotation), "value": s.data})
-		}
+	// What is written besides the rewrite itself is computed from what was read: guarded by its resourceVersion.
+	var writes []map[string]any
+	if keep := s.data != "" && s.data != noData && app.Annotations[LegacyDataAnnotation] != s.data; keep && fitsAnnotations(app.Annotations, s.data) {
+		writes = append(writes, addAnnotationOp(app.Annotations, LegacyDataAnnotation, s.data))
 	} else if keep {
 		log.FromContext(ctx).Info("the conversion data does not fit in the annotations: the release before v2 will not keep the v2-only fields",
 			"namespace", app.Namespace, "name", app.Name)
@@ -217,9 +213,11 @@ func (m *StorageMigrator) rewrite(ctx context.Context, s stored, storage string,
 			// An empty list would leave managedFields as they are: one empty entry clears them (the API's way).
 			entries = []metav1.ManagedFieldsEntry{{}}
 		}
-		ops = append(ops,
-			map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion},
-			map[string]any{"op": "replace", "path": "/metadata/managedFields", "value": entries})
+		writes = append(writes, map[string]any{"op": "replace", "path": "/metadata/managedFields", "value": entries})
+	}
+	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": app.UID}}
+	if len(writes) > 0 {
+		ops = append(append(ops, map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion}), writes...)
 	}
 	patch, err := json.Marshal(ops)
 	if err != nil {
