@@ -179,7 +179,7 @@ func run(o options) error {
 	case err != nil:
 		return fmt.Errorf("setting up the WebApp controller: %w", err)
 	default:
-		if err := controller.RegisterReadyCollector(mgr.GetCache()); err != nil {
+		if err := controller.RegisterReadyCollector(ctx, mgr.GetCache()); err != nil {
 			return err
 		}
 	}

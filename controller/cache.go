@@ -40,6 +40,10 @@ func CacheOptions(namespaces ...string) cache.Options {
 		// every kind not listed.
 		DefaultLabelSelector: ours,
 		DefaultTransform:     onlyOurFields,
+		// A read of a kind the cache has no informer for fails at once instead of starting one: every kind read is
+		// watched first, and a kind whose API went away (servedAPIs) must not get an informer that lists a missing
+		// resource forever while the read waits for it.
+		ReaderFailOnMissingInformer: true,
 	}
 	for _, c := range children {
 		if !c.ifServed {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -59,9 +60,14 @@ type readyCollector struct {
 	notReady *prometheus.Desc
 }
 
-// RegisterReadyCollector registers the gauge of WebApps by Ready status, listed from reader (the manager's cache).
-func RegisterReadyCollector(reader client.Reader) error {
-	return metrics.Registry.Register(newReadyCollector(reader))
+// RegisterReadyCollector registers the gauge of WebApps by Ready status, listed from c (the manager's cache). The
+// WebApps' informer is made here: the cache fails a read of a kind it has no informer for, and on a replica that
+// is not the leader no controller makes it.
+func RegisterReadyCollector(ctx context.Context, c cache.Cache) error {
+	if _, err := c.GetInformer(ctx, &webappv2.WebApp{}, cache.BlockUntilSynced(false)); err != nil {
+		return err
+	}
+	return metrics.Registry.Register(newReadyCollector(c))
 }
 
 func newReadyCollector(reader client.Reader) *readyCollector {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -121,14 +122,17 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, fp string) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(app)
 	r.reportConversionDropped(app)
-	kids, applyErr := r.applyChildren(ctx, app)
+	// The kinds served now, for the writes and the status alike: a kind that comes or goes meanwhile brings
+	// every WebApp back.
+	active := r.activeChildren()
+	kids, applyErr := r.applyChildren(ctx, app, active)
 	if errors.Is(applyErr, errOwnerGoing) {
 		// The cache is behind a deletion: the WebApp's own event brings the reconcile that handles it.
 		r.mem.settle(key, "", nil)
 		return ctrl.Result{}, nil
 	}
 	obs := kids.observation()
-	obs.routeServed = r.apis.isServed(*childKindOf("HTTPRoute"))
+	obs.routeServed = slices.ContainsFunc(active, func(c childKind) bool { return c.kind == "HTTPRoute" }) && !slices.Contains(kids.gone, "HTTPRoute")
 	podsWait := r.observePods(ctx, app, &obs)
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
@@ -173,7 +177,8 @@ type childrenOutcome struct {
 	byKind   map[string]childOutcome
 	errs     map[string]error
 	retained []webappv2.RetainedField
-	wrote    bool // a write was sent
+	wrote    bool     // a write was sent
+	gone     []string // kinds whose API went away during the writes (servedAPIs.recheck)
 }
 
 // observation is what the status may say of the Deployment, and the fields other managers keep.
@@ -188,9 +193,9 @@ func (c childrenOutcome) observation() observation {
 	return obs
 }
 
-// applyChildren writes each kind of child of app (only where what we own differs from desired; an optional child
-// the WebApp no longer needs is deleted) and returns what it found and did.
-func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp) (childrenOutcome, error) {
+// applyChildren writes each active kind of child of app (only where what we own differs from desired; an optional
+// child the WebApp no longer needs is deleted) and returns what it found and did.
+func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp, active []childKind) (childrenOutcome, error) {
 	in := inputs{}
 	in.configHash, in.configErr = r.configHash(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
@@ -199,8 +204,14 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}}
 	var created []string // kinds
 	var errs []error
-	for _, c := range r.activeChildren() {
+	for _, c := range active {
 		out, err := c.write(ctx, r, app, in, opts)
+		if err != nil && r.apis.recheck(ctx, c, err) {
+			// The kind's API went away (its CRD deleted): a state the status tells, not a failure of this WebApp's,
+			// with no event and no retry.
+			res.gone = append(res.gone, c.kind)
+			continue
+		}
 		if r.record(ctx, app, c.kind, out.written, err) {
 			created = append(created, c.kind)
 		}
@@ -216,14 +227,14 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 		}
 		r.event(app, childRef(app, created[0]), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(names, ", "))
 	}
-	res.retained = r.retained(ctx, app, res.byKind)
+	res.retained = r.retained(ctx, app, res.byKind, active)
 	return res, errors.Join(errs...)
 }
 
 // retained is the list for status.retainedFields: what this reconcile's applies let go of and other managers keep
 // (by kind), and what the status listed before, or earlier applies found and no status stored yet, that the child,
 // read from the API server, still has.
-func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, byKind map[string]childOutcome) []webappv2.RetainedField {
+func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, byKind map[string]childOutcome, active []childKind) []webappv2.RetainedField {
 	key := client.ObjectKeyFromObject(app)
 	listed := app.Status.RetainedFields
 	if r.mem.behind("WebAppStatus", key, app) {
@@ -235,7 +246,6 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, b
 		}
 	}
 	listed = append(slices.Clone(listed), r.mem.retainedPending(key, app.UID)...)
-	active := r.activeChildren()
 	for _, c := range active {
 		r.mem.retainedFound(key, app.UID, byKind[c.kind].retained)
 	}
@@ -521,16 +531,24 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		return err
 	}
 	var ctl controller.Controller
-	r.apis = &servedAPIs{disc: disc, served: map[string]bool{}}
+	r.apis = &servedAPIs{disc: disc, served: map[string]bool{}, kick: make(chan struct{}, 1)}
+	// What is served at the start is watched by the controller's own Owns below.
 	r.apis.check(ctx)
 	r.apis.onServed = func(ctx context.Context, c childKind) error {
-		err := ctl.Watch(source.Kind(mgr.GetCache(), c.object(),
-			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &webappv2.WebApp{}, handler.OnlyControllerOwner())))
-		if err == nil {
-			go r.resyncOnce(ctx, resync)
+		// The informer first: a reconcile that counts the kind served reads it from the cache.
+		if _, err := mgr.GetCache().GetInformer(ctx, c.object(), cache.BlockUntilSynced(false)); err != nil {
+			return err
 		}
-		return err
+		return ctl.Watch(source.Kind(mgr.GetCache(), c.object(),
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &webappv2.WebApp{}, handler.OnlyControllerOwner())))
 	}
+	// A kind no longer served: its informer (and the controller's handler on it) goes, so no reflector lists a
+	// missing resource again and again.
+	r.apis.onGone = func(ctx context.Context, c childKind) error {
+		return mgr.GetCache().RemoveInformer(ctx, c.object())
+	}
+	// Either way, every WebApp whose fingerprint changed (every one: the kinds are part of it) is looked at again.
+	r.apis.changed = func(ctx context.Context) { go r.resyncOnce(ctx, resync) }
 	b := ctrl.NewControllerManagedBy(mgr)
 	for _, c := range r.activeChildren() {
 		// Any change to a child (an edit, a deletion, a rollout's progress) reconciles its WebApp at once.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,16 +14,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/test/cluster"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -206,6 +213,8 @@ var actions = []struct {
 	{10, (*seq).actLetWork},
 	{4, (*seq).actV1MetadataEdit},
 	{3, (*seq).actV1ApplyExport},
+	{3, (*seq).actCreateImpostorPod},
+	{2, (*seq).actToggleGatewayAPI},
 }
 
 // randomStep draws actions until one applies.
@@ -543,6 +552,66 @@ func (s *seq) actCreateForeign(a *app) bool {
 	return true
 }
 
+// impostorNodeSelector is on the impostor pods only: no node has it, so they stay unschedulable, with words no pod
+// of a WebApp's ever has (it sets no node selector).
+const impostorNodeSelector = "impostor.example/never"
+
+// actCreateImpostorPod creates a bare pod with the WebApp's three labels that its Deployment did not make: anyone
+// with `create pods` can; its trouble (unschedulable, a node selector nothing matches) must never show in the
+// WebApp's status.
+func (s *seq) actCreateImpostorPod(a *app) bool {
+	name := fmt.Sprintf("%s-impostor-%d", a.name, len(s.steps))
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "labels": map[string]any{
+			controller.LabelName: "webapp", controller.LabelInstance: a.name, controller.LabelManagedBy: controller.ManagedBy}},
+		"spec": map[string]any{"nodeSelector": map[string]any{impostorNodeSelector: "true"},
+			"containers": []any{map[string]any{"name": "app", "image": "evil.example/impostor:1"}}}}}
+	s.record(fmt.Sprintf("create a pod with WebApp %s's labels that its Deployment did not make", a.name), s.heredoc("create", u))
+	if _, err := dyn.Resource(podGVR).Namespace(s.ns).Create(context.Background(), u, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		s.note("refused: %v", err)
+	}
+	return true
+}
+
+var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// actToggleGatewayAPI uninstalls the Gateway API's HTTPRoute CRD when it is served and installs it when it is not,
+// while the operator runs: an optional API that comes and goes is a state, not an error; nothing may hang, storm or
+// be written at rest.
+func (s *seq) actToggleGatewayAPI(*app) bool {
+	crd := gatewayAPICRD(s.reporting())
+	if httpRouteServed() {
+		s.record("uninstall the Gateway API (the HTTPRoute CRD)", "kubectl delete -f "+crd)
+		if err := envtest.UninstallCRDs(lc.Config, envtest.CRDInstallOptions{Paths: []string{crd}}); err != nil {
+			s.fail("uninstalling the HTTPRoute CRD: %v", err)
+		}
+		return true
+	}
+	s.record("install the Gateway API (the HTTPRoute CRD)", "kubectl apply -f "+crd)
+	if _, err := envtest.InstallCRDs(lc.Config, envtest.CRDInstallOptions{Paths: []string{crd}, ErrorIfPathMissing: true}); err != nil {
+		s.fail("installing the HTTPRoute CRD: %v", err)
+	}
+	return true
+}
+
+// gatewayAPICRD is the Gateway API's standard HTTPRoute CRD, from the module go.mod pins.
+func gatewayAPICRD(t testing.TB) string {
+	module, err := cluster.ModuleDir(cluster.RepoRoot(), "sigs.k8s.io/gateway-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
+}
+
+// httpRouteServed: discovery lists HTTPRoute (a CRD being deleted is listed until it is gone).
+func httpRouteServed() bool {
+	list, err := discovery.NewDiscoveryClientForConfigOrDie(lc.Config).ServerResourcesForGroupVersion("gateway.networking.k8s.io/v1")
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "httproutes" })
+}
+
 // create creates u of kind k under field manager m and remembers it as the test's; nil if the server refused.
 func (s *seq) create(k kind, u *unstructured.Unstructured, m string) *unstructured.Unstructured {
 	created, err := dyn.Resource(k.gvr).Namespace(s.ns).Create(context.Background(), u, metav1.CreateOptions{FieldManager: m})
@@ -677,7 +746,25 @@ func (s *seq) randomSpec(policy webappv1.DeletionPolicy) webappv1.WebAppSpec {
 	if len(labels) > 0 {
 		spec.PodLabels = labels
 	}
+	// One in eight asks for more CPU than the node has: its pods stay unschedulable (pod trouble the status reports,
+	// which a restart must not make flap); one in three of those gives up on progress after a few seconds
+	// (ProgressDeadlineExceeded, with the trouble in its message).
+	if s.chance(0.125) {
+		spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(unschedulableCPU)}
+		if s.chance(0.33) {
+			spec.ProgressDeadlineSeconds = int32(3 + s.rng.IntN(5))
+		}
+	}
 	return spec
+}
+
+// unschedulableCPU is more CPU than the kwok node has (64).
+const unschedulableCPU = "1000"
+
+// unschedulable reports whether spec's pods can never be scheduled (see randomSpec).
+func unschedulable(spec webappv1.WebAppSpec) bool {
+	cpu, ok := spec.Resources.Requests[corev1.ResourceCPU]
+	return ok && cpu.Cmp(resource.MustParse(unschedulableCPU)) >= 0
 }
 
 // refused reports whether the Deployment API refuses spec (a pod label value with a space).
@@ -707,6 +794,12 @@ func (s *seq) applySpec(a *app, spec webappv1.WebAppSpec) *unstructured.Unstruct
 			l[k] = v
 		}
 		sp["podLabels"] = l
+	}
+	if cpu, ok := spec.Resources.Requests[corev1.ResourceCPU]; ok {
+		sp["resources"] = map[string]any{"requests": map[string]any{"cpu": cpu.String()}}
+	}
+	if spec.ProgressDeadlineSeconds != 0 {
+		sp["progressDeadlineSeconds"] = int64(spec.ProgressDeadlineSeconds)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv1.GroupVersion.String(), "kind": "WebApp",
 		"metadata": map[string]any{"name": a.name}, "spec": sp}}

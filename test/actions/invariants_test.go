@@ -129,6 +129,12 @@ func (s *seq) checkStatusClaims() {
 			s.fail("decoding a WebApp version: %v", err)
 		}
 		ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
+		for _, c := range app.Status.Conditions {
+			if strings.Contains(c.Message, "impostor") || strings.Contains(c.Message, "node affinity/selector") {
+				s.fail("invariant 4 (status claims only what happened): WebApp %s at resourceVersion %d reports a pod its Deployment did not make in %s=%s %s %q:\n%s",
+					app.Name, v.rv, c.Type, c.Status, c.Reason, c.Message, toYAML(v.obj.Object))
+			}
+		}
 		if ready != nil && ready.Status != metav1.ConditionTrue && (ready.Reason == "" || ready.Message == "") {
 			s.fail("invariant 5 (a WebApp that is not Ready says why): WebApp %s at resourceVersion %d has Ready=%s with reason %q and message %q:\n%s",
 				app.Name, v.rv, ready.Status, ready.Reason, ready.Message, toYAML(v.obj.Object))
@@ -397,10 +403,15 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 		return fmt.Errorf("WebApp %s: the status does not describe generation %d:\n%s", a.name, app.Generation, toYAML(app.Status))
 	}
 	blocking := s.blocking(a.name)
-	if len(blocking) > 0 || refused(app.Spec) {
+	if refused(app.Spec) {
+		blocking = append(blocking, "its spec is refused by the Deployment API")
+	}
+	if unschedulable(app.Spec) {
+		blocking = append(blocking, "its pods ask for more CPU than the node has")
+	}
+	if len(blocking) > 0 {
 		if ready.Status == metav1.ConditionTrue || ready.Reason == "" || ready.Message == "" {
-			return fmt.Errorf("WebApp %s: Ready=%s %s %q although %s", a.name, ready.Status, ready.Reason, ready.Message,
-				strings.Join(append(blocking, map[bool]string{true: "its spec is refused by the Deployment API"}[refused(app.Spec)]), ", "))
+			return fmt.Errorf("WebApp %s: Ready=%s %s %q although %s", a.name, ready.Status, ready.Reason, ready.Message, strings.Join(blocking, ", "))
 		}
 		return nil
 	}
@@ -443,7 +454,7 @@ func (s *seq) blocking(name string) []string {
 // var or pod label of ours the spec no longer wants (another manager co-owns it), Ready says so: False with
 // reason FieldsRetained and a message naming the manager.
 func (s *seq) checkRetained(a *app) {
-	if len(s.blocking(a.name)) > 0 || refused(a.spec) {
+	if len(s.blocking(a.name)) > 0 || refused(a.spec) || unschedulable(a.spec) {
 		return
 	}
 	dep := &appsv1.Deployment{}

@@ -247,3 +247,101 @@ func TestExposeThroughIngressAndAGatewayAPIInstalledLater(t *testing.T) {
 		return err
 	})
 }
+
+// TestAGatewayAPIRemovedIsAStateNotAnErrorStorm: the HTTPRoute CRD is deleted while a WebApp exposes through a
+// Gateway. Within the discovery period the WebApp says GatewayAPINotInstalled (never a ReconcileError), with one
+// status write and no event, and nothing more is sent while the API is missing; reinstalled, the route is applied
+// again within the discovery period, not after a backoff. At rest and after a restart: zero writes.
+func TestAGatewayAPIRemovedIsAStateNotAnErrorStorm(t *testing.T) {
+	// The discovery period (servedAPIsRecheck) and a margin for a busy machine.
+	const within = 10*time.Second + 5*time.Second
+	installGatewayAPI(t)
+	t.Cleanup(func() { installGatewayAPI(t) })
+	ns := newNamespace(t)
+	ctx := context.Background()
+	op := startOperator(t, ns, time.Second)
+	for name, e := range map[string]*webappv2.Expose{
+		"routed": {Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra"}},
+		"plain":  nil,
+	} {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: webappv2.WebAppSpec{Image: "nginx", Expose: e}}
+		if err := k8s.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	routeApplied := func(ctx context.Context) error {
+		if err := get(ctx, ns, "routed", &gwv1.HTTPRoute{}); err != nil {
+			return err
+		}
+		cond, _, err := exposedCond(ctx, ns, "routed")
+		if err == nil && cond != "False/WaitingForGateway" {
+			err = fmt.Errorf("exposed %s", cond)
+		}
+		return err
+	}
+	testutil.Eventually(t, 30*time.Second, "the HTTPRoute", routeApplied)
+	waitResyncs(t, 2, 30*time.Second)
+	op.writes.take()
+
+	// The Gateway API is uninstalled.
+	removed := time.Now()
+	uninstallGatewayAPI(t)
+	var errorSeen *metav1.Condition
+	testutil.Eventually(t, within, "GatewayAPINotInstalled", func(ctx context.Context) error {
+		cond, app, err := exposedCond(ctx, ns, "routed")
+		if err != nil {
+			return err
+		}
+		if ready := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady); errorSeen == nil && (ready == nil || ready.Reason == "ReconcileError") {
+			errorSeen = ready
+		}
+		if cond != "False/GatewayAPINotInstalled" {
+			return fmt.Errorf("exposed %s", cond)
+		}
+		return nil
+	})
+	if errorSeen != nil {
+		t.Errorf("Ready while the API went: %+v", errorSeen)
+	}
+	t.Logf("GatewayAPINotInstalled %.1fs after the CRD's deletion began", time.Since(removed).Seconds())
+	// While it is missing: the one status change, no event, no apply, no retry.
+	waitResyncs(t, 3, 30*time.Second)
+	// (One apply of the route may find the CRD terminating: the route's deletion with the CRD brings the WebApp
+	// back before discovery stops listing the kind.)
+	statusPath := "/apis/example.com/v2/namespaces/" + ns + "/webapps/routed/status"
+	routePath := "/apis/gateway.networking.k8s.io/v1/namespaces/" + ns + "/httproutes/routed"
+	var others []string
+	statusWrites, routeApplies := 0, 0
+	for _, w := range op.writes.take() {
+		switch w {
+		case "PATCH " + statusPath:
+			statusWrites++
+		case "PATCH " + routePath:
+			routeApplies++
+		default:
+			others = append(others, w)
+		}
+	}
+	if statusWrites > 1 || routeApplies > 1 || len(others) > 0 {
+		t.Errorf("while the Gateway API goes and is missing: %d status writes of the routed WebApp (want at most 1), %d applies of its route (at most 1), and other requests: %q",
+			statusWrites, routeApplies, others)
+	}
+	if ev := eventsSince(t, ns, removed); len(ev) > 0 {
+		t.Errorf("events while the Gateway API goes and is missing: %q", ev)
+	}
+
+	// Reinstalled: the route is back within the discovery period.
+	installed := time.Now()
+	installGatewayAPI(t)
+	testutil.Eventually(t, within, "the HTTPRoute again", routeApplied)
+	t.Logf("HTTPRoute applied again %.1fs after the CRD's install began", time.Since(installed).Seconds())
+
+	// At rest: no write, and none after a restart.
+	waitResyncs(t, 3, 30*time.Second)
+	op.writes.take()
+	waitResyncs(t, 3, 30*time.Second)
+	if w := op.writes.take(); len(w) != 0 {
+		t.Errorf("%d writes at rest: %q", len(w), w)
+	}
+	restartCostsNoWrites(t, op, ns)
+}
