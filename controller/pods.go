@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -258,13 +257,10 @@ func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp
 	obs.pods, known = r.podsOf(ctx, app, obs.dep)
 	var wait time.Duration
 	obs.probes, wait = r.probeFailures(ctx, app.Namespace, obs.pods)
-	if needed && !known {
-		// The watch is not running yet, or still lists them: the trouble the status says stays until they are
-		// known (a restart must not report a crash loop as progressing for a second, with two writes).
-		obs.lastTrouble = reportedTrouble(app)
-		if r.podWatch != nil && r.podWatch.listing() {
-			wait = podsRecheck
-		}
+	// The watch is starting (after a restart, say) and still lists the pods: a status written now would say what it
+	// says without them (a trouble it reported gone, a rollout "progressing"), then with them again.
+	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
+		obs.podsPending, wait = true, podsRecheck
 	}
 	return wait
 }
@@ -273,22 +269,6 @@ func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp
 // and a pod that stops being ready changes the Deployment's status, which brings the WebApp back).
 func needsPods(app *webappv2.WebApp, obs observation) bool {
 	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs.dep))
-}
-
-// trouble is a reason of the pods' trouble and its message.
-type trouble struct{ reason, msg string }
-
-// reportedTrouble is the pods' trouble app's Ready condition reports (empty when it reports none).
-func reportedTrouble(app *webappv2.WebApp) trouble {
-	c := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady)
-	if c == nil {
-		return trouble{}
-	}
-	switch c.Reason {
-	case ReasonImagePullBackOff, ReasonCrashLoopBackOff, ReasonUnschedulable, ReasonReadinessFailing:
-		return trouble{c.Reason, c.Message}
-	}
-	return trouble{}
 }
 
 // probeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -102,4 +103,54 @@ func TestPodsItsDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// unschedulableStatus is the status the scheduler writes on a pod no node can take.
+func unschedulableStatus(msg string) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: msg}}}
+}
+
+// A WebApp past its progress deadline whose pods cannot be scheduled says both in Ready; a restarted operator
+// writes no status for it (it used to write it without the pods' words, then with them again).
+func TestARestartOfAWebAppPastItsDeadlineWritesNoStatus(t *testing.T) {
+	ns := newNamespace(t)
+	first := startOperator(t, ns, time.Second)
+	createWebApp(t, ns, "web", 1, 80)
+	dep, _ := waitChildren(t, ns, "web")
+	const noNode = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+	makePod(t, ns, "web", "web-7c9d-x1", "nginx:1.25", makeReplicaSet(t, dep, "web-7c9d"), unschedulableStatus(noNode))
+	// What the Deployment controller reports once the rollout made no progress for progressDeadlineSeconds.
+	intrudeStatus(t, ns, "web", func(d *appsv1.Deployment) {
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+				Reason: controller.ReasonProgressDeadlineExceeded, Message: `ReplicaSet "web-7c9d" has timed out progressing.`}}}
+	})
+	const said = "Deployment exceeded its progress deadline: 1/1 replicas updated, 0 available; 1/1 pods unschedulable: " + noNode
+	before := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded, said)
+
+	seen := statusEvents(t, ns, "web")
+	second := restartCostsNoWrites(t, first, ns)
+	after := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded, said)
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the WebApp changed across the restart: resourceVersion %s, then %s", before.ResourceVersion, after.ResourceVersion)
+	}
+	for _, app := range seen() {
+		if c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady); c == nil || c.Message != said {
+			t.Errorf("after the restart Ready said %+v (resourceVersion %s)", c, app.ResourceVersion)
+		}
+	}
+	// The restarted operator sees the pods (the test is not passed by a pod watch that never lists): a new word of
+	// the scheduler's reaches Ready.
+	const stillNoNode = "0/2 nodes are available: 2 Insufficient cpu."
+	pod := &corev1.Pod{}
+	if err := get(context.Background(), ns, "web-7c9d-x1", pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = unschedulableStatus(stillNoNode)
+	if err := k8s.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded, "; 1/1 pods unschedulable: "+stillNoNode)
+	second.stop()
 }
