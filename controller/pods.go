@@ -212,7 +212,7 @@ func ownedPods(dep types.UID, replicaSets []metav1.PartialObjectMetadata, pods [
 func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (pods []*corev1.Pod, known bool) {
 	uid := ownedDeployment(app, dep)
 	if r.podWatch != nil {
-		return r.podWatch.pods(ctx, app.Namespace, uid)
+		return r.podWatch.podsOf(ctx, app.Namespace, uid)
 	}
 	if uid == "" {
 		return nil, true

@@ -9,7 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -46,10 +48,59 @@ type podWatch struct {
 
 	mu      sync.RWMutex
 	need    map[client.ObjectKey]struct{} // WebApps whose rollout is not complete
-	inf     cache.Informer                // the pods'; nil while the watch is stopped
-	rsInf   cache.Informer                // the ReplicaSets' metadata; nil while the watch is stopped
+	pods    *watched                      // the pods; nil while the watch is stopped
+	rss     *watched                      // the ReplicaSets' metadata; nil while the watch is stopped
 	stop    *time.Timer                   // pending stop, once need is empty
-	started time.Time                     // when inf was started
+	stopGen uint64                        // which stop is pending (a timer that fires once replaced finds another)
+	started time.Time                     // when the informers were started
+}
+
+// watched is one informer of the pod watch, with its store when it has one of its own (a cache of all namespaces):
+// then its objects are read in place, where a read through the cache would copy each (a pod is 1.2 KB) at every
+// resync; a cache of several namespaces keeps a store per namespace, and is read through.
+type watched struct {
+	inf   cache.Informer
+	store toolscache.Indexer // nil: read through the cache
+}
+
+// controlled calls each with every object of namespace whose controller is uid, from the store in place, or from
+// a list through c (list, an empty list of the kind, holds them): either way they must not be changed.
+func (x *watched) controlled(ctx context.Context, c cache.Cache, namespace string, uid types.UID, list client.ObjectList, each func(client.Object)) error {
+	if x.store != nil {
+		items, err := x.store.ByIndex(byController, string(uid))
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if o, ok := it.(client.Object); ok && o.GetNamespace() == namespace {
+				each(o)
+			}
+		}
+		return nil
+	}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{byController: string(uid)}, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		if o, ok := o.(client.Object); ok {
+			each(o)
+		}
+		return nil
+	})
+}
+
+// get is the object of key, not copied, or nil when there is none. into is an empty object of the kind, for a read
+// through c.
+func (x *watched) get(ctx context.Context, c cache.Cache, key client.ObjectKey, into client.Object) client.Object {
+	if x.store != nil {
+		item, _, _ := x.store.GetByKey(key.Namespace + "/" + key.Name)
+		o, _ := item.(client.Object)
+		return o
+	}
+	if err := c.Get(ctx, key, into, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	return into
 }
 
 // podWatchSyncWait is how long a WebApp that needs its pods is looked at again every podsRecheck while the watch
@@ -79,10 +130,10 @@ func (w *podWatch) set(ctx context.Context, key client.ObjectKey, needed bool) {
 	}
 	if !needed {
 		delete(w.need, key)
-		if len(w.need) == 0 && w.inf != nil && w.stop == nil {
-			var t *time.Timer
-			t = time.AfterFunc(w.linger, func() { w.stopIfIdle(t) })
-			w.stop = t
+		if len(w.need) == 0 && w.pods != nil && w.stop == nil {
+			w.stopGen++
+			gen := w.stopGen
+			w.stop = time.AfterFunc(w.linger, func() { w.stopIfIdle(gen) })
 		}
 		return
 	}
@@ -91,7 +142,7 @@ func (w *podWatch) set(ctx context.Context, key client.ObjectKey, needed bool) {
 		w.stop.Stop()
 		w.stop = nil
 	}
-	if w.inf == nil {
+	if w.pods == nil {
 		if err := w.start(ctx); err != nil {
 			// Without the watch no trouble is claimed; the next reconcile of a WebApp that needs it tries again.
 			delete(w.need, key)
@@ -111,7 +162,7 @@ func (w *podWatch) start(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(err, w.cache.RemoveInformer(ctx, &corev1.Pod{}))
 	}
-	w.inf, w.rsInf, w.started = pods, rss, time.Now()
+	w.pods, w.rss, w.started = pods, rss, time.Now()
 	podWatchActive.Set(1)
 	log.FromContext(ctx).V(1).Info("pod watch started: a rollout is not complete")
 	return nil
@@ -119,12 +170,26 @@ func (w *podWatch) start(ctx context.Context) error {
 
 // startInformer starts the informer of obj's kind, indexed by its controller of kind controller, whose events
 // reconcile the WebApps that webApps names and that need their pods.
-func (w *podWatch) startInformer(ctx context.Context, obj client.Object, controller string, webApps func(client.Object) []client.ObjectKey) (cache.Informer, error) {
+func (w *podWatch) startInformer(ctx context.Context, obj client.Object, controller string, webApps func(client.Object) []client.ObjectKey) (*watched, error) {
 	inf, err := w.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, err
 	}
-	if err := w.cache.IndexField(ctx, obj, byController, indexByController(controller)); err != nil {
+	x := &watched{inf: inf}
+	if s, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		// One store: our own index, read in place.
+		x.store = s.GetIndexer()
+		err = inf.AddIndexers(toolscache.Indexers{byController: func(o any) ([]string, error) {
+			if o, ok := o.(client.Object); ok {
+				return indexByController(controller)(o), nil
+			}
+			return nil, nil
+		}})
+	} else {
+		// A store per namespace: the cache's field index, read through its List.
+		err = w.cache.IndexField(ctx, obj, byController, indexByController(controller))
+	}
+	if err != nil {
 		return nil, errors.Join(err, w.cache.RemoveInformer(ctx, obj))
 	}
 	enqueue := func(objs ...any) {
@@ -162,7 +227,7 @@ func (w *podWatch) startInformer(ctx context.Context, obj client.Object, control
 	}); err != nil {
 		return nil, errors.Join(err, w.cache.RemoveInformer(ctx, obj))
 	}
-	return inf, nil
+	return x, nil
 }
 
 // ownerChanged: the two versions of an object have different controllers.
@@ -207,53 +272,53 @@ func (w *podWatch) webAppsOfPod(ctx context.Context, p client.Object) []client.O
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	// Read only from a listed informer: the cache would wait for it, or make one the watch has stopped.
-	if w.rsInf == nil || !w.rsInf.HasSynced() {
+	if w.rss == nil || !w.rss.inf.HasSynced() {
 		return nil
 	}
-	rs := replicaSetMetadata()
-	if err := w.cache.Get(ctx, client.ObjectKey{Namespace: p.GetNamespace(), Name: ref.Name}, rs, client.UnsafeDisableDeepCopy); err != nil || rs.UID != ref.UID {
+	rs := w.rss.get(ctx, w.cache, client.ObjectKey{Namespace: p.GetNamespace(), Name: ref.Name}, replicaSetMetadata())
+	if rs == nil || rs.GetUID() != ref.UID {
 		return nil
 	}
 	return webAppOfReplicaSet(rs)
 }
 
 // stopIfIdle removes the pod and ReplicaSet informers, and so their objects and their watches, when no WebApp needs
-// them; t is the timer that called it, which a later need may have cancelled and replaced.
-func (w *podWatch) stopIfIdle(t *time.Timer) {
+// them; gen is the stop that called it, which a later need may have cancelled and another replaced.
+func (w *podWatch) stopIfIdle(gen uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stop != t {
+	if w.stop == nil || w.stopGen != gen {
 		return
 	}
 	w.stop = nil
-	if len(w.need) > 0 || w.inf == nil {
+	if len(w.need) > 0 || w.pods == nil {
 		return
 	}
 	ctx := context.Background()
 	if err := errors.Join(w.cache.RemoveInformer(ctx, &corev1.Pod{}), w.cache.RemoveInformer(ctx, replicaSetMetadata())); err != nil {
 		return
 	}
-	w.inf, w.rsInf = nil, nil
+	w.pods, w.rss = nil, nil
 	podWatchActive.Set(0)
 }
 
 // synced: both informers run and have listed. Called with w.mu held.
 func (w *podWatch) synced() bool {
-	return w.inf != nil && w.inf.HasSynced() && w.rsInf.HasSynced()
+	return w.pods != nil && w.pods.inf.HasSynced() && w.rss.inf.HasSynced()
 }
 
 // listing: the informers run and have not both listed yet, for less than podWatchSyncWait.
 func (w *podWatch) listing() bool {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	return w.inf != nil && !w.synced() && time.Since(w.started) < podWatchSyncWait
+	return w.pods != nil && !w.synced() && time.Since(w.started) < podWatchSyncWait
 }
 
 // active: the informers run.
 func (w *podWatch) active() bool {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	return w.inf != nil
+	return w.pods != nil
 }
 
 func (w *podWatch) needs(key client.ObjectKey) bool {
@@ -263,10 +328,10 @@ func (w *podWatch) needs(key client.ObjectKey) bool {
 	return ok
 }
 
-// pods are the pods of namespace that a ReplicaSet controlled by the Deployment dep controls, as the watch has
-// them, not copied (they must not be changed); none for no Deployment. ok is false while the watch is stopped or has
-// not listed them yet. Read through the cache's indexes, which the lock keeps from being stopped meanwhile.
-func (w *podWatch) pods(ctx context.Context, namespace string, dep types.UID) (pods []*corev1.Pod, ok bool) {
+// podsOf are the pods of namespace that a ReplicaSet controlled by the Deployment dep controls, as the watch has
+// them (they must not be changed); none for no Deployment. ok is false while the watch is stopped or has
+// not listed them yet. The lock keeps the informers from being stopped meanwhile.
+func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) (pods []*corev1.Pod, ok bool) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.synced() {
@@ -275,16 +340,18 @@ func (w *podWatch) pods(ctx context.Context, namespace string, dep types.UID) (p
 	if dep == "" {
 		return nil, true
 	}
-	replicaSets := replicaSetList()
-	if err := w.cache.List(ctx, replicaSets, client.InNamespace(namespace), client.MatchingFields{byController: string(dep)}, client.UnsafeDisableDeepCopy); err != nil {
+	var replicaSets []types.UID
+	if err := w.rss.controlled(ctx, w.cache, namespace, dep, replicaSetList(), func(o client.Object) { replicaSets = append(replicaSets, o.GetUID()) }); err != nil {
 		return nil, false
 	}
-	for i := range replicaSets.Items {
-		made, err := listPods(ctx, w.cache, namespace, client.MatchingFields{byController: string(replicaSets.Items[i].UID)}, client.UnsafeDisableDeepCopy)
-		if err != nil {
+	for _, rs := range replicaSets {
+		if err := w.pods.controlled(ctx, w.cache, namespace, rs, &corev1.PodList{}, func(o client.Object) {
+			if p, ok := o.(*corev1.Pod); ok {
+				pods = append(pods, p)
+			}
+		}); err != nil {
 			return nil, false
 		}
-		pods = append(pods, made...)
 	}
 	return pods, true
 }

@@ -10,33 +10,63 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 )
 
-// fakeCache is controller-runtime's fake informers, taught a metadata-only object's kind (its TypeMeta), reading
-// from reader (controller-runtime's fake reads find nothing).
+// fakeCache is controller-runtime's fake informers, reading from reader (theirs find nothing). An informer it
+// makes keeps a store (storeInformer), synced or not; with throughCache its informers have no store of their own,
+// as in a cache of several namespaces.
 type fakeCache struct {
 	*informertest.FakeInformers
-	reader client.Reader
+	reader       client.Reader
+	synced       bool
+	throughCache bool
 }
 
-func (c *fakeCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		return c.GetInformerForKind(ctx, m.GroupVersionKind(), opts...)
+// informer is the informer of obj's kind, made if there is none.
+func (c *fakeCache) informer(obj client.Object) (toolscache.SharedIndexInformer, schema.GroupVersionKind, error) {
+	gvk, err := apiutil.GVKForObject(obj, NewScheme())
+	if err != nil {
+		return nil, gvk, err
 	}
-	return c.FakeInformers.GetInformer(ctx, obj, opts...)
+	if c.InformersByGVK == nil {
+		c.InformersByGVK = map[schema.GroupVersionKind]toolscache.SharedIndexInformer{}
+	}
+	if _, ok := c.InformersByGVK[gvk]; !ok {
+		c.InformersByGVK[gvk] = newStoreInformer(c.synced)
+	}
+	return c.InformersByGVK[gvk], gvk, nil
 }
 
-func (c *fakeCache) RemoveInformer(ctx context.Context, obj client.Object) error {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		delete(c.InformersByGVK, m.GroupVersionKind())
-		return nil
+// stores are the pod and ReplicaSet informers, made if need be.
+func (c *fakeCache) stores() (pods, rss *storeInformer) {
+	p, _, _ := c.informer(&corev1.Pod{})
+	r, _, _ := c.informer(replicaSetMetadata())
+	return p.(*storeInformer), r.(*storeInformer)
+}
+
+func (c *fakeCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	inf, _, err := c.informer(obj)
+	if c.throughCache && err == nil {
+		// Only the methods of an Informer: no GetIndexer.
+		return struct{ cache.Informer }{inf}, nil
 	}
-	return c.FakeInformers.RemoveInformer(ctx, obj)
+	return inf, err
+}
+
+func (c *fakeCache) RemoveInformer(_ context.Context, obj client.Object) error {
+	gvk, err := apiutil.GVKForObject(obj, NewScheme())
+	delete(c.InformersByGVK, gvk)
+	return err
 }
 
 func (c *fakeCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -47,13 +77,47 @@ func (c *fakeCache) List(ctx context.Context, list client.ObjectList, opts ...cl
 	return c.reader.List(ctx, list, opts...)
 }
 
+// storeInformer is a fake informer with a store: an object added, updated or deleted is in it (or gone) before the
+// handlers hear of it, as with an informer.
+type storeInformer struct {
+	*controllertest.FakeInformer
+	store toolscache.Indexer
+}
+
+func newStoreInformer(synced bool) *storeInformer {
+	var opts []controllertest.InformerOption
+	if synced {
+		opts = append(opts, controllertest.Synced)
+	}
+	return &storeInformer{FakeInformer: controllertest.NewFakeInformer(opts...), store: toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})}
+}
+
+func (i *storeInformer) GetIndexer() toolscache.Indexer { return i.store }
+func (i *storeInformer) AddIndexers(indexers toolscache.Indexers) error {
+	return i.store.AddIndexers(indexers)
+}
+
+func (i *storeInformer) Add(o metav1.Object) {
+	_ = i.store.Add(o)
+	i.FakeInformer.Add(o)
+}
+
+func (i *storeInformer) Update(old, o metav1.Object) {
+	_ = i.store.Update(o)
+	i.FakeInformer.Update(old, o)
+}
+
+func (i *storeInformer) Delete(o metav1.Object) {
+	_ = i.store.Delete(o)
+	i.FakeInformer.Delete(o)
+}
+
 // TestPodWatchRunsOnlyWhileARolloutNeedsIt: no pod or ReplicaSet informer until a WebApp needs its pods; its pods'
 // events reconcile it and no other WebApp; the informers go once none needs them for the linger time, and come back
 // when one needs them again.
 func TestPodWatchRunsOnlyWhileARolloutNeedsIt(t *testing.T) {
 	ctx := context.Background()
-	informers := &fakeCache{FakeInformers: &informertest.FakeInformers{}, reader: newFakeEnv(t, replicaSetOf(newApp("a", 1, 80, "x"), "a-1",
-		controllerRef("Deployment", "a", "uid-dep-a")), replicaSetOf(newApp("b", 1, 80, "x"), "b-1", controllerRef("Deployment", "b", "uid-dep-b")))}
+	informers := &fakeCache{FakeInformers: &informertest.FakeInformers{}, synced: true}
 	w := newPodWatch(ctx, informers, 20*time.Millisecond)
 	running := func() int { return len(informers.InformersByGVK) }
 	a, b := client.ObjectKey{Namespace: "ns", Name: "a"}, client.ObjectKey{Namespace: "ns", Name: "b"}
@@ -66,14 +130,13 @@ func TestPodWatchRunsOnlyWhileARolloutNeedsIt(t *testing.T) {
 	if running() != 2 || testutil.ToFloat64(podWatchActive) != 1 {
 		t.Fatalf("%d informers while a WebApp needs its pods, want 2 (pods, ReplicaSets)", running())
 	}
-	inf, err := informers.FakeInformerFor(ctx, &corev1.Pod{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inf.Add(podOf("a", "a-1", "uid-a-1"))
-	inf.Add(podOf("b", "b-1", "uid-b-1")) // b needs nothing: no reconcile
-	if got := received(w); len(got) != 1 || got[0] != a {
-		t.Fatalf("reconciles for the pods' events: %v, want [%v]", got, a)
+	pods, rss := informers.stores()
+	rss.Add(rsOf("a-1", "a", "uid-dep-a"))
+	rss.Add(rsOf("b-1", "b", "uid-dep-b")) // b needs nothing: no reconcile
+	pods.Add(podOf("a", "a-1", "uid-a-1"))
+	pods.Add(podOf("b", "b-1", "uid-b-1"))
+	if got := received(w); len(got) != 2 || got[0] != a || got[1] != a {
+		t.Fatalf("reconciles for the ReplicaSets' and pods' events: %v, want [%v %v]", got, a, a)
 	}
 
 	// Needed by two, released by one: they keep running.
@@ -105,51 +168,53 @@ func TestPodWatchRunsOnlyWhileARolloutNeedsIt(t *testing.T) {
 // do not.
 func TestPodEventsReconcileTheWebAppWhoseDeploymentMadeThePod(t *testing.T) {
 	ctx := context.Background()
-	app := newApp("a", 1, 80, "x")
-	rs := replicaSetOf(app, "a-1", controllerRef("Deployment", "a", "uid-dep-a"))
-	informers := &fakeCache{FakeInformers: &informertest.FakeInformers{}, reader: newFakeEnv(t, rs)}
-	w := newPodWatch(ctx, informers, time.Millisecond)
-	a := client.ObjectKeyFromObject(app)
-	w.set(ctx, a, true)
-	defer stopWatch(t, w, a)
-	pods, err := informers.FakeInformerFor(ctx, &corev1.Pod{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rsInf, err := informers.FakeInformerForKind(ctx, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := func(rs *appsv1.ReplicaSet) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{TypeMeta: replicaSetMetadata().TypeMeta, ObjectMeta: rs.ObjectMeta}
-	}
-	adopted := meta(rs)
-	adopted.OwnerReferences = []metav1.OwnerReference{controllerRef("Deployment", "a", "uid-dep-other")}
-	relabelled := meta(rs)
-	relabelled.ResourceVersion = "2"
-	cases := []struct {
-		name  string
-		event func()
-		want  []client.ObjectKey
-	}{
-		{"a pod of the Deployment's ReplicaSet", func() { pods.Add(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
-		{"its update", func() { pods.Update(podOf("a", "a-1", "uid-a-1"), podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
-		{"its deletion", func() { pods.Delete(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
-		{"a bare pod with the WebApp's labels", func() { pods.Add(podOf("a", "", "")) }, nil},
-		{"a pod that names the ReplicaSet with another UID", func() { pods.Add(podOf("a", "a-1", "uid-forged")) }, nil},
-		{"a pod of a ReplicaSet the watch does not have", func() { pods.Add(podOf("a", "a-2", "uid-a-2")) }, nil},
-		{"the ReplicaSet arrives", func() { rsInf.Add(meta(rs)) }, []client.ObjectKey{a}},
-		{"its counts change", func() { rsInf.Update(meta(rs), relabelled) }, nil},
-		{"another Deployment of the name adopts it", func() { rsInf.Update(meta(rs), adopted) }, []client.ObjectKey{a}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.event()
-			if got := received(w); !slices.Equal(got, tc.want) {
-				t.Errorf("reconciles %v, want %v", got, tc.want)
+	for _, throughCache := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one store", true: "through the cache"}[throughCache], func(t *testing.T) {
+			rs := rsOf("a-1", "a", "uid-dep-a")
+			// Through the cache, reads find what the API has; here the ReplicaSet before its event says so.
+			reader := newFakeEnv(t, &appsv1.ReplicaSet{ObjectMeta: rs.ObjectMeta})
+			informers := &fakeCache{FakeInformers: &informertest.FakeInformers{}, reader: reader, synced: true, throughCache: throughCache}
+			w := newPodWatch(ctx, informers, time.Millisecond)
+			a := client.ObjectKey{Namespace: "ns", Name: "a"}
+			w.set(ctx, a, true)
+			pods, rss := informers.stores()
+			defer stopWatch(t, w, a)
+			adopted := rsOf("a-1", "a", "uid-dep-other")
+			counted := rsOf("a-1", "a", "uid-dep-a")
+			counted.ResourceVersion = "2"
+			cases := []struct {
+				name  string
+				event func()
+				want  []client.ObjectKey
+			}{
+				// Its pods may come before it: its arrival brings the WebApp, whose reconcile reads them.
+				{"the ReplicaSet arrives", func() { rss.Add(rs) }, []client.ObjectKey{a}},
+				{"a pod of the Deployment's ReplicaSet", func() { pods.Add(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
+				{"its update", func() { pods.Update(podOf("a", "a-1", "uid-a-1"), podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
+				{"its deletion", func() { pods.Delete(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
+				{"a bare pod with the WebApp's labels", func() { pods.Add(podOf("a", "", "")) }, nil},
+				{"a pod that names the ReplicaSet with another UID", func() { pods.Add(podOf("a", "a-1", "uid-forged")) }, nil},
+				{"a pod of a ReplicaSet the watch does not have", func() { pods.Add(podOf("a", "a-2", "uid-a-2")) }, nil},
+				// Its counts change on every pod's change: its Deployment's event brings the WebApp.
+				{"the ReplicaSet's counts change", func() { rss.Update(rs, counted) }, nil},
+				{"another Deployment of the name adopts it", func() { rss.Update(counted, adopted) }, []client.ObjectKey{a}},
+				{"it is deleted", func() { rss.Delete(adopted) }, []client.ObjectKey{a}},
+			}
+			for _, tc := range cases {
+				tc.event()
+				if got := received(w); !slices.Equal(got, tc.want) {
+					t.Errorf("%s: reconciles %v, want %v", tc.name, got, tc.want)
+				}
 			}
 		})
 	}
+}
+
+// rsOf is the metadata of ReplicaSet name of namespace ns (UID "uid-"+name) as the watch keeps it, controlled by the
+// Deployment dep of uid.
+func rsOf(name, dep string, uid types.UID) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: replicaSetMetadata().TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+		UID: types.UID("uid-" + name), OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", dep, uid)}}}
 }
 
 // podOf is a pod with WebApp webApp's labels, controlled by the ReplicaSet rs of uid (none when rs is "").
@@ -183,5 +248,68 @@ func received(w *podWatch) []client.ObjectKey {
 		default:
 			return keys
 		}
+	}
+}
+
+// The watch reads a WebApp's pods by the owner chain, in place from its informers' stores or through the cache (a
+// cache of several namespaces): the same pods either way.
+func TestPodWatchReadsThePodsItsDeploymentMade(t *testing.T) {
+	ctx := context.Background()
+	app := newApp("web", 1, 80, "nginx:1.25")
+	elsewhere := newApp("web", 1, 80, "nginx:1.25")
+	elsewhere.Namespace = "other"
+	replicaSets := []*appsv1.ReplicaSet{
+		replicaSetOf(app, "web-1", controllerRef("Deployment", "web", "uid-dep")),
+		replicaSetOf(app, "web-0", controllerRef("Deployment", "web", "uid-dep")),
+		replicaSetOf(app, "web-p", controllerRef("Deployment", "web", "uid-dep-before")),
+		// Another namespace's ReplicaSet claiming the Deployment: owner references do not cross namespaces.
+		replicaSetOf(elsewhere, "web-x", controllerRef("Deployment", "web", "uid-dep")),
+	}
+	pods := []*corev1.Pod{
+		labelledPod(app, "a", "x", controllerRef("ReplicaSet", "web-1", "uid-web-1")),
+		labelledPod(app, "b", "x", controllerRef("ReplicaSet", "web-0", "uid-web-0")),
+		labelledPod(app, "bare", "x"),
+		labelledPod(app, "forged", "x", controllerRef("ReplicaSet", "web-1", "uid-forged")),
+		labelledPod(app, "previous", "x", controllerRef("ReplicaSet", "web-p", "uid-web-p")),
+		labelledPod(elsewhere, "x", "x", controllerRef("ReplicaSet", "web-x", "uid-web-x")),
+	}
+	for _, throughCache := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one store", true: "through the cache"}[throughCache], func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(NewScheme()).
+				WithIndex(&corev1.Pod{}, byController, indexByController("ReplicaSet")).
+				WithIndex(&appsv1.ReplicaSet{}, byController, indexByController("Deployment"))
+			for _, rs := range replicaSets {
+				b = b.WithObjects(rs.DeepCopy())
+			}
+			for _, p := range pods {
+				b = b.WithObjects(p.DeepCopy())
+			}
+			informers := &fakeCache{FakeInformers: &informertest.FakeInformers{}, reader: b.Build(), synced: true, throughCache: throughCache}
+			w := newPodWatch(ctx, informers, time.Millisecond)
+			key := client.ObjectKeyFromObject(app)
+			w.set(ctx, key, true)
+			defer stopWatch(t, w, key)
+			podStore, rsStore := informers.stores()
+			for _, rs := range replicaSets {
+				rsStore.Add(&metav1.PartialObjectMetadata{TypeMeta: replicaSetMetadata().TypeMeta, ObjectMeta: rs.ObjectMeta})
+			}
+			for _, p := range pods {
+				podStore.Add(p)
+			}
+			for _, tc := range []struct {
+				dep  types.UID
+				want []string
+			}{{"uid-dep", []string{"a", "b"}}, {"uid-dep-before", []string{"previous"}}, {"", nil}, {"uid-unknown", nil}} {
+				got, ok := w.podsOf(ctx, "ns", tc.dep)
+				var names []string
+				for _, p := range got {
+					names = append(names, p.Name)
+				}
+				slices.Sort(names)
+				if !ok || !slices.Equal(names, tc.want) {
+					t.Errorf("pods of Deployment %q: %v (known %v), want %v", tc.dep, names, ok, tc.want)
+				}
+			}
+		})
 	}
 }
