@@ -33,10 +33,10 @@ type fakeCache struct {
 }
 
 // informer is the informer of obj's kind, made if there is none.
-func (c *fakeCache) informer(obj client.Object) (toolscache.SharedIndexInformer, schema.GroupVersionKind, error) {
+func (c *fakeCache) informer(obj client.Object) (toolscache.SharedIndexInformer, error) {
 	gvk, err := apiutil.GVKForObject(obj, NewScheme())
 	if err != nil {
-		return nil, gvk, err
+		return nil, err
 	}
 	if c.InformersByGVK == nil {
 		c.InformersByGVK = map[schema.GroupVersionKind]toolscache.SharedIndexInformer{}
@@ -44,18 +44,18 @@ func (c *fakeCache) informer(obj client.Object) (toolscache.SharedIndexInformer,
 	if _, ok := c.InformersByGVK[gvk]; !ok {
 		c.InformersByGVK[gvk] = newStoreInformer(c.synced)
 	}
-	return c.InformersByGVK[gvk], gvk, nil
+	return c.InformersByGVK[gvk], nil
 }
 
 // stores are the pod and ReplicaSet informers, made if need be.
 func (c *fakeCache) stores() (pods, rss *storeInformer) {
-	p, _, _ := c.informer(&corev1.Pod{})
-	r, _, _ := c.informer(replicaSetMetadata())
+	p, _ := c.informer(&corev1.Pod{})
+	r, _ := c.informer(replicaSetMetadata())
 	return p.(*storeInformer), r.(*storeInformer)
 }
 
 func (c *fakeCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
-	inf, _, err := c.informer(obj)
+	inf, err := c.informer(obj)
 	if c.throughCache && err == nil {
 		// Only the methods of an Informer: no GetIndexer.
 		return struct{ cache.Informer }{inf}, nil

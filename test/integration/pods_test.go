@@ -75,25 +75,25 @@ func cannotPull(image string) corev1.PodStatus {
 func TestPodsItsDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	createWebApp(t, ns, "web", 1, 80)
-	dep, _ := waitChildren(t, ns, "web")
+	createWebApp(t, ns, "shop", 1, 80)
+	dep, _ := waitChildren(t, ns, "shop")
 	// The rollout is not complete, as the Deployment controller would say (envtest runs none): the pods are watched.
-	intrudeStatus(t, ns, "web", func(d *appsv1.Deployment) {
+	intrudeStatus(t, ns, "shop", func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1}
 	})
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing, "0/1 replicas available")
-	seen := statusEvents(t, ns, "web")
+	waitReady(t, ns, "shop", metav1.ConditionFalse, controller.ReasonDeploymentProgressing, "0/1 replicas available")
+	seen := statusEvents(t, ns, "shop")
 
 	const impostor = "evil.example/impostor:1"
-	makePod(t, ns, "web", "impostor", impostor, nil, cannotPull(impostor))
+	makePod(t, ns, "shop", "impostor", impostor, nil, cannotPull(impostor))
 	// A few resyncs with the impostor in the pod watch's cache.
 	waitResyncs(t, 3, 30*time.Second)
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "shop", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
 
 	// The Deployment's own pod, through its ReplicaSet: its trouble is reported, counted alone.
-	rs := makeReplicaSet(t, dep, "web-5d4f8b")
-	makePod(t, ns, "web", "web-5d4f8b-x1", "nginx:1.25", rs, cannotPull("nginx:1.25"))
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonImagePullBackOff, `1/1 pods cannot pull image "nginx:1.25"`)
+	rs := makeReplicaSet(t, dep, "shop-5d4f8b")
+	makePod(t, ns, "shop", "shop-5d4f8b-x1", "nginx:1.25", rs, cannotPull("nginx:1.25"))
+	waitReady(t, ns, "shop", metav1.ConditionFalse, controller.ReasonImagePullBackOff, `1/1 pods cannot pull image "nginx:1.25"`)
 	waitResyncs(t, 2, 30*time.Second)
 
 	for _, app := range seen() {
