@@ -50,8 +50,10 @@ func CacheOptions(namespaces ...string) cache.Options {
 			o.ByObject[c.object()] = cache.ByObject{Label: ours, Transform: onlyOurFields}
 		}
 	}
-	// The WebApps' pods (they carry our labels through the pod template), only what podTrouble reads.
+	// The WebApps' pods (they carry our labels through the pod template), only what podTrouble reads; and of the
+	// ReplicaSets that make them, which carry the same labels, only who controls them (see podWatch).
 	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
+	o.ByObject[replicaSetMetadata()] = cache.ByObject{Label: ours, Transform: slimOwned}
 	if len(namespaces) == 0 {
 		o.ByObject[metadataOnly("Namespace")] = cache.ByObject{Label: all, Transform: slimMetadata}
 		return o
@@ -96,6 +98,16 @@ func metadataOnly(kind string) *metav1.PartialObjectMetadata {
 func slimMetadata(o any) (any, error) {
 	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+	}
+	return o, nil
+}
+
+// slimOwned keeps of a ReplicaSet's metadata what the pod watch reads: name, namespace, UID, resourceVersion and its
+// controller's owner reference (not copied).
+func slimOwned(o any) (any, error) {
+	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			OwnerReferences: controllerRefOnly(m.OwnerReferences)}
 	}
 	return o, nil
 }

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -122,8 +123,8 @@ func lastExit(c corev1.ContainerStatus) string {
 }
 
 // slimPod keeps of a cached pod what podTrouble and the watch read: name, namespace, UID, resourceVersion, labels,
-// deletion time; the scheduling condition; per container its name, image, readiness, restart count, waiting state,
-// when it started running and its last termination.
+// deletion time, its controller's owner reference (not copied); the scheduling condition; per container its name,
+// image, readiness, restart count, waiting state, when it started running and its last termination.
 func slimPod(o any) (any, error) {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
@@ -132,6 +133,7 @@ func slimPod(o any) (any, error) {
 	slim := &corev1.Pod{}
 	slim.Name, slim.Namespace, slim.UID, slim.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	slim.Labels, slim.DeletionTimestamp = p.Labels, p.DeletionTimestamp
+	slim.OwnerReferences = controllerRefOnly(p.OwnerReferences)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
 			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
@@ -153,30 +155,84 @@ func slimPod(o any) (any, error) {
 	return slim, nil
 }
 
-// podsByWebApp is the pod informer's index of pods by their WebApp ("namespace/name", from the instance label).
-const podsByWebApp = "webapp.example.com/pods-by-webapp"
-
-// webAppOfPod is the WebApp a pod of ours belongs to (its instance label).
-func webAppOfPod(o client.Object) (client.ObjectKey, bool) {
-	name := o.GetLabels()[LabelInstance]
-	return client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, name != ""
-}
-
-// podsOf are app's pods as the pod watch has them, not copied: they must not be changed. known is false while the
-// watch is stopped or has not listed them yet (then no trouble is claimed). Without a watch (a client without a
-// cache, in unit tests) they are listed.
-func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp) (pods []*corev1.Pod, known bool) {
-	if r.podWatch != nil {
-		return r.podWatch.pods(ctx, client.ObjectKeyFromObject(app), client.MatchingLabels(selectorLabels(app)))
+// controllerRefOnly is the controller's entry of refs, as a slice of refs itself (no copy), or nil.
+func controllerRefOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	for i := range refs {
+		if c := refs[i].Controller; c != nil && *c {
+			return refs[i : i+1 : i+1]
+		}
 	}
-	pods, err := listPods(ctx, r.Client, app.Namespace, client.MatchingLabels(selectorLabels(app)))
-	return pods, err == nil
+	return nil
 }
 
-// listPods lists the pods of namespace that selector matches, as pointers into the list.
-func listPods(ctx context.Context, reader client.Reader, namespace string, selector client.MatchingLabels) ([]*corev1.Pod, error) {
+// controllerUID is the UID of o's controller when it is an object of kind in the apps group ("" otherwise): a pod's
+// ReplicaSet, a ReplicaSet's Deployment. The UID names the very object; a name could be anyone's next one.
+func controllerUID(o metav1.Object, kind string) types.UID {
+	ref := metav1.GetControllerOfNoCopy(o)
+	if ref == nil || ref.Kind != kind {
+		return ""
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != appsv1.GroupName {
+		return ""
+	}
+	return ref.UID
+}
+
+// ownedDeployment is the UID of dep when app controls it, "" otherwise (nil included): only the pods of a
+// Deployment of the WebApp's are its pods.
+func ownedDeployment(app *webappv2.WebApp, dep *appsv1.Deployment) types.UID {
+	if dep == nil {
+		return ""
+	}
+	if ref := metav1.GetControllerOfNoCopy(dep); ref == nil || ref.UID != app.UID {
+		return ""
+	}
+	return dep.UID
+}
+
+// ownedPods are the pods among pods that a ReplicaSet among replicaSets controls, which the Deployment dep
+// controls: the pods dep made, by the owner chain's UIDs (labels anyone can copy). pods is filtered in place.
+func ownedPods(dep types.UID, replicaSets []metav1.PartialObjectMetadata, pods []*corev1.Pod) []*corev1.Pod {
+	if dep == "" {
+		return nil
+	}
+	made := map[types.UID]bool{}
+	for i := range replicaSets {
+		if controllerUID(&replicaSets[i], "Deployment") == dep {
+			made[replicaSets[i].UID] = true
+		}
+	}
+	return slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return !made[controllerUID(p, "ReplicaSet")] })
+}
+
+// podsOf are the pods app's Deployment dep made (none when dep is not app's), as the pod watch has them, not
+// copied: they must not be changed. known is false while the watch is stopped or has not listed them and their
+// ReplicaSets yet (then no trouble is claimed). Without a watch (a client without a cache, in unit tests) they are
+// listed.
+func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (pods []*corev1.Pod, known bool) {
+	uid := ownedDeployment(app, dep)
+	if r.podWatch != nil {
+		return r.podWatch.podsOf(ctx, app.Namespace, uid)
+	}
+	if uid == "" {
+		return nil, true
+	}
+	selector := client.MatchingLabels(selectorLabels(app))
+	pods, err := listPods(ctx, r.Client, app.Namespace, selector)
+	if err != nil {
+		return nil, false
+	}
+	replicaSets := replicaSetList()
+	if err := r.Client.List(ctx, replicaSets, client.InNamespace(app.Namespace), selector); err != nil {
+		return nil, false
+	}
+	return ownedPods(uid, replicaSets.Items, pods), true
+}
+
+// listPods lists the pods of namespace that opts select, as pointers into the list.
+func listPods(ctx context.Context, reader client.Reader, namespace string, opts ...client.ListOption) ([]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := reader.List(ctx, list, client.InNamespace(namespace), selector); err != nil {
+	if err := reader.List(ctx, list, append(opts, client.InNamespace(namespace))...); err != nil {
 		return nil, err
 	}
 	pods := make([]*corev1.Pod, len(list.Items))
@@ -186,6 +242,11 @@ func listPods(ctx context.Context, reader client.Reader, namespace string, selec
 	return pods, nil
 }
 
+// replicaSetList is an empty list of ReplicaSets as the operator reads them: their metadata only.
+func replicaSetList() *metav1.PartialObjectMetadataList {
+	return &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSetList"}}
+}
+
 // observePods adds to obs what app's pods say (their trouble, the failed probes of those that run unready) and
 // returns when to look again (0: no need). Pods tell more than the Deployment only while its rollout is not
 // complete: only then are they watched.
@@ -193,16 +254,13 @@ func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp
 	needed := needsPods(app, *obs)
 	r.watchPods(ctx, client.ObjectKeyFromObject(app), needed)
 	var known bool
-	obs.pods, known = r.podsOf(ctx, app)
+	obs.pods, known = r.podsOf(ctx, app, obs.dep)
 	var wait time.Duration
 	obs.probes, wait = r.probeFailures(ctx, app.Namespace, obs.pods)
-	if needed && !known {
-		// The watch is not running yet, or still lists them: the trouble the status says stays until they are
-		// known (a restart must not report a crash loop as progressing for a second, with two writes).
-		obs.lastTrouble = reportedTrouble(app)
-		if r.podWatch != nil && r.podWatch.listing() {
-			wait = podsRecheck
-		}
+	// The watch is starting (after a restart, say) and still lists the pods: a status written now would say what it
+	// says without them (a trouble it reported gone, a rollout "progressing"), then with them again.
+	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
+		obs.podsPending, wait = true, podsRecheck
 	}
 	return wait
 }
@@ -211,22 +269,6 @@ func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp
 // and a pod that stops being ready changes the Deployment's status, which brings the WebApp back).
 func needsPods(app *webappv2.WebApp, obs observation) bool {
 	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs.dep))
-}
-
-// trouble is a reason of the pods' trouble and its message.
-type trouble struct{ reason, msg string }
-
-// reportedTrouble is the pods' trouble app's Ready condition reports (empty when it reports none).
-func reportedTrouble(app *webappv2.WebApp) trouble {
-	c := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady)
-	if c == nil {
-		return trouble{}
-	}
-	switch c.Reason {
-	case ReasonImagePullBackOff, ReasonCrashLoopBackOff, ReasonUnschedulable, ReasonReadinessFailing:
-		return trouble{c.Reason, c.Message}
-	}
-	return trouble{}
 }
 
 // probeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.

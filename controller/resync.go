@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,7 +93,11 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	// WebApp must bring it back.
 	// (Not the failed probes' words: only a reconcile reads them, and a pod that stops being ready changes its
 	// Deployment's status.)
-	pods, _ := r.podsOf(ctx, app)
+	var pods []*corev1.Pod
+	// At rest (no pod watch) there are no pods to read: no Deployment is looked up for them either.
+	if r.podWatch == nil || r.podWatch.active() {
+		pods, _ = r.podsOf(ctx, app, r.cachedDeployment(ctx, key))
+	}
 	reason, msg := podTrouble(pods, nil)
 	b.WriteString(";" + reason + ":" + msg)
 	// A pod that starts running unready changes no other input: its probes' words are to be read then. (The
@@ -174,6 +180,21 @@ func (r *WebAppReconciler) peek(ctx context.Context, kind string, key types.Name
 		return "", "", err
 	}
 	return obj.GetUID(), obj.GetResourceVersion(), nil
+}
+
+// cachedDeployment is the Deployment of key as the cache has it, not copied (it must not be changed); nil when there
+// is none or it cannot be read.
+func (r *WebAppReconciler) cachedDeployment(ctx context.Context, key types.NamespacedName) *appsv1.Deployment {
+	if s := r.stores["Deployment"]; s != nil {
+		item, _, _ := s.GetByKey(key.Namespace + "/" + key.Name)
+		dep, _ := item.(*appsv1.Deployment)
+		return dep
+	}
+	dep := &appsv1.Deployment{}
+	if err := r.Client.Get(ctx, key, dep, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	return dep
 }
 
 // cachedWebApps are the WebApps in the cache, not copied: they must not be changed.

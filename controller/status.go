@@ -47,8 +47,9 @@ type observation struct {
 	pods []*corev1.Pod
 	// probes are the failed probes' words of the pods that run unready.
 	probes probeFailures
-	// lastTrouble is the pods' trouble the status reports, kept while the pods are not known.
-	lastTrouble trouble
+	// podsPending: the status is computed from the pods (the rollout is not complete) and the pod watch is still
+	// listing them; then it is not written (see applyStatus).
+	podsPending bool
 	// routeServed: the cluster serves HTTPRoute; ingress and route are the exposing children as observed.
 	routeServed bool
 	ingress     *networkingv1.Ingress
@@ -177,9 +178,6 @@ type rollout struct {
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 	want, dep := desiredReplicas(app, obs.dep), obs.dep
 	troubleReason, trouble := podTrouble(obs.pods, obs.probes)
-	if troubleReason == "" && obs.lastTrouble.reason != "" {
-		troubleReason, trouble = obs.lastTrouble.reason, obs.lastTrouble.msg
-	}
 	switch {
 	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}

@@ -76,13 +76,13 @@ func TestReadyCondition(t *testing.T) {
 		{"forbidden on create", seen(nil), forbidden, F, ReasonApplyForbidden, "exceeded quota", T, ReasonRollingOut},
 		// Someone else's Deployment: nothing is claimed from it.
 		{"not ours", observation{}, notOurs, F, ReasonChildNotOwned, "will not take it over", U, ReasonChildNotOwned},
-		// The pods are not known yet (the watch lists them): the trouble the status reports stays.
-		{"trouble kept while the pods are listed", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0), known: true,
-			lastTrouble: trouble{ReasonCrashLoopBackOff, "3/3 pods CrashLoopBackOff: container app exited with code 1"}}, nil, F,
-			ReasonCrashLoopBackOff, "3/3 pods CrashLoopBackOff", T, ReasonRollingOut},
-		{"the pods' own trouble wins over the kept one", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0), known: true,
-			pods: ptrs([]corev1.Pod{waiting("ImagePullBackOff", "x:1", nil)}), lastTrouble: trouble{ReasonCrashLoopBackOff, "old"}}, nil, F,
+		// What the pods say is wrong, before the deadline as the reason, past it in the deadline's message.
+		{"the pods' trouble", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0), known: true,
+			pods: ptrs([]corev1.Pod{waiting("ImagePullBackOff", "x:1", nil)})}, nil, F,
 			ReasonImagePullBackOff, `1/1 pods cannot pull image "x:1"`, T, ReasonRollingOut},
+		{"the pods' trouble past the deadline", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0, pde), known: true,
+			pods: ptrs([]corev1.Pod{unschedulable("0/1 nodes are available: 1 Insufficient cpu.")})}, nil, F,
+			ReasonProgressDeadlineExceeded, "3/3 replicas updated, 0 available; 1/1 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu.", F, ReasonProgressDeadlineExceeded},
 		// A read that failed says nothing of the Deployment: Unknown, with the error.
 		{"unreadable", observation{}, errors.New("connection refused"), U, ReasonReconcileError, "connection refused", U, ReasonReconcileError},
 	}

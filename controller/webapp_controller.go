@@ -80,6 +80,7 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups="",resources=resourcequotas;namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -408,6 +409,10 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.We
 // is held back: it returns how long, and the status is not written now (the condition statuses, reasons,
 // observedGeneration and retained fields are never held).
 func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp, obs observation, applyErr error) (time.Duration, bool, error) {
+	if obs.podsPending {
+		// The pods it is computed from are being listed: it waits for them rather than be written twice.
+		return podsRecheck, false, nil
+	}
 	now := r.now()
 	key := client.ObjectKeyFromObject(app)
 	// The shape of the status (what is never held back) does not depend on the current transition times.
