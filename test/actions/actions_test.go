@@ -819,6 +819,9 @@ func (s *seq) applySpec(a *app, spec webappv1.WebAppSpec) *unstructured.Unstruct
 	s.specs[typed.UID][typed.Generation] = typed.Spec
 	a.spec = typed.Spec
 	s.note("generation %d%s", typed.Generation, map[bool]string{true: " (refused by the Deployment API: a pod label value with a space)"}[refused(typed.Spec)])
+	if unschedulable(typed.Spec) {
+		s.t.Logf("  WebApp %s generation %d asks for more CPU than the node has: its pods stay unschedulable (progress deadline %ds)", a.name, typed.Generation, typed.Spec.ProgressDeadlineSeconds)
+	}
 	return got
 }
 
