@@ -285,13 +285,13 @@ func serverFormEnv(e corev1.EnvVar) corev1.EnvVar {
 
 // serverFormBehavior is b without its empty parts: a scaling rule with no field set is the default rule, as an
 // unset one is, but applied it would be a field we send and never own (an empty struct), costing a write per
-// restart. nil when nothing is left.
-func serverFormBehavior(b *autoscalingv2.HorizontalPodAutoscalerBehavior) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+// restart. nil when nothing is left. (The WebApp's behavior has the HPA's JSON form: it converts as it is.)
+func serverFormBehavior(b *webappv2.AutoscalingBehavior) *webappv2.AutoscalingBehavior {
 	if b == nil {
 		return nil
 	}
 	out := b.DeepCopy()
-	empty := func(r *autoscalingv2.HPAScalingRules) bool {
+	empty := func(r *webappv2.ScalingRules) bool {
 		return r != nil && r.StabilizationWindowSeconds == nil && r.SelectPolicy == nil && len(r.Policies) == 0 && r.Tolerance == nil
 	}
 	if empty(out.ScaleUp) {

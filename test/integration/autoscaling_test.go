@@ -369,7 +369,7 @@ func TestTheCRDRefusesTheBehaviorTheHPAAPIRefuses(t *testing.T) {
 		{"select policy", map[string]any{"scaleDown": map[string]any{"selectPolicy": "Fastest"}},
 			`spec.autoscaling.behavior.scaleDown.selectPolicy: Unsupported value: "Fastest": supported values: "Max", "Min", "Disabled"`},
 		{"negative tolerance", map[string]any{"scaleUp": map[string]any{"tolerance": "-0.05"}},
-			"spec.autoscaling.behavior.scaleUp.tolerance: Invalid value: \"string\": autoscaling tolerance must not be negative"},
+			"spec.autoscaling.behavior.scaleUp.tolerance: Invalid value: \"-0.05\": autoscaling tolerance must not be negative"},
 		{"negative integer tolerance", map[string]any{"scaleDown": map[string]any{"tolerance": int64(-1)}},
 			"autoscaling tolerance must not be negative"},
 		{"the bounds", map[string]any{
