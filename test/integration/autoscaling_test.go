@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -407,7 +408,9 @@ func TestTheCRDRefusesTheBehaviorTheHPAAPIRefuses(t *testing.T) {
 }
 
 // TestANewAutoscaledWebAppsWrites counts the writes a new autoscaled WebApp costs until it is at rest with its
-// count handed to the HPA, and that it then costs none.
+// count handed to the HPA, and that it then costs none. The Deployment is created with the WebApp's count (no HPA
+// exists yet), the HPA after it; the next reconcile hands the count over: 9 writes (the code before this change,
+// which created the Deployment without a count, sent 6), one event (Created) among them, no DriftRepaired.
 func TestANewAutoscaledWebAppsWrites(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -431,8 +434,51 @@ func TestANewAutoscaledWebAppsWrites(t *testing.T) {
 	waitResyncs(t, 3, 30*time.Second)
 	writes := op.writes.take()
 	t.Logf("%d writes: %q", len(writes), writes)
+	events := slices.DeleteFunc(slices.Clone(writes), func(w string) bool { return !strings.Contains(w, "/events") })
+	if len(writes) > 9 || len(events) != 1 {
+		t.Errorf("%d writes, %d of them events; want at most 9 and 1 (Created)", len(writes), len(events))
+	}
 	waitResyncs(t, 3, 30*time.Second)
 	if w := op.writes.take(); len(w) != 0 {
 		t.Errorf("writes at rest: %q", w)
+	}
+}
+
+// TestAHandoverNeverTakesBackACountTheHPAWrote: the HPA's first write can land between the operator's read of the
+// Deployment and its handover (here it is made to: just before the handover's apply to /scale is sent). The
+// handover is not forced, so it leaves the HPA's count alone rather than put the WebApp's back: no fight.
+func TestAHandoverNeverTakesBackACountTheHPAWrote(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	var once sync.Once
+	startOperatorWith(t, ns, time.Second, operatorOptions{fault: func(req *http.Request) *http.Response {
+		if applyPatchTo(req, ns, "deployments/auto/scale") {
+			once.Do(func() {
+				// As the HPA controller writes: an update of /scale under its own manager.
+				s, err := cs.AppsV1().Deployments(ns).GetScale(req.Context(), "auto", metav1.GetOptions{})
+				if err == nil {
+					s.Spec.Replicas = 7
+					_, err = cs.AppsV1().Deployments(ns).UpdateScale(req.Context(), "auto", s, metav1.UpdateOptions{FieldManager: "kube-controller-manager"})
+				}
+				if err != nil {
+					t.Errorf("the HPA's write: %v", err)
+				}
+			})
+		}
+		return nil
+	}})
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auto"},
+		Spec: webappv2.WebAppSpec{Image: "nginx", Replicas: ptr.To(int32(5))}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	deploymentReplicas(t, cs, ns, 5)
+	seen := watchReplicas(t, cs, ns, "auto")
+	setAutoscaling(t, ns, &webappv2.Autoscaling{MinReplicas: ptr.To(int32(2)), MaxReplicas: 8})
+	countWith(t, ns, "auto", 7, "HorizontalPodAutoscaler", "kube-controller-manager/Update/scale;")
+	waitResyncs(t, 2, 30*time.Second)
+	if got := seen(); !slices.Equal(got, []int32{5, 7}) {
+		t.Errorf("every count the Deployment had: %v, want [5 7]", got)
 	}
 }
