@@ -328,8 +328,8 @@ func TestDesiredHPA(t *testing.T) {
 // the HPA's range with autoscaling on, so the HPA takes over a count it keeps), and left out once it does; the
 // status says the same (who sets the count, and the count asked for), from the same input.
 func TestDesiredDeploymentCountAndTheHPA(t *testing.T) {
-	auto := func(min *int32, max int32) *webappv2.Autoscaling {
-		return &webappv2.Autoscaling{MinReplicas: min, MaxReplicas: max}
+	auto := func(lo *int32, hi int32) *webappv2.Autoscaling {
+		return &webappv2.Autoscaling{MinReplicas: lo, MaxReplicas: hi}
 	}
 	dep := deployment(1, 1, 6, 6, 6, 6, 6) // the HPA's count: 6
 	cases := []struct {

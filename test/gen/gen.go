@@ -446,12 +446,12 @@ func (g *Gen) scalingRules() *webappv2.ScalingRules {
 	return r
 }
 
-// between draws an int32 from lo to hi, either bound one time in ten each.
+// between draws an int32 from lo to hi, either bound one time in ten.
 func (g *Gen) between(lo, hi int32) int32 {
-	switch {
-	case g.chance(0.1):
+	switch g.intn(10) {
+	case 0:
 		return lo
-	case g.chance(0.1):
+	case 1:
 		return hi
 	}
 	return lo + int32(g.intn(int(hi-lo+1)))
