@@ -294,8 +294,9 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, kin
 		// A failed read, a refusal not sent again, or an apply that changed nothing: no news.
 	case !w.existed:
 		created = true
-	case w.handedOver && app.Generation == app.Status.ObservedGeneration:
-		// The count passed to the HPA that now exists: no drift, and the status says who sets the count.
+	case w.handedOver:
+		// The count passed to the HPA that now exists: no drift, and the status says who sets the count. (Not
+		// "Updated" either: the cached status may not show yet the generation the previous reconcile applied.)
 	case w.configChanged && app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change but the configuration it refers to did: the new hash rolls the pods.
 		r.event(app, child, corev1.EventTypeNormal, "ConfigChanged", "Apply", "Rolling %s: a ConfigMap or Secret it uses changed", name)
