@@ -24,6 +24,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=example.com, Version=v2
 	case v2.SchemeGroupVersion.WithKind("Autoscaling"):
 		return &apisv2.AutoscalingApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("AutoscalingBehavior"):
+		return &apisv2.AutoscalingBehaviorApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ContainerSpec"):
 		return &apisv2.ContainerSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ConversionDropped"):
@@ -44,6 +46,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.RetainedFieldApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("RolloutSpec"):
 		return &apisv2.RolloutSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ScalingPolicy"):
+		return &apisv2.ScalingPolicyApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ScalingRules"):
+		return &apisv2.ScalingRulesApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ServiceSpec"):
 		return &apisv2.ServiceSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("WebApp"):

@@ -89,6 +89,10 @@ type writeOpts struct {
 	onlyIfExists bool      // never create the object (the WebApp itself)
 	readFirst    bool      // read a cache miss from the API server before trying to create it (a child known not to be ours)
 	status       bool      // write the status subresource
+	// beforeApply runs just before an apply to an existing object is sent, with the object the decision was made
+	// on, and reports whether it wrote (nil: nothing to do). It gives fields the apply is about to leave out to
+	// their next owner.
+	beforeApply func(ctx context.Context, cur client.Object) (bool, error)
 }
 
 // outcome is what ensure found and did.
@@ -101,6 +105,8 @@ type outcome[PT client.Object] struct {
 	changed bool
 	// retained: fields our apply let go of that other field managers keep (children only).
 	retained []webappv2.RetainedField
+	// handedOver: beforeApply wrote.
+	handedOver bool
 }
 
 // written is what a write did, for the events and metrics.
@@ -108,10 +114,11 @@ type written struct {
 	existed, sent, changed bool
 	deleted                bool // the object was deleted (an optional child the WebApp no longer needs)
 	configChanged          bool // the config hash the object carries changed
+	handedOver             bool // fields were handed to their next owner before the apply (the count, to the HPA)
 }
 
 func (o outcome[PT]) written() written {
-	return written{existed: o.existed, sent: o.sent, changed: o.changed}
+	return written{existed: o.existed, sent: o.sent, changed: o.changed, handedOver: o.handedOver}
 }
 
 // ensure is the one write decision, for children, finalizer and status: it applies desired(current), forced, unless
@@ -169,6 +176,14 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	case same:
 		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
 		return res, nil
+	}
+	if o.beforeApply != nil {
+		// On the object decided on (the server's when the cache is behind our own write), just before the apply.
+		handed, err := o.beforeApply(ctx, res.before)
+		if err != nil {
+			return res, &childError{kind: kind, key: key, err: err}
+		}
+		res.handedOver = handed
 	}
 	return send(ctx, r, kind, key, want, o, res)
 }

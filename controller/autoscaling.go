@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -16,48 +18,86 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-// handOverReplicas passes the Deployment's replica count to the HorizontalPodAutoscaler when autoscaling is switched
-// on, without the count ever dropping to the default. Leaving spec.replicas out of our apply releases it; a field
+// hpaExists reports whether app's HorizontalPodAutoscaler exists, as the cache has it: controlled by app and not
+// being deleted. Only then does the HPA decide the count (replicasByHPA); until then (not created yet, refused by
+// the API, deleted by someone) the WebApp does. Without autoscaling nothing is read.
+func (r *WebAppReconciler) hpaExists(ctx context.Context, app *webappv2.WebApp) (bool, error) {
+	if app.Spec.Autoscaling == nil {
+		return false, nil
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(app), hpa); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	ref := metav1.GetControllerOf(hpa)
+	return ref != nil && ref.UID == app.UID && hpa.DeletionTimestamp == nil, nil
+}
+
+// handOverReplicas passes the Deployment's replica count to the HorizontalPodAutoscaler once it exists, without
+// the count ever dropping to the default, and reports whether it wrote. It runs just before an apply to dep, the
+// Deployment as the decision to send was made on. Leaving spec.replicas out of our apply releases it; a field
 // released that no other field manager owns is removed, and the Deployment would be defaulted to 1 replica until the
 // HPA's next sync. So, first, our field manager applies the count it owns through the scale subresource: that entry
 // (the same manager, subresource scale) keeps spec.replicas owned while the apply without it releases our main
 // entry's claim, and the HPA's first write through /scale takes it over from there (an update takes a field from
-// an apply without conflict). The value applied is our own, the one our main entry holds (clamped into the HPA's
-// range), never one read from another manager. Nothing is sent when our main entry no longer owns the count:
-// after the handover, and for a Deployment created without it.
-func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) error {
-	a := app.Spec.Autoscaling
-	if a == nil {
-		return nil
-	}
-	dep := &appsv1.Deployment{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(app), dep); err != nil || notOursReason(dep, app.UID) != "" {
-		// Missing (it is created without a count) or not ours (the apply reports it): nothing to hand over.
-		return client.IgnoreNotFound(err)
+// an apply without conflict). The value applied is our own, the one our main entry holds (the WebApp's count,
+// clamped into the HPA's range when it was applied), never one read from another manager. Nothing is sent while
+// the HPA does not decide the count, or when our main entry does not own it (after the handover, and when someone
+// else, the HPA, has written it since).
+func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, cur client.Object) (bool, error) {
+	dep, ok := cur.(*appsv1.Deployment)
+	if !ok || !replicasByHPA(app, in.hpaExists) {
+		return false, nil
 	}
 	owned, err := appsv1ac.ExtractDeployment(dep, FieldManager)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if owned.Spec == nil || owned.Spec.Replicas == nil {
-		return nil
+		return false, nil
 	}
-	n := min(max(*owned.Spec.Replicas, ptr.Deref(a.MinReplicas, 1)), a.MaxReplicas)
+	n := *owned.Spec.Replicas
 	body, err := json.Marshal(map[string]any{
 		"apiVersion": "autoscaling/v1", "kind": "Scale",
 		"metadata": map[string]any{"name": dep.Name, "namespace": dep.Namespace, "uid": dep.UID},
 		"spec":     map[string]any{"replicas": n},
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
+	// Not forced: the value is the one our main entry holds, so it conflicts only with a manager that has changed
+	// the count since dep was read (the HPA's first write); then the count is not ours to hand over any more. (The
+	// answer is decoded into the Scale body: dep, which the apply still reads, is left as it is.)
 	err = r.Client.SubResource("scale").Patch(ctx, dep, client.RawPatch(types.ApplyPatchType, body), &client.SubResourcePatchOptions{
 		SubResourceBody: &autoscalingv1.Scale{},
-		PatchOptions:    client.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true), Raw: &metav1.PatchOptions{}},
+		PatchOptions:    client.PatchOptions{FieldManager: FieldManager, Raw: &metav1.PatchOptions{}},
 	})
-	log.FromContext(ctx).Info("handed the replica count over to the HorizontalPodAutoscaler", "replicas", n, "error", err)
-	if err == nil {
-		appliesTotal.WithLabelValues("Scale", resultSent).Inc()
+	switch {
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).Info("the replica count was taken by another field manager before our handover; nothing to hand over", "error", err.Error())
+		appliesTotal.WithLabelValues("Scale", resultFailed).Inc()
+		return false, nil
+	case err != nil:
+		appliesTotal.WithLabelValues("Scale", resultFailed).Inc()
+		return false, err
 	}
-	return err
+	log.FromContext(ctx).Info("handed the replica count over to the HorizontalPodAutoscaler", "replicas", n)
+	appliesTotal.WithLabelValues("Scale", resultSent).Inc()
+	return true, nil
+}
+
+// replicasByHPA: the HorizontalPodAutoscaler decides the count, so our Deployment apply leaves it out: autoscaling
+// is on and the HPA exists (hpaExists).
+func replicasByHPA(app *webappv2.WebApp, hpaExists bool) bool {
+	return app.Spec.Autoscaling != nil && hpaExists
+}
+
+// webAppReplicas is the count the WebApp sets while no HPA does: spec.replicas (1 when unset), with autoscaling
+// clamped into [minReplicas, maxReplicas], the range the HPA will keep it in when it takes the count over.
+func webAppReplicas(app *webappv2.WebApp) int32 {
+	n := replicas(app)
+	if a := app.Spec.Autoscaling; a != nil {
+		n = min(max(n, ptr.Deref(a.MinReplicas, 1)), a.MaxReplicas)
+	}
+	return n
 }

@@ -16,7 +16,7 @@ func BenchmarkDesiredDeployment(b *testing.B) {
 	app := fullSpecApp()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := desiredDeployment(app, "0123456789abcdef0123456789abcdef"); err != nil {
+		if _, err := desiredDeployment(app, inputs{configHash: "0123456789abcdef0123456789abcdef"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -39,7 +39,7 @@ func BenchmarkConvergedDeploymentDecision(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		desired, err := desiredDeployment(app, hash)
+		desired, err := desiredDeployment(app, inputs{configHash: hash})
 		if err != nil {
 			b.Fatal(err)
 		}

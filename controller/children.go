@@ -31,13 +31,17 @@ var children = []childKind{
 			// Without its config hash the Deployment is left as it is: a guess would roll the pods.
 			return nil, in.configErr
 		}
-		return desiredDeployment(app, in.configHash)
+		if in.hpaErr != nil {
+			// Without knowing whether the HPA exists, who owns the count is not known: a guess could reset it.
+			return nil, in.hpaErr
+		}
+		return desiredDeployment(app, in)
 	}, appsv1ac.ExtractDeployment).
 		// A new config hash on an existing Deployment is a config rollout, not drift.
 		withConfigHash(func(o client.Object) string {
 			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
 		}).
-		// Autoscaling switched on: the count passes to the HPA without a reset.
+		// The HPA exists: the count passes to it without a reset.
 		withHandover(handOverReplicas),
 	declare("Service", "v1", false, func(app *webappv2.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
 		return desiredService(app), nil
@@ -83,15 +87,19 @@ type childKind struct {
 
 // hooks are steps of a kind's write beyond the apply.
 type hooks struct {
-	// handover runs before the kind's apply (nil: nothing to do): it gives fields the apply is about to leave out
-	// to their next owner.
-	handover func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) error
+	// handover runs just before an apply to an existing object of the kind, with that object (nil: nothing to do):
+	// it gives fields the apply is about to leave out to their next owner, and reports whether it wrote.
+	handover func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, cur client.Object) (bool, error)
 }
 
 // inputs are what the builders need besides the WebApp, read once per reconcile.
 type inputs struct {
 	configHash string
 	configErr  error // the config hash could not be computed
+	// hpaExists: the WebApp's HorizontalPodAutoscaler exists (in the cache, controlled by the WebApp), so it
+	// decides the count; hpaErr: that could not be read.
+	hpaExists bool
+	hpaErr    error
 }
 
 // childOutcome is what writing one child found and did.
@@ -119,11 +127,8 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 			deleted, err := deleteChild(ctx, r, c, app)
 			return childOutcome{written: written{sent: deleted, deleted: deleted}}, err
 		}
-		if c.hooks.handover != nil {
-			if err := c.hooks.handover(ctx, r, app); err != nil {
-				obj, _ := r.cachedChild(ctx, c, key, app.UID)
-				return childOutcome{obj: obj}, &childError{kind: kind, key: key, err: err}
-			}
+		if h := c.hooks.handover; h != nil {
+			o.beforeApply = func(ctx context.Context, cur client.Object) (bool, error) { return h(ctx, r, app, in, cur) }
 		}
 		out, err := ensure(ctx, r, kind, key, func(PT) AC { return desired }, extract, o)
 		res := childOutcome{written: out.written(), retained: out.retained}
@@ -152,7 +157,7 @@ func (c childKind) whereServed() childKind {
 	return c
 }
 
-func (c childKind) withHandover(f func(context.Context, *WebAppReconciler, *webappv2.WebApp) error) childKind {
+func (c childKind) withHandover(f func(context.Context, *WebAppReconciler, *webappv2.WebApp, inputs, client.Object) (bool, error)) childKind {
 	c.hooks.handover = f
 	return c
 }

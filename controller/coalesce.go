@@ -30,6 +30,10 @@ func shape(ac *webappv2ac.WebAppApplyConfiguration) string {
 	for _, c := range st.Conditions {
 		fmt.Fprintf(&b, "|%s=%s/%s/%d", deref(c.Type), deref(c.Status), deref(c.Reason), deref(c.ObservedGeneration))
 	}
+	// Who sets the count changes with the HPA's existence, not with a rollout's progress: it is written at once.
+	if st.ReplicasSetBy != nil {
+		fmt.Fprintf(&b, "|count by %s", *st.ReplicasSetBy)
+	}
 	// A retained field is known only when the apply that let go of it finds it kept: it is written at once.
 	for _, f := range st.RetainedFields {
 		fmt.Fprintf(&b, "|retained %s %s %v", deref(f.Kind), deref(f.Field), f.Managers)

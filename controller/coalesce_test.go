@@ -26,6 +26,8 @@ func progressStatus(retained ...string) *webappv2ac.WebAppApplyConfiguration {
 func TestStatusPace(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	byHPA := progressStatus()
+	byHPA.Status.WithReplicasSetBy(replicasSetByHPA)
 	cases := []struct {
 		name string
 		uid  types.UID
@@ -39,6 +41,8 @@ func TestStatusPace(t *testing.T) {
 		{"a new WebApp under the name", "b", progressStatus(), t0.Add(3 * time.Second), 0},
 		// A retained field is found once, by the apply that lets go of it: never held.
 		{"a retained field is written at once", "a", progressStatus(".spec.x"), t0.Add(3 * time.Second), 0},
+		// The HPA that now exists decides the count: told at once, not held as progress.
+		{"who sets the count is written at once", "a", byHPA, t0.Add(3 * time.Second), 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

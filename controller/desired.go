@@ -75,10 +75,11 @@ func ownerReference(app *webappv2.WebApp) *metav1ac.OwnerReferenceApplyConfigura
 const ConfigHashAnnotation = "webapp.example.com/config-hash"
 
 // desiredDeployment is the complete Deployment we mean to own for app. Every field we own is set on every call:
-// a field left out of an apply is released by our manager and may be reset by the server. configHash is the
-// hash of the referenced configuration ("" when the WebApp refers to none).
-func desiredDeployment(app *webappv2.WebApp, configHash string) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	template, err := desiredPodTemplate(app, configHash)
+// a field left out of an apply is released by our manager and may be reset by the server. Of the inputs it takes
+// the config hash of the referenced configuration ("" when the WebApp refers to none) and whether the WebApp's
+// HorizontalPodAutoscaler exists.
+func desiredDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	template, err := desiredPodTemplate(app, in.configHash)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +87,11 @@ func desiredDeployment(app *webappv2.WebApp, configHash string) (*appsv1ac.Deplo
 		WithProgressDeadlineSeconds(progressDeadline(app)).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
 		WithTemplate(template)
-	// With autoscaling the count is the HorizontalPodAutoscaler's: it is left out, so the HPA's writes through
-	// /scale own it (handOverReplicas makes sure it is never reset on the way).
-	if app.Spec.Autoscaling == nil {
-		spec.WithReplicas(replicas(app))
+	// Once the HorizontalPodAutoscaler exists the count is its: it is left out, so the HPA's writes through /scale
+	// own it (handOverReplicas makes sure it is never reset on the way). Until then it is the WebApp's, so a count
+	// never passes to an HPA the API refused.
+	if !replicasByHPA(app, in.hpaExists) {
+		spec.WithReplicas(webAppReplicas(app))
 	}
 	if app.Spec.Rollout.RevisionHistoryLimit != nil {
 		spec.WithRevisionHistoryLimit(*app.Spec.Rollout.RevisionHistoryLimit)
@@ -285,13 +287,13 @@ func serverFormEnv(e corev1.EnvVar) corev1.EnvVar {
 
 // serverFormBehavior is b without its empty parts: a scaling rule with no field set is the default rule, as an
 // unset one is, but applied it would be a field we send and never own (an empty struct), costing a write per
-// restart. nil when nothing is left.
-func serverFormBehavior(b *autoscalingv2.HorizontalPodAutoscalerBehavior) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+// restart. nil when nothing is left. (The WebApp's behavior has the HPA's JSON form: it converts as it is.)
+func serverFormBehavior(b *webappv2.AutoscalingBehavior) *webappv2.AutoscalingBehavior {
 	if b == nil {
 		return nil
 	}
 	out := b.DeepCopy()
-	empty := func(r *autoscalingv2.HPAScalingRules) bool {
+	empty := func(r *webappv2.ScalingRules) bool {
 		return r != nil && r.StabilizationWindowSeconds == nil && r.SelectPolicy == nil && len(r.Policies) == 0 && r.Tolerance == nil
 	}
 	if empty(out.ScaleUp) {

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -124,7 +126,7 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("x", 2, 80, "nginx")
 			tc.set(&app.Spec)
-			ac, err := desiredDeployment(app, tc.hash)
+			ac, err := desiredDeployment(app, inputs{configHash: tc.hash})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,9 +266,9 @@ func TestDesiredPortsAndReplicas(t *testing.T) {
 	}
 }
 
-// TestDesiredHPA: no autoscaling, no HPA; with it, the Deployment carries no count, the HPA scales it between the
-// bounds on the targets asked for (CPU 80% when none is), with the behavior as given, and a PDB exists when the
-// HPA may run two pods or more.
+// TestDesiredHPA: no autoscaling, no HPA; with it, once the HPA exists the Deployment carries no count, the HPA
+// scales it between the bounds on the targets asked for (CPU 80% when none is), and a PDB exists when the HPA may
+// run two pods or more.
 func TestDesiredHPA(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -288,7 +290,11 @@ func TestDesiredHPA(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := typed[appsv1.Deployment](t, mustDeployment(t, app))
+			dac, err := desiredDeployment(app, inputs{hpaExists: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := typed[appsv1.Deployment](t, dac)
 			if tc.a == nil {
 				if ac != nil || d.Spec.Replicas == nil {
 					t.Fatalf("without autoscaling: HPA %v, Deployment replicas %v", ac, d.Spec.Replicas)
@@ -313,6 +319,53 @@ func TestDesiredHPA(t *testing.T) {
 			checkOwner(t, h.OwnerReferences, app)
 			if (desiredPDB(app) != nil) != tc.pdb {
 				t.Errorf("PDB = %v, want %v", desiredPDB(app) != nil, tc.pdb)
+			}
+		})
+	}
+}
+
+// TestDesiredDeploymentCountAndTheHPA: the Deployment's count is the WebApp's until its HPA exists (clamped into
+// the HPA's range with autoscaling on, so the HPA takes over a count it keeps), and left out once it does; the
+// status says the same (who sets the count, and the count asked for), from the same input.
+func TestDesiredDeploymentCountAndTheHPA(t *testing.T) {
+	auto := func(lo *int32, hi int32) *webappv2.Autoscaling {
+		return &webappv2.Autoscaling{MinReplicas: lo, MaxReplicas: hi}
+	}
+	dep := deployment(1, 1, 6, 6, 6, 6, 6) // the HPA's count: 6
+	cases := []struct {
+		name      string
+		replicas  *int32
+		a         *webappv2.Autoscaling
+		hpaExists bool
+		want      *int32 // in the Deployment's apply
+		setBy     string
+		desired   int32
+	}{
+		{"no autoscaling", ptr.To(int32(5)), nil, false, ptr.To(int32(5)), "WebApp", 5},
+		{"no autoscaling, an HPA left to delete", ptr.To(int32(5)), nil, true, ptr.To(int32(5)), "WebApp", 5},
+		{"no autoscaling, unset", nil, nil, false, ptr.To(int32(1)), "WebApp", 1},
+		{"no HPA yet, in range", ptr.To(int32(5)), auto(ptr.To(int32(2)), 8), false, ptr.To(int32(5)), "WebApp", 5},
+		{"no HPA yet, below minReplicas", ptr.To(int32(1)), auto(ptr.To(int32(2)), 8), false, ptr.To(int32(2)), "WebApp", 2},
+		{"no HPA yet, above maxReplicas", ptr.To(int32(10)), auto(nil, 8), false, ptr.To(int32(8)), "WebApp", 8},
+		{"no HPA yet, unset count and minReplicas", nil, auto(nil, 3), false, ptr.To(int32(1)), "WebApp", 1},
+		{"no HPA yet, unset count", nil, auto(ptr.To(int32(3)), 5), false, ptr.To(int32(3)), "WebApp", 3},
+		{"the HPA exists", ptr.To(int32(5)), auto(ptr.To(int32(2)), 8), true, nil, "HorizontalPodAutoscaler", 6},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("x", 1, 80, "nginx")
+			app.Spec.Replicas, app.Spec.Autoscaling = tc.replicas, tc.a
+			ac, err := desiredDeployment(app, inputs{hpaExists: tc.hpaExists})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := typed[appsv1.Deployment](t, ac).Spec.Replicas; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("replicas = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
+			}
+			obs := observation{dep: dep, known: true, replicasByHPA: replicasByHPA(app, tc.hpaExists)}
+			st := typed[webappv2.WebApp](t, desiredStatus(app, app, obs, nil, metav1.Now())).Status
+			if st.ReplicasSetBy != tc.setBy || st.DesiredReplicas != tc.desired {
+				t.Errorf("status: %d set by %q, want %d set by %q", st.DesiredReplicas, st.ReplicasSetBy, tc.desired, tc.setBy)
 			}
 		})
 	}

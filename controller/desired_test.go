@@ -22,7 +22,7 @@ func newApp(name string, replicas, port int32, image string) *webappv2.WebApp {
 
 func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
 	t.Helper()
-	d, err := desiredDeployment(app, "")
+	d, err := desiredDeployment(app, inputs{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -33,20 +34,21 @@ func FuzzBuilders(f *testing.F) {
 			},
 		)
 		var in struct {
-			App      webappv2.WebApp
-			Dep      *appsv1.Deployment // nil: none yet
-			ApplyErr *string            // nil: the children were applied
-			Now      uint32
+			App       webappv2.WebApp
+			Dep       *appsv1.Deployment // nil: none yet
+			ApplyErr  *string            // nil: the children were applied
+			Now       uint32
+			HPAExists bool
 		}
 		fill.Fill(&in)
-		app, dep, now := &in.App, in.Dep, metav1.Unix(int64(in.Now), 0)
+		app, dep, now, hpa := &in.App, in.Dep, metav1.Unix(int64(in.Now), 0), in.HPAExists
 		var applyErr error
 		if in.ApplyErr != nil {
 			applyErr = errors.New(*in.ApplyErr)
 		}
 
-		first := build(t, app, dep, applyErr, now)
-		if second := build(t, app, dep, applyErr, now); !maps.Equal(first, second) {
+		first := build(t, app, dep, hpa, applyErr, now)
+		if second := build(t, app, dep, hpa, applyErr, now); !maps.Equal(first, second) {
 			for what := range first {
 				if first[what] != second[what] {
 					t.Fatalf("%s differs between two builds of the same WebApp:\n%s\n%s", what, first[what], second[what])
@@ -55,9 +57,17 @@ func FuzzBuilders(f *testing.F) {
 		}
 
 		// The API server refuses a Deployment whose selector does not select its own pod template.
-		d, err := desiredDeployment(app, "hash")
+		d, err := desiredDeployment(app, inputs{configHash: "hash", hpaExists: hpa})
 		if err != nil {
 			return
+		}
+		// The count is in our apply exactly while no HPA decides it, and then in the HPA's range.
+		if byHPA := replicasByHPA(app, hpa); (d.Spec.Replicas == nil) != byHPA {
+			t.Fatalf("replicas %v in the Deployment with the HPA deciding: %v", d.Spec.Replicas, byHPA)
+		}
+		if a := app.Spec.Autoscaling; a != nil && d.Spec.Replicas != nil && a.MaxReplicas >= ptr.Deref(a.MinReplicas, 1) &&
+			(*d.Spec.Replicas < ptr.Deref(a.MinReplicas, 1) || *d.Spec.Replicas > a.MaxReplicas) {
+			t.Fatalf("replicas %d outside autoscaling's [%v, %d]", *d.Spec.Replicas, a.MinReplicas, a.MaxReplicas)
 		}
 		for k, v := range d.Spec.Selector.MatchLabels {
 			if d.Spec.Template.Labels[k] != v {
@@ -68,7 +78,7 @@ func FuzzBuilders(f *testing.F) {
 }
 
 // build runs every builder on its inputs and returns each result as JSON (or its error).
-func build(t *testing.T, app *webappv2.WebApp, dep *appsv1.Deployment, applyErr error, now metav1.Time) map[string]string {
+func build(t *testing.T, app *webappv2.WebApp, dep *appsv1.Deployment, hpaExists bool, applyErr error, now metav1.Time) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	encode := func(what string, v any, err error) {
@@ -82,10 +92,11 @@ func build(t *testing.T, app *webappv2.WebApp, dep *appsv1.Deployment, applyErr 
 		}
 		out[what] = string(b)
 	}
-	d, err := desiredDeployment(app, "hash")
+	d, err := desiredDeployment(app, inputs{configHash: "hash", hpaExists: hpaExists})
 	encode("Deployment", d, err)
 	encode("Service", desiredService(app), nil)
 	encode("PodDisruptionBudget", desiredPDB(app), nil)
-	encode("status", desiredStatus(app, app, observation{dep: dep, known: dep != nil}, applyErr, now), nil)
+	byHPA := replicasByHPA(app, hpaExists)
+	encode("status", desiredStatus(app, app, observation{dep: dep, known: dep != nil, replicasByHPA: byHPA}, applyErr, now), nil)
 	return out
 }

@@ -268,7 +268,7 @@ func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp
 // needsPods: app's Deployment is not rolled out, so its pods may say why (a rolled-out one has every pod ready,
 // and a pod that stops being ready changes the Deployment's status, which brings the WebApp back).
 func needsPods(app *webappv2.WebApp, obs observation) bool {
-	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs.dep))
+	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs))
 }
 
 // probeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.

@@ -41,6 +41,8 @@ type observation struct {
 	known bool               // false when it could not be read or is not ours: then nothing is claimed from it
 	// err is the failure to write this generation's Deployment: then its rollout is not this generation's.
 	err error
+	// replicasByHPA: the count was left to the HorizontalPodAutoscaler, which exists; otherwise it is the WebApp's.
+	replicasByHPA bool
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
 	retained []webappv2.RetainedField
 	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read or are not watched).
@@ -116,14 +118,14 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	if available != 0 {
 		st.WithAvailableReplicas(available)
 	}
-	// Who decides the count, and what it is now: the WebApp, or with autoscaling the HPA (whose decision is the
-	// Deployment's count: it writes it there).
-	if app.Spec.Autoscaling != nil {
+	// Who decides the count, and what it is now: the HPA once it exists (its decision is the Deployment's count: it
+	// writes it there), the WebApp until then and without autoscaling.
+	if obs.replicasByHPA {
 		st.WithReplicasSetBy(replicasSetByHPA)
 	} else {
 		st.WithReplicasSetBy(replicasSetByWebApp)
 	}
-	if n := desiredReplicas(app, obs.dep); n != 0 {
+	if n := desiredReplicas(app, obs); n != 0 {
 		st.WithDesiredReplicas(n)
 	}
 	for _, f := range obs.retained {
@@ -138,14 +140,14 @@ const (
 	replicasSetByHPA    = "HorizontalPodAutoscaler"
 )
 
-// desiredReplicas is the number of pods app asks for now: spec.replicas, or with autoscaling the Deployment's count
-// (the HPA's decision; 0 while there is no Deployment to read it from).
-func desiredReplicas(app *webappv2.WebApp, dep *appsv1.Deployment) int32 {
-	if app.Spec.Autoscaling == nil {
-		return replicas(app)
+// desiredReplicas is the number of pods app asks for now: the WebApp's count (webAppReplicas), or once the HPA
+// decides it, the Deployment's count (the HPA's decision; 0 while there is no Deployment to read it from).
+func desiredReplicas(app *webappv2.WebApp, obs observation) int32 {
+	if !obs.replicasByHPA {
+		return webAppReplicas(app)
 	}
-	if dep != nil && dep.Spec.Replicas != nil {
-		return *dep.Spec.Replicas
+	if obs.dep != nil && obs.dep.Spec.Replicas != nil {
+		return *obs.dep.Spec.Replicas
 	}
 	return 0
 }
@@ -176,7 +178,7 @@ type rollout struct {
 }
 
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
-	want, dep := desiredReplicas(app, obs.dep), obs.dep
+	want, dep := desiredReplicas(app, obs), obs.dep
 	troubleReason, trouble := podTrouble(obs.pods, obs.probes)
 	switch {
 	case !obs.known || isReadError(obs.err):

@@ -180,6 +180,8 @@ type childrenOutcome struct {
 	retained []webappv2.RetainedField
 	wrote    bool     // a write was sent
 	gone     []string // kinds whose API went away during the writes (servedAPIs.recheck)
+	// replicasByHPA: the Deployment's count was left to the HorizontalPodAutoscaler (it exists).
+	replicasByHPA bool
 }
 
 // observation is what the status may say of the Deployment, and the fields other managers keep.
@@ -187,6 +189,7 @@ func (c childrenOutcome) observation() observation {
 	out, err := c.byKind["Deployment"], c.errs["Deployment"]
 	obs := observe(out, err)
 	obs.retained = c.retained
+	obs.replicasByHPA = c.replicasByHPA
 	// The exposing children, for the Exposed condition.
 	obs.ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
 	obs.route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
@@ -199,10 +202,12 @@ func (c childrenOutcome) observation() observation {
 func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp, active []childKind) (childrenOutcome, error) {
 	in := inputs{}
 	in.configHash, in.configErr = r.configHash(ctx, app)
+	// Read once, for the Deployment's count and the status alike: the HPA decides the count only once it exists.
+	in.hpaExists, in.hpaErr = r.hpaExists(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
 	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == ReasonChildNotOwned}
-	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}}
+	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: replicasByHPA(app, in.hpaExists)}
 	var created []string // kinds
 	var errs []error
 	for _, c := range active {
@@ -300,6 +305,9 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, kin
 		// A failed read, a refusal not sent again, or an apply that changed nothing: no news.
 	case !w.existed:
 		created = true
+	case w.handedOver:
+		// The count passed to the HPA that now exists: no drift, and the status says who sets the count. (Not
+		// "Updated" either: the cached status may not show yet the generation the previous reconcile applied.)
 	case w.configChanged && app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change but the configuration it refers to did: the new hash rolls the pods.
 		r.event(app, child, corev1.EventTypeNormal, "ConfigChanged", "Apply", "Rolling %s: a ConfigMap or Secret it uses changed", name)

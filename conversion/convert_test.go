@@ -191,7 +191,7 @@ func TestV1EditKeepsV2Fields(t *testing.T) {
 		}
 		// Autoscaling, which v1 has no field for, is v2's.
 		if !apiequality.Semantic.DeepEqual(in.Spec.Autoscaling, out.Spec.Autoscaling) {
-			t.Fatalf("case %d: autoscaling %+v became %+v", i, in.Spec.Autoscaling, out.Spec.Autoscaling)
+			t.Fatalf("case %d: autoscaling %+v became %+v %+v", i, in.Spec.Autoscaling, out.Spec.Autoscaling, out.Status.ConversionDropped)
 		}
 		// An unset count stays unset while the v1 client leaves it at 1; the other fields v1 defaults, while it
 		// leaves them at their defaults.
@@ -297,6 +297,17 @@ func TestConversionDataHeldToV2Schema(t *testing.T) {
 		{"maxReplicas 1000, valid expose kept", `{"autoscaling":{"maxReplicas":1000},"expose":{"hosts":["a.example.com"],` + gw + `}}`,
 			[]string{"spec.autoscaling"}, func(s *webappv2.WebAppSpec) bool { return s.Autoscaling == nil && s.Expose != nil }},
 		{"minReplicas above maxReplicas", `{"autoscaling":{"minReplicas":5,"maxReplicas":2}}`,
+			[]string{"spec.autoscaling"}, func(s *webappv2.WebAppSpec) bool { return s.Autoscaling == nil }},
+		{"a behavior the HPA API accepts", `{"autoscaling":{"maxReplicas":5,"behavior":{"scaleUp":{"stabilizationWindowSeconds":3600,"selectPolicy":"Min","policies":[{"type":"Pods","value":1,"periodSeconds":1800}],"tolerance":"50m"},"scaleDown":{"tolerance":0}}}}`,
+			nil, func(s *webappv2.WebAppSpec) bool {
+				b := s.Autoscaling.Behavior
+				return b.ScaleUp.Tolerance.MilliValue() == 50 && b.ScaleUp.Policies[0].PeriodSeconds == 1800 && b.ScaleDown.Tolerance.IsZero()
+			}},
+		{"a stabilization window of 7200 s", `{"autoscaling":{"maxReplicas":5,"behavior":{"scaleDown":{"stabilizationWindowSeconds":7200}}}}`,
+			[]string{"spec.autoscaling"}, func(s *webappv2.WebAppSpec) bool { return s.Autoscaling == nil }},
+		{"a policy of 0 pods per 1801 s", `{"autoscaling":{"maxReplicas":5,"behavior":{"scaleUp":{"policies":[{"type":"Pods","value":0,"periodSeconds":1801}]}}}}`,
+			[]string{"spec.autoscaling"}, func(s *webappv2.WebAppSpec) bool { return s.Autoscaling == nil }},
+		{"a negative tolerance", `{"autoscaling":{"maxReplicas":5,"behavior":{"scaleUp":{"tolerance":"-10m"}}}}`,
 			[]string{"spec.autoscaling"}, func(s *webappv2.WebAppSpec) bool { return s.Autoscaling == nil }},
 		{"everything refused", `{"ports":` + ports(11, 1000) + `,"autoscaling":{"maxReplicas":0},"expose":{"hosts":[]}}`,
 			[]string{"spec.ports", "spec.autoscaling", "spec.expose"}, func(s *webappv2.WebAppSpec) bool {

@@ -3,6 +3,7 @@ package v2
 import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -142,7 +143,71 @@ type Autoscaling struct {
 	// Behavior tunes how fast the autoscaler scales up and down (the HorizontalPodAutoscaler's own field; its
 	// defaults: up at once, down after 5 minutes of lower use).
 	// +optional
-	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+	Behavior *AutoscalingBehavior `json:"behavior,omitempty"`
+}
+
+// AutoscalingBehavior is the HorizontalPodAutoscaler's behavior (autoscaling/v2 HorizontalPodAutoscalerBehavior, the
+// same fields), held to the bounds the HorizontalPodAutoscaler API enforces: a WebApp cannot ask for an
+// autoscaler the API would refuse.
+type AutoscalingBehavior struct {
+	// ScaleUp is how the autoscaler scales up. Unset: at once (no stabilization window), by at most 4 pods or
+	// double the pods, whichever is more, every 15 seconds.
+	// +optional
+	ScaleUp *ScalingRules `json:"scaleUp,omitempty"`
+
+	// ScaleDown is how the autoscaler scales down. Unset: after a 300-second stabilization window, by up to all the
+	// pods above minReplicas every 15 seconds.
+	// +optional
+	ScaleDown *ScalingRules `json:"scaleDown,omitempty"`
+}
+
+// ScalingRules are the rules of one direction of scaling (autoscaling/v2 HPAScalingRules); a field left unset
+// takes the HorizontalPodAutoscaler's default for that direction.
+type ScalingRules struct {
+	// StabilizationWindowSeconds is how far back, in seconds, the autoscaler looks at its past recommendations and
+	// takes the safest one: from 0 to 3600 (one hour).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	StabilizationWindowSeconds *int32 `json:"stabilizationWindowSeconds,omitempty"`
+
+	// SelectPolicy picks among the policies: Max (the most change, the default), Min (the least) or Disabled (no
+	// scaling in this direction).
+	// +kubebuilder:validation:Enum=Max;Min;Disabled
+	// +optional
+	SelectPolicy *autoscalingv2.ScalingPolicySelect `json:"selectPolicy,omitempty"`
+
+	// Policies limit the change over a period; with none given (the field left out), the direction's defaults.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +optional
+	Policies []ScalingPolicy `json:"policies,omitempty"`
+
+	// Tolerance is the ratio of the current to the desired metric value within which the count is left as it is
+	// (e.g. 0.05 or 50m for 5%; the cluster's default, 10%, when unset). Not negative.
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || !quantity(string(self)).isLessThan(quantity('0'))",message="autoscaling tolerance must not be negative"
+	// +optional
+	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
+}
+
+// ScalingPolicy allows at most a change of value pods (Pods) or percent of the pods (Percent) within any
+// periodSeconds (autoscaling/v2 HPAScalingPolicy).
+type ScalingPolicy struct {
+	// Type is what value counts: Pods or Percent.
+	// +kubebuilder:validation:Enum=Pods;Percent
+	// +required
+	Type autoscalingv2.HPAScalingPolicyType `json:"type"`
+
+	// Value is the most change allowed within the period: at least 1.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Value int32 `json:"value"`
+
+	// PeriodSeconds is the period the change is counted over: from 1 to 1800 seconds (30 minutes).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1800
+	// +required
+	PeriodSeconds int32 `json:"periodSeconds"`
 }
 
 // Expose routes requests for the WebApp's hosts and path prefixes to its Service's primary port.

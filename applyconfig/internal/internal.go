@@ -34,7 +34,7 @@ var schemaYAML = typed.YAMLObject(`types:
     fields:
     - name: behavior
       type:
-        namedType: io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior
+        namedType: com.github.example.webapp-operator.apis.v2.AutoscalingBehavior
     - name: maxReplicas
       type:
         scalar: numeric
@@ -47,6 +47,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: targetMemoryUtilizationPercentage
       type:
         scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.AutoscalingBehavior
+  map:
+    fields:
+    - name: scaleDown
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ScalingRules
+    - name: scaleUp
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ScalingRules
 - name: com.github.example.webapp-operator.apis.v2.ContainerSpec
   map:
     fields:
@@ -225,6 +234,36 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: revisionHistoryLimit
       type:
         scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.ScalingPolicy
+  map:
+    fields:
+    - name: periodSeconds
+      type:
+        scalar: numeric
+    - name: type
+      type:
+        namedType: io.k8s.api.autoscaling.v2.HPAScalingPolicyType
+    - name: value
+      type:
+        scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.ScalingRules
+  map:
+    fields:
+    - name: policies
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.ScalingPolicy
+          elementRelationship: atomic
+    - name: selectPolicy
+      type:
+        namedType: io.k8s.api.autoscaling.v2.ScalingPolicySelect
+    - name: stabilizationWindowSeconds
+      type:
+        scalar: numeric
+    - name: tolerance
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
 - name: com.github.example.webapp-operator.apis.v2.ServiceSpec
   map:
     fields:
@@ -343,47 +382,8 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
-- name: io.k8s.api.autoscaling.v2.HPAScalingPolicy
-  map:
-    fields:
-    - name: periodSeconds
-      type:
-        scalar: numeric
-    - name: type
-      type:
-        namedType: io.k8s.api.autoscaling.v2.HPAScalingPolicyType
-    - name: value
-      type:
-        scalar: numeric
 - name: io.k8s.api.autoscaling.v2.HPAScalingPolicyType
   scalar: string
-- name: io.k8s.api.autoscaling.v2.HPAScalingRules
-  map:
-    fields:
-    - name: policies
-      type:
-        list:
-          elementType:
-            namedType: io.k8s.api.autoscaling.v2.HPAScalingPolicy
-          elementRelationship: atomic
-    - name: selectPolicy
-      type:
-        namedType: io.k8s.api.autoscaling.v2.ScalingPolicySelect
-    - name: stabilizationWindowSeconds
-      type:
-        scalar: numeric
-    - name: tolerance
-      type:
-        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
-- name: io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior
-  map:
-    fields:
-    - name: scaleDown
-      type:
-        namedType: io.k8s.api.autoscaling.v2.HPAScalingRules
-    - name: scaleUp
-      type:
-        namedType: io.k8s.api.autoscaling.v2.HPAScalingRules
 - name: io.k8s.api.autoscaling.v2.ScalingPolicySelect
   scalar: string
 - name: io.k8s.api.core.v1.ConfigMapEnvSource

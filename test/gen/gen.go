@@ -4,6 +4,7 @@ package gen
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 
@@ -396,7 +397,7 @@ func (g *Gen) Expose() *webappv2.Expose {
 }
 
 // Autoscaling draws spec.autoscaling in every accepted form: with and without minReplicas and each target, and a
-// behavior with rules with and without policies.
+// behavior with each direction unset, empty or set (see scalingRules).
 func (g *Gen) Autoscaling() *webappv2.Autoscaling {
 	a := &webappv2.Autoscaling{MaxReplicas: int32(1 + g.intn(100))}
 	if g.chance(0.6) {
@@ -409,28 +410,49 @@ func (g *Gen) Autoscaling() *webappv2.Autoscaling {
 		a.TargetMemoryUtilizationPercentage = ptr.To(int32(1 + g.intn(1000)))
 	}
 	if g.chance(0.4) {
-		a.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: g.scalingRules(), ScaleDown: g.scalingRules()}
+		a.Behavior = &webappv2.AutoscalingBehavior{ScaleUp: g.scalingRules(), ScaleDown: g.scalingRules()}
 	}
 	return a
 }
 
-func (g *Gen) scalingRules() *autoscalingv2.HPAScalingRules {
+// scalingRules draws one direction's rules as the CRD accepts them (the HPA API's bounds): unset, empty, or with a
+// stabilization window of 0 to 3600 (both bounds among them), each select policy, one to three policies of either
+// type (value from 1 to the most an int32 holds, period from 1 to 1800) and a tolerance of zero or more in each
+// spelling of a quantity.
+func (g *Gen) scalingRules() *webappv2.ScalingRules {
 	if g.chance(0.3) {
 		return nil
 	}
-	r := &autoscalingv2.HPAScalingRules{}
+	r := &webappv2.ScalingRules{}
 	if g.chance(0.6) {
-		r.StabilizationWindowSeconds = ptr.To(int32(g.intn(3601)))
+		r.StabilizationWindowSeconds = ptr.To(g.between(0, 3600))
 	}
 	if g.chance(0.5) {
 		r.SelectPolicy = ptr.To(autoscalingv2.ScalingPolicySelect(g.pick("Max", "Min", "Disabled")))
 	}
-	for range g.intn(3) {
-		r.Policies = append(r.Policies, autoscalingv2.HPAScalingPolicy{
-			Type:          autoscalingv2.HPAScalingPolicyType(g.pick("Pods", "Percent")),
-			Value:         int32(1 + g.intn(100)),
-			PeriodSeconds: int32(1 + g.intn(1800)),
-		})
+	if g.chance(0.6) {
+		for range 1 + g.intn(3) {
+			p := webappv2.ScalingPolicy{Type: autoscalingv2.HPAScalingPolicyType(g.pick("Pods", "Percent")),
+				Value: g.between(1, 100), PeriodSeconds: g.between(1, 1800)}
+			if g.chance(0.1) {
+				p.Value = math.MaxInt32
+			}
+			r.Policies = append(r.Policies, p)
+		}
+	}
+	if g.chance(0.4) {
+		r.Tolerance = ptr.To(resource.MustParse(g.pick("0", "0.05", "50m", "1m", "1", "1.5", "1e-2", "2e0", "1Ki")))
 	}
 	return r
+}
+
+// between draws an int32 from lo to hi, either bound one time in ten.
+func (g *Gen) between(lo, hi int32) int32 {
+	switch g.intn(10) {
+	case 0:
+		return lo
+	case 1:
+		return hi
+	}
+	return lo + int32(g.intn(int(hi-lo+1)))
 }

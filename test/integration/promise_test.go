@@ -140,8 +140,9 @@ func resyncs(t *testing.T, n, count int, period time.Duration) {
 	waitResyncs(t, n, time.Duration(n+1)*period+time.Minute+time.Duration(count*n)*20*time.Millisecond)
 }
 
-// waitConverged waits until every WebApp's status describes its generation and its children exist, or its Ready
-// condition carries the Deployment API's refusal; it returns the names of the refused ones.
+// waitConverged waits until every WebApp's status describes its generation and its children exist (and where its
+// HPA exists, the count was handed to it: the status says so), or its Ready condition carries the Deployment API's
+// refusal; it returns the names of the refused ones.
 func waitConverged(t *testing.T, ns string, apps map[string]*webappv1.WebApp, timeout time.Duration) map[string]bool {
 	t.Helper()
 	refused := map[string]bool{}
@@ -154,9 +155,16 @@ func waitConverged(t *testing.T, ns string, apps map[string]*webappv1.WebApp, ti
 		if err := k8s.List(ctx, deps, client.InNamespace(ns)); err != nil {
 			return err
 		}
-		exists := map[string]bool{}
+		hpas := &autoscalingv2.HorizontalPodAutoscalerList{}
+		if err := k8s.List(ctx, hpas, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		exists, autoscaled := map[string]bool{}, map[string]bool{}
 		for _, d := range deps.Items {
 			exists[d.Name] = true
+		}
+		for _, h := range hpas.Items {
+			autoscaled[h.Name] = true
 		}
 		pending := 0
 		var example string
@@ -172,7 +180,7 @@ func waitConverged(t *testing.T, ns string, apps map[string]*webappv1.WebApp, ti
 				continue
 			case ready.Status == metav1.ConditionUnknown || ready.Reason == controller.ReasonReconcileError:
 				return fmt.Errorf("%s: Ready = %+v\n%s", app.Name, ready, gen.Manifest(apps[app.Name]))
-			case exists[app.Name]:
+			case exists[app.Name] && (!autoscaled[app.Name] || app.Status.ReplicasSetBy == "HorizontalPodAutoscaler"):
 				continue
 			}
 			pending++
@@ -231,11 +239,11 @@ func ownedIsSent(t *testing.T, op *operator, ns, name string, child client.Objec
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server never records the object's identity as owned, nor the resourceVersion of a create-only apply
-	// (a precondition, not a field).
+	// The server never records the object's identity as owned, nor the resourceVersion of a create-only apply or
+	// the UID of an apply to an existing object (preconditions, not fields).
 	sent = sent.Difference(fieldpath.NewSet(fieldpath.MakePathOrDie("apiVersion"), fieldpath.MakePathOrDie("kind"),
 		fieldpath.MakePathOrDie("metadata", "name"), fieldpath.MakePathOrDie("metadata", "namespace"),
-		fieldpath.MakePathOrDie("metadata", "resourceVersion")))
+		fieldpath.MakePathOrDie("metadata", "resourceVersion"), fieldpath.MakePathOrDie("metadata", "uid")))
 	owned := &fieldpath.Set{}
 	for _, e := range child.GetManagedFields() {
 		if e.Manager == controller.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {

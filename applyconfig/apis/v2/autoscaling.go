@@ -8,10 +8,6 @@ Licensed under the Apache License, Version 2.0.
 
 package v2
 
-import (
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-)
-
 // AutoscalingApplyConfiguration represents a declarative configuration of the Autoscaling type for use
 // with apply.
 //
@@ -30,7 +26,7 @@ type AutoscalingApplyConfiguration struct {
 	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"`
 	// Behavior tunes how fast the autoscaler scales up and down (the HorizontalPodAutoscaler's own field; its
 	// defaults: up at once, down after 5 minutes of lower use).
-	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+	Behavior *AutoscalingBehaviorApplyConfiguration `json:"behavior,omitempty"`
 }
 
 // AutoscalingApplyConfiguration constructs a declarative configuration of the Autoscaling type for use with
@@ -74,7 +70,7 @@ func (b *AutoscalingApplyConfiguration) WithTargetMemoryUtilizationPercentage(va
 // WithBehavior sets the Behavior field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Behavior field is set to the value of the last call.
-func (b *AutoscalingApplyConfiguration) WithBehavior(value autoscalingv2.HorizontalPodAutoscalerBehavior) *AutoscalingApplyConfiguration {
-	b.Behavior = &value
+func (b *AutoscalingApplyConfiguration) WithBehavior(value *AutoscalingBehaviorApplyConfiguration) *AutoscalingApplyConfiguration {
+	b.Behavior = value
 	return b
 }
