@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
 	"github.com/example/webapp-operator/test/testutil"
@@ -120,28 +121,31 @@ type step struct {
 
 // seq is one sequence: a namespace, an operator, two WebApp names and the test's record of what it did.
 type seq struct {
-	t       *testing.T
-	seed    uint64
-	index   int
-	ns      string
-	rng     *rand.Rand
-	apps    []*app
-	steps   []step
-	writes  *writeLog
-	faults  atomic.Pointer[fault]
-	faultN  int // steps left until the fault is removed
-	op      *operator
-	hist    *history
-	specs   map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp
-	ours    map[types.UID]bool                          // objects the test itself created
-	foreign map[types.UID]string                        // objects the test created without our labels: "Kind/name"
-	marks   []*mark
-	claims  map[string]bool // status claims already checked, "uid/condition/generation"
-	cursor  int             // WebApp versions checked so far
-	stats   struct{ deletions, releases int }
-	pending []*deletion             // WebApps deleted, not yet checked gone
-	created map[types.UID]time.Time // when each WebApp was created
-	shown   map[types.UID]bool      // WebApps that have shown a Ready condition
+	t      *testing.T
+	seed   uint64
+	index  int
+	ns     string
+	rng    *rand.Rand
+	apps   []*app
+	steps  []step
+	writes *writeLog
+	faults atomic.Pointer[fault]
+	faultN int // steps left until the fault is removed
+	op     *operator
+	hist   *history
+	specs  map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp
+	bounds map[types.UID]map[int64]*bounds             // and its autoscaling (nil: none)
+	// hpasRefused: the quota noHPAs exists.
+	hpasRefused bool
+	ours        map[types.UID]bool   // objects the test itself created
+	foreign     map[types.UID]string // objects the test created without our labels: "Kind/name"
+	marks       []*mark
+	claims      map[string]bool // status claims already checked, "uid/condition/generation"
+	cursor      int             // WebApp versions checked so far
+	stats       struct{ deletions, releases int }
+	pending     []*deletion             // WebApps deleted, not yet checked gone
+	created     map[types.UID]time.Time // when each WebApp was created
+	shown       map[types.UID]bool      // WebApps that have shown a Ready condition
 }
 
 func runSequence(t *testing.T, seed uint64, index, steps int) {
@@ -151,7 +155,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 		t.Fatal(err)
 	}
 	s := &seq{t: t, seed: seed, index: index, ns: ns.Name, rng: rand.New(rand.NewPCG(seed, uint64(index))),
-		writes: &writeLog{}, specs: map[types.UID]map[int64]webappv1.WebAppSpec{}, ours: map[types.UID]bool{},
+		writes: &writeLog{}, specs: map[types.UID]map[int64]webappv1.WebAppSpec{}, bounds: map[types.UID]map[int64]*bounds{}, ours: map[types.UID]bool{},
 		foreign: map[types.UID]string{}, claims: map[string]bool{},
 		created: map[types.UID]time.Time{}, shown: map[types.UID]bool{}}
 	for _, n := range appNames {
@@ -215,6 +219,8 @@ var actions = []struct {
 	{3, (*seq).actV1ApplyExport},
 	{3, (*seq).actCreateImpostorPod},
 	{2, (*seq).actToggleGatewayAPI},
+	{4, (*seq).actAutoscale},
+	{2, (*seq).actRefuseHPAs},
 }
 
 // randomStep draws actions until one applies.
@@ -348,7 +354,7 @@ func (s *seq) deleteWebApp(a *app, with *kind) {
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.name}, cur); err != nil {
 			s.fail("reading WebApp %s before deleting it: %v", a.name, err)
 		}
-		d = &deletion{name: a.name, sentinel: a.sentinel, uid: cur.UID, step: len(s.steps), candidates: map[string]types.UID{}, replicas: cur.Spec.Replicas,
+		d = &deletion{name: a.name, sentinel: a.sentinel, uid: cur.UID, step: len(s.steps), candidates: map[string]types.UID{}, replicas: maxReplicas(cur.Spec, s.autoscaled(cur.UID, cur.Generation)),
 			release: slices.Contains(cur.Finalizers, webappv1.Finalizer) && cur.Spec.DeletionPolicy == webappv1.DeletionPolicyOrphan}
 		for _, k := range childKinds {
 			if u := s.get(k, a.name); u != nil && controlledBy(u, cur.UID) {
@@ -809,21 +815,116 @@ func (s *seq) applySpec(a *app, spec webappv1.WebAppSpec) *unstructured.Unstruct
 	if err != nil {
 		s.fail("applying WebApp %s: %v", a.name, err)
 	}
-	typed := &webappv1.WebApp{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, typed); err != nil {
-		s.fail("decoding WebApp %s: %v", a.name, err)
-	}
-	if s.specs[typed.UID] == nil {
-		s.specs[typed.UID] = map[int64]webappv1.WebAppSpec{}
-	}
-	s.specs[typed.UID][typed.Generation] = typed.Spec
-	a.spec = typed.Spec
+	typed := s.recordGeneration(a, got)
 	s.note("generation %d%s", typed.Generation, map[bool]string{true: " (refused by the Deployment API: a pod label value with a space)"}[refused(typed.Spec)])
 	if unschedulable(typed.Spec) {
 		s.t.Logf("  WebApp %s generation %d asks for more CPU than the node has: its pods stay unschedulable (progress deadline %ds)", a.name, typed.Generation, typed.Spec.ProgressDeadlineSeconds)
 	}
 	return got
 }
+
+// recordGeneration records the spec of the generation got (a WebApp as a v1 client reads it) has, and its
+// autoscaling bounds, which only v2 shows (read back at once: only the test changes a spec).
+func (s *seq) recordGeneration(a *app, got *unstructured.Unstructured) *webappv1.WebApp {
+	typed := &webappv1.WebApp{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, typed); err != nil {
+		s.fail("decoding WebApp %s: %v", a.name, err)
+	}
+	if s.specs[typed.UID] == nil {
+		s.specs[typed.UID] = map[int64]webappv1.WebAppSpec{}
+		s.bounds[typed.UID] = map[int64]*bounds{}
+	}
+	s.specs[typed.UID][typed.Generation] = typed.Spec
+	a.spec = typed.Spec
+	v2 := &webappv2.WebApp{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: s.ns, Name: a.name}, v2); err != nil {
+		s.fail("reading WebApp %s through v2: %v", a.name, err)
+	}
+	var b *bounds
+	if as := v2.Spec.Autoscaling; as != nil && v2.UID == typed.UID && v2.Generation == typed.Generation {
+		b = &bounds{min: ptr.Deref(as.MinReplicas, 1), max: as.MaxReplicas}
+	}
+	s.bounds[typed.UID][typed.Generation] = b
+	return typed
+}
+
+// bounds are a generation's autoscaling bounds.
+type bounds struct{ min, max int32 }
+
+// autoscaled is the autoscaling of WebApp uid's generation g (nil: none).
+func (s *seq) autoscaled(uid types.UID, g int64) *bounds { return s.bounds[uid][g] }
+
+// actAutoscale has another client (field manager "autoscaler") switch autoscaling on with new bounds, or off,
+// through v2 (v1 keeps it in its conversion data); or try a behavior the HPA API would refuse, which the CRD must
+// refuse. With HPAs refused (actRefuseHPAs) the count stays with the WebApp.
+func (s *seq) actAutoscale(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	sp := map[string]any{}
+	what := "switch autoscaling off"
+	refusedBehavior := s.chance(0.15)
+	switch {
+	case refusedBehavior:
+		what = "try an autoscaling behavior the HPA API refuses"
+		sp["autoscaling"] = map[string]any{"maxReplicas": int64(3), "behavior": map[string]any{"scaleDown": pick(s,
+			map[string]any{"stabilizationWindowSeconds": int64(7200)},
+			map[string]any{"policies": []any{map[string]any{"type": "Pods", "value": int64(1), "periodSeconds": int64(1801)}}},
+			map[string]any{"policies": []any{map[string]any{"type": "Percent", "value": int64(0), "periodSeconds": int64(60)}}})}}
+	case s.chance(0.7):
+		lo := int64(1 + s.rng.IntN(2))
+		sp["autoscaling"] = map[string]any{"minReplicas": lo, "maxReplicas": lo + int64(s.rng.IntN(3))}
+		what = fmt.Sprintf("autoscale between %d and %d replicas", lo, sp["autoscaling"].(map[string]any)["maxReplicas"])
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
+		"metadata": map[string]any{"name": a.name}, "spec": sp}}
+	s.record(fmt.Sprintf("%s for WebApp %s", what, a.name), s.heredoc("apply --server-side --field-manager=autoscaler", u))
+	got, err := dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "autoscaler"})
+	switch {
+	case refusedBehavior && err == nil:
+		s.fail("the WebApp API accepted an autoscaling behavior the HorizontalPodAutoscaler API refuses:\n%s", toYAML(u.Object))
+	case refusedBehavior:
+		s.note("refused: %v", err)
+		return true
+	case err != nil:
+		s.fail("applying autoscaling to WebApp %s: %v", a.name, err)
+	}
+	v1 := s.get(webAppKind, a.name)
+	if v1 == nil || v1.GetUID() != got.GetUID() {
+		s.fail("WebApp %s gone after an apply", a.name)
+	}
+	typed := s.recordGeneration(a, v1)
+	s.note("generation %d", typed.Generation)
+	return true
+}
+
+var webAppV2GVR = schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "webapps"}
+
+// noHPAs is the ResourceQuota that refuses every HorizontalPodAutoscaler of the namespace.
+const noHPAs = "no-hpas"
+
+// actRefuseHPAs creates or deletes a ResourceQuota that allows no HorizontalPodAutoscaler: an autoscaled WebApp's
+// HPA is then refused, and its replica count must stay with the WebApp, within its bounds.
+func (s *seq) actRefuseHPAs(*app) bool {
+	q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ResourceQuota",
+		"metadata": map[string]any{"name": noHPAs}, "spec": map[string]any{"hard": map[string]any{"count/horizontalpodautoscalers.autoscaling": "0"}}}}
+	if s.hpasRefused {
+		s.record("allow HorizontalPodAutoscalers again", fmt.Sprintf("kubectl -n %s delete resourcequota %s", s.ns, noHPAs))
+		if err := dyn.Resource(quotaGVR).Namespace(s.ns).Delete(context.Background(), noHPAs, metav1.DeleteOptions{}); err != nil {
+			s.fail("deleting the quota: %v", err)
+		}
+		s.hpasRefused = false
+		return true
+	}
+	s.record("refuse every HorizontalPodAutoscaler by a quota", s.heredoc("create", q))
+	if _, err := dyn.Resource(quotaGVR).Namespace(s.ns).Create(context.Background(), q, metav1.CreateOptions{}); err != nil {
+		s.fail("creating the quota: %v", err)
+	}
+	s.hpasRefused = true
+	return true
+}
+
+var quotaGVR = schema.GroupVersionResource{Version: "v1", Resource: "resourcequotas"}
 
 // clearMarks ends the marks of kind (every child kind when "") named name: the test itself created that name
 // again at resourceVersion at.

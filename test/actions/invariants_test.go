@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -181,7 +182,7 @@ func (s *seq) checkClaim(app *webappv1.WebApp, v version, claim string, g int64)
 			s.fail("decoding a Deployment version: %v", err)
 		}
 		last = d.obj
-		why = mismatch(dep, spec)
+		why = mismatch(dep, spec, s.autoscaled(app.UID, g))
 		if why == "" && dep.Status.ObservedGeneration < dep.Generation {
 			why = fmt.Sprintf("the Deployment controller had observed generation %d of %d", dep.Status.ObservedGeneration, dep.Generation)
 		}
@@ -200,7 +201,7 @@ func (s *seq) checkClaim(app *webappv1.WebApp, v version, claim string, g int64)
 
 // mismatch says how dep's pod template differs from what spec asks for ("" when it has it): the image, replicas,
 // every env var and pod label of the spec. (Fields other managers add, or keep, are judged by invariant 5.)
-func mismatch(dep *appsv1.Deployment, spec webappv1.WebAppSpec) string {
+func mismatch(dep *appsv1.Deployment, spec webappv1.WebAppSpec, autoscaled *bounds) string {
 	i := slices.IndexFunc(dep.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "app" })
 	if i < 0 {
 		return "no container app"
@@ -210,7 +211,11 @@ func mismatch(dep *appsv1.Deployment, spec webappv1.WebAppSpec) string {
 	if c.Image != spec.Image {
 		diffs = append(diffs, fmt.Sprintf("image %s", c.Image))
 	}
-	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != spec.Replicas {
+	switch r := dep.Spec.Replicas; {
+	case autoscaled != nil && (r == nil || *r < autoscaled.min || *r > autoscaled.max):
+		// Autoscaled: the HPA's count or, while no HPA exists, the WebApp's clamped into the bounds.
+		diffs = append(diffs, fmt.Sprintf("replicas %v outside the autoscaling bounds %d..%d", ptr.Deref(r, -1), autoscaled.min, autoscaled.max))
+	case autoscaled == nil && (r == nil || *r != spec.Replicas):
 		diffs = append(diffs, fmt.Sprintf("replicas %v", dep.Spec.Replicas))
 	}
 	for _, e := range spec.Env {
@@ -224,6 +229,14 @@ func mismatch(dep *appsv1.Deployment, spec webappv1.WebAppSpec) string {
 		}
 	}
 	return strings.Join(diffs, ", ")
+}
+
+// maxReplicas is the most pods a generation runs: its autoscaling's maximum, or its replicas.
+func maxReplicas(spec webappv1.WebAppSpec, autoscaled *bounds) int32 {
+	if autoscaled != nil {
+		return autoscaled.max
+	}
+	return spec.Replicas
 }
 
 func specSummary(spec webappv1.WebAppSpec) string {
@@ -351,6 +364,10 @@ func (s *seq) quiesce() {
 	if s.faults.Load() != nil {
 		s.removeFault()
 	}
+	if s.hpasRefused {
+		// Like an API fault, the quota goes before rest is judged (a restart retries a refused HPA once).
+		s.actRefuseHPAs(nil)
+	}
 	s.record("the actors stop", "# from here on only the operator acts: every WebApp must converge or say why, then nothing is written")
 	s.waitDeletions()
 	testutil.Eventually(s.reporting(), convergeTimeout, "invariant 5 (every WebApp converges or says why)", func(ctx context.Context) error {
@@ -419,7 +436,7 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 		return fmt.Errorf("WebApp %s: Ready=%s %s %q, want True (or False %s)", a.name, ready.Status, ready.Reason, ready.Message, ReasonFieldsRetained)
 	}
 	for _, k := range childKinds {
-		want := k != pdbKind || app.Spec.Replicas >= 2
+		want := k != pdbKind || maxReplicas(app.Spec, s.autoscaled(app.UID, app.Generation)) >= 2
 		u := s.get(k, a.name)
 		switch {
 		case want && (u == nil || !controlledBy(u, app.UID)):
