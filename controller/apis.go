@@ -18,9 +18,9 @@ import (
 // kind of child declared whereServed, in both directions (a CRD installed, a CRD deleted).
 const servedAPIsRecheck = 10 * time.Second
 
-// goneRecheckMin is the least time between two discovery checks asked for by failed writes (recheck): every
+// goneRecheckEvery is the least time between two discovery checks asked for by failed writes (recheck): every
 // WebApp that needs a kind whose API went away fails the same way at once, and one answer serves them all.
-const goneRecheckMin = time.Second
+const goneRecheckEvery = time.Second
 
 // servedAPIs tracks which kinds of child declared whereServed the API server serves (HTTPRoute: only where the
 // Gateway API's CRDs are installed). An optional API that comes and goes is a state, not an error: a kind not
@@ -84,13 +84,6 @@ func (s *servedAPIs) markGoing(c childKind) bool {
 	}
 	s.going[c.kind] = time.Now()
 	return true
-}
-
-// goingSince is when c was marked going (zero: it is not).
-func (s *servedAPIs) goingSince(c childKind) time.Time {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.going[c.kind]
 }
 
 // anyGoing: some kind's CRD terminates.
@@ -172,7 +165,7 @@ func (s *servedAPIs) serves(c childKind) (served, known bool) {
 }
 
 // recheck is asked by a write of c that failed with err: when err is what a missing API answers (see
-// missingAPI), discovery is asked at once (at most every goneRecheckMin), and it reports whether c is now unserved.
+// missingAPI), discovery is asked at once (at most every goneRecheckEvery), and it reports whether c is now unserved.
 // The write's failure is then no error of the WebApp's: it says GatewayAPINotInstalled, with no event.
 func (s *servedAPIs) recheck(ctx context.Context, c childKind, err error) bool {
 	if s == nil || !c.ifServed {
@@ -197,7 +190,7 @@ func (s *servedAPIs) recheck(ctx context.Context, c childKind, err error) bool {
 		return false
 	}
 	s.checking.Lock()
-	recent := time.Since(s.lastCheck) < goneRecheckMin
+	recent := time.Since(s.lastCheck) < goneRecheckEvery
 	s.checking.Unlock()
 	if !recent {
 		s.check(ctx)
