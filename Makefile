@@ -81,11 +81,8 @@ tools: ## Build the local control plane's binaries into the cache (once) and pri
 	@test/tools/install.sh
 
 .PHONY: test
-test: ## Run every test: unit, integration (real API server), end-to-end (kwok nodes), then the real node's.
-	bin=$$(test/tools/install.sh) && \
-		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$bin}" WEBAPP_TOOLS_BIN="$$bin" \
-		go test -timeout $(TEST_TIMEOUT) -count=1 $$(go list ./... | grep -v '/test/realnode$$')
-	$(MAKE) --no-print-directory test-realnode
+test: ## Run every test: unit, integration (real API server), end-to-end (kwok nodes), then the real node's; a table of what each phase took.
+	TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
 .PHONY: test-realnode
 # The timeout covers the image builds too: a cold build of the operator's image took 25 minutes on a busy machine.

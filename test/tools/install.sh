@@ -28,10 +28,33 @@ build() {
   mv "$bin/$name.tmp" "$bin/$name"
 }
 
-build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
-build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
-for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
-  build kube "$c" "k8s.io/kubernetes/cmd/$c" "$kldflags"
-done
+# build_kube NAME...: the missing Kubernetes binaries in one go build, which compiles their shared packages once
+# and links one binary while it compiles for the next (one build per binary left a core idle through each link).
+build_kube() {
+  local missing=() pkgs=() tmpdir c
+  for c in "$@"; do [ -x "$bin/$c" ] || missing+=("$c"); done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  echo "building ${missing[*]} into $bin" >&2
+  tmpdir=$(mktemp -d "$bin/.build.XXXXXX")
+  (cd "$here/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$kldflags" -o "$tmpdir/" "${pkgs[@]}") || { rm -rf "$tmpdir"; return 1; }
+  for c in "${missing[@]}"; do mv "$tmpdir/$c" "$bin/$c"; done
+  rmdir "$tmpdir"
+}
+
+# The three modules build side by side: etcd's and kwok's compiles fill the gaps of Kubernetes' links.
+build etcd etcd go.etcd.io/etcd/server/v3 "-s -w" &
+etcd_pid=$!
+build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" &
+kwok_pid=$!
+kube_rc=0
+build_kube kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy || kube_rc=$?
+etcd_rc=0 kwok_rc=0
+wait "$etcd_pid" || etcd_rc=$?
+wait "$kwok_pid" || kwok_rc=$?
+if [ "$kube_rc$etcd_rc$kwok_rc" != 000 ]; then
+  echo "building the control plane failed (kubernetes $kube_rc, etcd $etcd_rc, kwok $kwok_rc)" >&2
+  exit 1
+fi
 
 echo "$bin"

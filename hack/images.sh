@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The real node's images as a background job, for make test (hack/test.sh) and CI (.ci/run):
+#   hack/images.sh start DIR   start test/images/build.sh in the background: tarballs in DIR/out, their list in
+#                              DIR/images.txt, its log in DIR/build.log, its exit code in DIR/rc when it ends
+#   hack/images.sh wait DIR    wait for it (a line a minute on what it is doing); exit with its code
+#   hack/images.sh table DIR   its steps as rows of make test's table (name, seconds, result), from its log
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd=${1:?start, wait or table}
+dir=${2:?the job directory}
+
+case "$cmd" in
+start)
+  mkdir -p "$dir"
+  rm -f "$dir/rc"
+  (
+    rc=0
+    test/images/build.sh "$dir/out" >"$dir/images.txt" 2>"$dir/build.log" || rc=$?
+    echo "$rc" >"$dir/rc"
+  ) </dev/null &
+  ;;
+wait)
+  waited=0
+  while [ ! -s "$dir/rc" ]; do
+    sleep 5
+    waited=$((waited + 5))
+    if [ $((waited % 60)) = 0 ]; then
+      echo "still building the real node's images: $(tail -n 1 "$dir/build.log" 2>/dev/null)"
+    fi
+  done
+  rc=$(cat "$dir/rc")
+  if [ "$rc" != 0 ]; then
+    echo "building the real node's images failed ($rc); the end of its log:" >&2
+    tail -n 40 "$dir/build.log" >&2
+  fi
+  exit "$rc"
+  ;;
+table)
+  # build.sh logs "images: WHAT (Ns)", N counted from its start: each step took the time since the one before.
+  prev=0
+  sed -nE 's/^images: (.*) \(([0-9]+)s\)$/\2\t\1/p' "$dir/build.log" | while IFS=$'\t' read -r at what; do
+    printf '  images: %s\t%s\tok\n' "$what" $((at - prev))
+    prev=$at
+  done
+  ;;
+*)
+  echo "usage: hack/images.sh start|wait|table DIR" >&2
+  exit 2
+  ;;
+esac
