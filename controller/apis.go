@@ -198,9 +198,10 @@ func (s *servedAPIs) recheck(ctx context.Context, c childKind, err error) bool {
 	return !s.isServed(c)
 }
 
-// missingAPI: err is what a request for a kind answers while or after its API is removed: no mapping for the kind,
-// a 404 for a request that is not a read of one object (an apply creates what is missing, so it is never the
-// object), the cache without the kind's informer, or a create refused while its CRD terminates.
+// missingAPI: err is what a request for a kind may answer after its API is removed: no mapping for the kind, a 404
+// for a request that is not a read of one object (an apply creates what is missing, so it is never the object), a
+// 405 for a method the path no longer has, or the cache without the kind's informer. (A create refused while the
+// CRD terminates is crdTerminating's.) Discovery then decides.
 func missingAPI(err error) bool {
 	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) ||
 		errors.As(err, new(*cache.ErrResourceNotCached))
