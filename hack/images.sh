@@ -25,7 +25,7 @@ wait)
     sleep 5
     waited=$((waited + 5))
     if [ $((waited % 60)) = 0 ]; then
-      echo "still building the real node's images: $(tail -n 1 "$dir/build.log" 2>/dev/null)"
+      echo "still building the real node's images; the last step done: $(grep '^images: ' "$dir/build.log" 2>/dev/null | tail -n 1)"
     fi
   done
   rc=$(cat "$dir/rc")

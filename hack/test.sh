@@ -78,7 +78,7 @@ run "local cluster (integration, actions, chart, monitoring, e2e)" bash -o pipef
 sed -nE 's#^(ok|FAIL)[[:space:]]+github.com/example/webapp-operator/([^[:space:]]+)[[:space:]]+([0-9]+)(\.[0-9]+)?s.*#  \2 (its own run)\t\3\t\1#p' "$out" >>"$table"
 rm -f "$out"
 
-say "the real node: waiting for the images (the background job's last line: $(tail -n 1 "$job/build.log" 2>/dev/null))"
+say "the real node: waiting for the images (the last step done: $(grep '^images: ' "$job/build.log" 2>/dev/null | tail -n 1))"
 t0=$(date +%s)
 if hack/images.sh wait "$job"; then
   phase "waiting for the images after the suites" $(($(date +%s) - t0)) ok
