@@ -123,9 +123,9 @@ func (o outcome[PT]) written() written {
 
 // ensure is the one write decision, for children, finalizer and status: it applies desired(current), forced, unless
 // what our manager owns already says the same. A missing object is only ever created by a create-only apply
-// (refused if the object exists), and a cache's "different" is confirmed with the API server, so a stale cache
-// costs a read, never a write, and an object that is not ours is never taken over, not even one created between
-// our read and our write.
+// (refused if the object exists), and a cache that has not yet seen our own last write of the object is not judged
+// by at all (the API server is read instead), so a stale cache costs a read, never a write or a write missed, and an
+// object that is not ours is never taken over, not even one created between our read and our write.
 func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
@@ -146,16 +146,11 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		return outcome[PT]{}, &childError{kind: kind, key: key, err: err, read: true}
 	}
 	res := outcome[PT]{obj: cur, before: cur, existed: true}
-	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
-	if err == nil && !same {
-		if refused := r.mem.refusal(kind, key, cur, want); refused != nil {
-			// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
-			return res, refused
-		}
-	}
-	if err == nil && !same && r.mem.behind(kind, key, cur) {
-		// The cache has not yet seen our own last write: what differs may be only that. Ask the server. (A cache
-		// that has seen it is trusted: a difference there is one on the server, or was a moment ago.)
+	if r.mem.behind(kind, key, cur) {
+		// The cache has not yet seen our own last write: it cannot say what we own now, whether it differs from
+		// desired or matches it (desired may have come back to what the cache still shows, after our last write
+		// changed it). Ask the server. (A cache that has seen it is trusted: a difference there is one on the
+		// server, or was a moment ago.)
 		fresh := PT(new(T))
 		switch err := r.reader().Get(ctx, key, fresh); {
 		case apierrors.IsNotFound(err) && o.onlyIfExists:
@@ -167,8 +162,15 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		case err != nil:
 			return res, &childError{kind: kind, key: key, err: err, read: true}
 		}
+		cur = fresh
 		res.obj, res.before = fresh, fresh
-		want, same, err = decide(ctx, r, kind, key, fresh, desired, extract, o)
+	}
+	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
+	if err == nil && !same {
+		if refused := r.mem.refusal(kind, key, cur, want); refused != nil {
+			// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
+			return res, refused
+		}
 	}
 	switch {
 	case err != nil:

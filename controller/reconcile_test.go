@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -427,5 +428,57 @@ func TestADeletedWebAppLeavesNothingInMemory(t *testing.T) {
 		if n := r.mem.size(); n != len(apps)-1-i {
 			t.Errorf("%d records after %d of %d WebApps were deleted", n, i+1, len(apps))
 		}
+	}
+}
+
+// staleCache answers reads of one kind of object with a copy taken earlier, as an informer that has not yet seen
+// our own last write does; everything else goes to the client.
+type staleCache struct {
+	client.Client
+	stale client.Object // nil: no stale answer
+}
+
+func (c *staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if c.stale != nil && reflect.TypeOf(obj) == reflect.TypeOf(c.stale) && key == client.ObjectKeyFromObject(c.stale) {
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(c.stale.DeepCopyObject()).Elem())
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// A cache behind our own last write is not trusted even when it matches desired: desired may have come back to
+// what the cache still shows, while our last write changed the object (A, we write B, desired is A again). Judged
+// by the stale copy, the object would stay B with nothing left to bring it back.
+func TestACacheBehindOurWriteIsNotTrustedWhenItMatches(t *testing.T) {
+	app := newApp("web", 1, 80, "nginx:1.25")
+	env := newFakeEnv(t, app)
+	cache := &staleCache{Client: env}
+	r := &WebAppReconciler{Client: cache, APIReader: env}
+	env.reconcile(t, r, app)
+	before := &corev1.Service{}
+	env.get(t, app, before)
+
+	// The port changes: our apply writes it.
+	setPort := func(port int32) {
+		t.Helper()
+		cur := &webappv2.WebApp{}
+		env.get(t, app, cur)
+		cur.Spec.Ports[0].Port = port
+		cur.Generation++
+		if err := env.Update(context.Background(), cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPort(81)
+	env.reconcile(t, r, app)
+	// It changes back while the cache still has the Service as it was before that write.
+	setPort(80)
+	cache.stale = before
+	env.reconcile(t, r, app)
+
+	got := &corev1.Service{}
+	env.get(t, app, got)
+	if len(got.Spec.Ports) != 1 || got.Spec.Ports[0].Port != 80 {
+		t.Errorf("Service ports = %+v, want port 80: the reconcile trusted a cache behind its own write", got.Spec.Ports)
 	}
 }

@@ -249,7 +249,7 @@ func pick[T any](s *seq, options ...T) T { return options[s.rng.IntN(len(options
 // record adds a step to the replay.
 func (s *seq) record(what string, cmds ...string) {
 	s.steps = append(s.steps, step{n: len(s.steps) + 1, what: what, cmds: cmds})
-	s.t.Logf("step %d: %s", len(s.steps), what)
+	s.t.Logf("step %d at %s: %s", len(s.steps), time.Now().Format("15:04:05.000"), what)
 }
 
 // note adds a line to the last step's replay (what the API server answered, say).

@@ -433,7 +433,8 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 		return nil
 	}
 	if ready.Status != metav1.ConditionTrue && (ready.Reason != ReasonFieldsRetained || ready.Message == "") {
-		return fmt.Errorf("WebApp %s: Ready=%s %s %q, want True (or False %s)", a.name, ready.Status, ready.Reason, ready.Message, ReasonFieldsRetained)
+		return fmt.Errorf("WebApp %s: Ready=%s %s %q, want True (or False %s)\n%s", a.name, ready.Status, ready.Reason, ready.Message, ReasonFieldsRetained,
+			s.deploymentState(a.name))
 	}
 	for _, k := range childKinds {
 		want := k != pdbKind || maxReplicas(app.Spec, s.autoscaled(app.UID, app.Generation)) >= 2
@@ -607,4 +608,21 @@ func toYAML(o any) string {
 		return fmt.Sprintf("(cannot print: %v)", err)
 	}
 	return string(data)
+}
+
+// deploymentState is what a failed convergence needs to be read: the Deployment's generation, what its controller
+// observed, its status, and who last wrote which part of it.
+func (s *seq) deploymentState(name string) string {
+	u := s.get(deploymentKind, name)
+	if u == nil {
+		return "(no Deployment " + name + ")"
+	}
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	var managers []string
+	for _, m := range u.GetManagedFields() {
+		managers = append(managers, fmt.Sprintf("%s %s %s at %v", m.Manager, m.Operation, m.Subresource, m.Time))
+	}
+	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	return fmt.Sprintf("Deployment %s: generation %d, spec.replicas %d, resourceVersion %s; managers: %s; the operator's last writes: %s; status:\n%s",
+		name, u.GetGeneration(), replicas, u.GetResourceVersion(), strings.Join(managers, "; "), strings.Join(s.writes.last(8), ", "), toYAML(status))
 }

@@ -87,6 +87,7 @@ func setUpAndRun(m *testing.M) int {
 type writeLog struct {
 	mu   sync.Mutex
 	seen []string
+	at   []time.Time
 }
 
 // take returns the writes seen so far and forgets them.
@@ -94,14 +95,26 @@ func (w *writeLog) take() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.seen
-	w.seen = nil
+	w.seen, w.at = nil, nil
 	return s
+}
+
+// last returns the last n writes seen with their times, without forgetting them.
+func (w *writeLog) last(n int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for i := max(0, len(w.seen)-n); i < len(w.seen); i++ {
+		out = append(out, w.at[i].Format("15:04:05.000")+" "+w.seen[i])
+	}
+	return out
 }
 
 func (w *writeLog) add(s string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seen = append(w.seen, s)
+	w.at = append(w.at, time.Now())
 }
 
 // fault is an API error the operator's requests get instead of the server's answer.
