@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The real node's images as a background job, for make test (hack/test.sh) and CI (.ci/run):
-#   hack/images.sh start DIR   start test/images/build.sh in the background: tarballs in DIR/out, their list in
-#                              DIR/images.txt, its log in DIR/build.log, its exit code in DIR/rc when it ends
-#   hack/images.sh wait DIR    wait for it (a line a minute on what it is doing); exit with its code
+#   hack/images.sh start DIR   start test/images/build.sh in the background, at a lower CPU priority (nice 10: the
+#                              suites beside it go first, it takes what they leave): tarballs in DIR/out, their
+#                              list in DIR/images.txt, its log in DIR/build.log, DIR/ready once the tarballs are
+#                              all saved, its exit code in DIR/rc when it ends
+#   hack/images.sh wait DIR    wait until the tarballs are ready (a line a minute on what it is doing); exit non-zero
+#                              if the job failed before that
+#   hack/images.sh finish DIR  wait for the job to end (the Dockerfile check that may follow the tarballs); exit with
+#                              its code
 #   hack/images.sh table DIR   its steps as rows of make test's table (name, seconds, result), from its log
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,22 +17,24 @@ dir=${2:?the job directory}
 case "$cmd" in
 start)
   mkdir -p "$dir"
-  rm -f "$dir/rc"
+  rm -f "$dir/rc" "$dir/ready"
   (
     rc=0
-    test/images/build.sh "$dir/out" >"$dir/images.txt" 2>"$dir/build.log" || rc=$?
+    WEBAPP_IMAGES_READY="$dir/ready" nice -n 10 test/images/build.sh "$dir/out" >"$dir/images.txt" 2>"$dir/build.log" || rc=$?
     echo "$rc" >"$dir/rc"
   ) </dev/null &
   ;;
-wait)
+wait | finish)
   waited=0
-  while [ ! -s "$dir/rc" ]; do
+  while [ ! -s "$dir/rc" ] && { [ "$cmd" = finish ] || [ ! -e "$dir/ready" ]; }; do
     sleep 5
     waited=$((waited + 5))
     if [ $((waited % 60)) = 0 ]; then
       echo "still building the real node's images; the last step done: $(grep '^images: ' "$dir/build.log" 2>/dev/null | tail -n 1)"
     fi
   done
+  # The tarballs are there: what may still run or fail after them is finish's to report.
+  if [ "$cmd" = wait ] && [ -e "$dir/ready" ]; then exit 0; fi
   rc=$(cat "$dir/rc")
   if [ "$rc" != 0 ]; then
     echo "building the real node's images failed ($rc); the end of its log:" >&2
@@ -44,7 +51,7 @@ table)
   done
   ;;
 *)
-  echo "usage: hack/images.sh start|wait|table DIR" >&2
+  echo "usage: hack/images.sh start|wait|finish|table DIR" >&2
   exit 2
   ;;
 esac

@@ -91,5 +91,9 @@ else
   tail -n 40 "$job/build.log"
   failed="$failed images;"
 fi
-[ -n "${WEBAPP_IMAGES_JOB:-}" ] || rm -rf "$job"
+if [ -z "${WEBAPP_IMAGES_JOB:-}" ]; then
+  # Our own job: it ends (its last clean-up) before its directory goes.
+  hack/images.sh finish "$job" >/dev/null 2>&1 || true
+  rm -rf "$job"
+fi
 finish

@@ -6,8 +6,9 @@
 #   webapp-operator:before-v2     the operator of the last commit before API v2 (WEBAPP_UPGRADE_FROM), for the
 #                                 upgrade test
 #   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
-#   webapp-test/metrics-server:1  metrics-server, built from its Go module (test/tools/metrics-server) on the
-#                                 distroless stand-in, as its own image is
+#   webapp-test/metrics-server:1  metrics-server, built from its Go module with the control plane
+#                                 (test/tools/install.sh, the module test/tools/kube: it shares Kubernetes'
+#                                 packages) on the distroless stand-in, as its own image is
 #   webapp-test/traefik:1         Traefik (TRAEFIK_VERSION), the Gateway API implementation and Ingress controller
 #                                 of the exposure tests, built from its Go module on the distroless stand-in
 #   webapp-test/prometheus:1      Prometheus, built from its Go module (test/tools/prometheus) with only the
@@ -130,21 +131,19 @@ docker build -q --network=host -t registry.k8s.io/pause:3.10 "$tmp/ctx-pause" >/
 log "test images built"
 
 # go_image IMAGE DIR PATH BUILDARGS...: `go build BUILDARGS` (static, trimmed) run in DIR, its binary at PATH in IMAGE,
-# on the distroless stand-in.
+# on the distroless stand-in. (DIR "-" and BUILDARGS a binary's path: that binary, built before.)
 go_image() {
   local image=$1 dir=$2 path=$3
   shift 3
   local ctx="$tmp/ctx-${image//[^a-z0-9]/-}"
   mkdir -p "$ctx"
-  (cd "$dir" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -o "$ctx/bin" "$@")
+  if [ "$dir" = - ]; then cp "$1" "$ctx/bin"; else
+    (cd "$dir" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -o "$ctx/bin" "$@")
+  fi
   printf 'FROM gcr.io/distroless/static:nonroot\nCOPY bin %s\nENTRYPOINT ["%s"]\n' "$path" "$path" >"$ctx/Dockerfile"
   docker build -q --network=host -t "$image" "$ctx" >/dev/null
   log "$image built"
 }
-
-# metrics-server, at the version test/tools/metrics-server/go.mod pins, for the real node's autoscaling test.
-go_image webapp-test/metrics-server:1 "$root/test/tools/metrics-server" /metrics-server \
-  -ldflags "-s -w" sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # Traefik, built in its own module's directory: its go.mod replaces modules, so it cannot be a tool of another
 # module; its go.sum checks every dependency. The compile is cached like any other.
@@ -174,8 +173,25 @@ printf 'FROM gcr.io/distroless/static:nonroot\nCOPY manager /manager\nUSER 65532
 docker build -q --network=host -t webapp-operator:dev "$tmp/ctx-operator" >/dev/null
 log "webapp-operator:dev built (the manager compiled on the host)"
 
+# metrics-server, at the version test/tools/kube/go.mod pins, for the real node's autoscaling test: built with the
+# control plane (test/tools/install.sh), last here so that make test's own install.sh has built Kubernetes' packages
+# it shares (install.sh lets one caller build at a time; on a warm cache it returns at once).
+tools_bin=$("$root/test/tools/install.sh")
+go_image webapp-test/metrics-server:1 - /metrics-server "$tools_bin/metrics-server"
+
+for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 webapp-test/traefik:1 webapp-test/prometheus:1 registry.k8s.io/pause:3.10; do
+  file="$out/$(echo "$img" | tr '/:' '__').tar"
+  docker save -o "$file" "$img"
+  echo "$file"
+done
+log "images saved to $out"
+# WEBAPP_IMAGES_READY=FILE: the tarballs are all there (the real node may start); what follows only checks.
+if [ -n "${WEBAPP_IMAGES_READY:-}" ]; then : >"$WEBAPP_IMAGES_READY"; fi
+
 # WEBAPP_CHECK_DOCKERFILE=1 (CI): the Dockerfile users build with still builds, and its manager is the very binary
-# the real node tests run (Go's builds are reproducible: same toolchain, flags and sources, same bytes).
+# the real node tests run (Go's builds are reproducible: same toolchain, flags and sources, same bytes). Done after
+# the images are saved: its compile (about 270 s on 2 cores when the sources changed) runs beside the real node's
+# tests rather than before them.
 if [ -n "${WEBAPP_CHECK_DOCKERFILE:-}" ]; then
   make -C "$root" --no-print-directory docker-build IMG=webapp-operator:dockerfile DOCKER_BUILD_ARGS="--network=host -q" >&2
   id=$(docker create webapp-operator:dockerfile)
@@ -190,12 +206,6 @@ if [ -n "${WEBAPP_CHECK_DOCKERFILE:-}" ]; then
   log "the Dockerfile builds the same manager ($(sha256sum <"$tmp/ctx-operator/manager" | cut -c1-12))"
 fi
 
-for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 webapp-test/traefik:1 webapp-test/prometheus:1 registry.k8s.io/pause:3.10; do
-  file="$out/$(echo "$img" | tr '/:' '__').tar"
-  docker save -o "$file" "$img"
-  echo "$file"
-done
 # Unused layers older than a week go; newer ones (the compile of the Dockerfile's build stage among them) stay as
 # the cache of the next build.
 docker image prune -f --filter until=168h >/dev/null
-log "images saved to $out"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok) and
-# the real node's kubelet and kube-proxy from Go modules into a versioned cache directory outside the checkout, once.
-# Prints that directory. (The real node's container runtime comes from Debian: test/tools/install-node-packages.sh.)
+# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok),
+# the real node's kubelet and kube-proxy, and metrics-server (for the real node's image) from Go modules into a
+# versioned cache directory outside the checkout, once. Prints that directory. (The real node's container runtime
+# comes from Debian: test/tools/install-node-packages.sh.) Several callers at once (make test and the image build
+# beside it) take turns: the second finds the binaries the first built.
 #
 # Usage: test/tools/install.sh            build what is missing, print the bin directory
 #        WEBAPP_TOOLS_CACHE=/x test/tools/install.sh   cache somewhere else
@@ -10,10 +12,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
-KWOK_VERSION=v0.8.0
+KWOK_VERSION=v0.8.0 # as test/tools/kube/go.mod pins it (the cache directory's name)
 cache=${WEBAPP_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/webapp-operator}
 bin="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
 mkdir -p "$bin"
+exec 8>"$bin/.install.lock"
+flock 8
 
 # Stamp the version into the Kubernetes binaries, or they report v0.0.0 and kubectl warns about skew.
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
@@ -28,32 +32,41 @@ build() {
   mv "$bin/$name.tmp" "$bin/$name"
 }
 
-# build_kube NAME...: the missing Kubernetes binaries in one go build, which compiles their shared packages once
-# and links one binary while it compiles for the next (one build per binary left a core idle through each link).
+# build_kube LDFLAGS PACKAGE...: the missing binaries of the module kube in one go build, which compiles their
+# shared packages once and links one binary while it compiles for the next (one build per binary left a core idle
+# through each link). They are built again when the module's go.mod or go.sum changes (a stamp names their hash).
 build_kube() {
-  local missing=() pkgs=() tmpdir c
-  for c in "$@"; do [ -x "$bin/$c" ] || missing+=("$c"); done
+  local ldflags=$1 missing=() pkgs=() tmpdir c p stamp
+  shift
+  stamp="$bin/.kube-module-$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -c1-12)"
+  for p in "$@"; do
+    c=${p##*/}
+    if [ ! -e "$stamp" ] || [ ! -x "$bin/$c" ]; then missing+=("$c"); pkgs+=("$p"); fi
+  done
   [ ${#missing[@]} -gt 0 ] || return 0
-  for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
   echo "building ${missing[*]} into $bin" >&2
   tmpdir=$(mktemp -d "$bin/.build.XXXXXX")
-  (cd "$here/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$kldflags" -o "$tmpdir/" "${pkgs[@]}") || { rm -rf "$tmpdir"; return 1; }
+  (cd "$here/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmpdir/" "${pkgs[@]}") || { rm -rf "$tmpdir"; return 1; }
   for c in "${missing[@]}"; do mv "$tmpdir/$c" "$bin/$c"; done
   rmdir "$tmpdir"
 }
 
-# The three modules build side by side: etcd's and kwok's compiles fill the gaps of Kubernetes' links.
+# The two modules build side by side: etcd's compile fills the gaps of the others' links. (kwok and metrics-server
+# share most of their packages with Kubernetes': one build compiles them once.)
 build etcd etcd go.etcd.io/etcd/server/v3 "-s -w" &
 etcd_pid=$!
-build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" &
-kwok_pid=$!
+# kwok and metrics-server after Kubernetes' binaries, without their version stamp: they find its packages compiled.
 kube_rc=0
-build_kube kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy || kube_rc=$?
-etcd_rc=0 kwok_rc=0
+{ build_kube "$kldflags" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy &&
+  build_kube "-s -w" sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/metrics-server/cmd/metrics-server &&
+  { rm -f "$bin"/.kube-module-*; : >"$bin/.kube-module-$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -c1-12)"; }; } ||
+  kube_rc=$?
+etcd_rc=0
 wait "$etcd_pid" || etcd_rc=$?
-wait "$kwok_pid" || kwok_rc=$?
-if [ "$kube_rc$etcd_rc$kwok_rc" != 000 ]; then
-  echo "building the control plane failed (kubernetes $kube_rc, etcd $etcd_rc, kwok $kwok_rc)" >&2
+if [ "$kube_rc$etcd_rc" != 00 ]; then
+  echo "building the control plane failed (the module kube: $kube_rc, etcd $etcd_rc)" >&2
   exit 1
 fi
 
