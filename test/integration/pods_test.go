@@ -81,7 +81,10 @@ func TestPodsItsDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 	intrudeStatus(t, ns, "shop", func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1}
 	})
-	waitReady(t, ns, "shop", metav1.ConditionFalse, controller.ReasonDeploymentProgressing, "0/1 replicas available")
+	// A change of the message alone ("not observed yet" before): written up to the progress interval after the
+	// last status write.
+	waitReadyWithin(t, wait10s+controller.DefaultProgressInterval, ns, "shop", metav1.ConditionFalse, controller.ReasonDeploymentProgressing,
+		"0/1 replicas available")
 	seen := statusEvents(t, ns, "shop")
 
 	const impostor = "evil.example/impostor:1"

@@ -43,8 +43,14 @@ func intrudeStatus(t *testing.T, ns, name string, change func(*appsv1.Deployment
 // message containing each of inMessage, and returns the WebApp as it was then.
 func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string, inMessage ...string) *webappv1.WebApp {
 	t.Helper()
+	return waitReadyWithin(t, wait10s, ns, name, status, reason, inMessage...)
+}
+
+// waitReadyWithin is waitReady with its own deadline.
+func waitReadyWithin(t *testing.T, timeout time.Duration, ns, name string, status metav1.ConditionStatus, reason string, inMessage ...string) *webappv1.WebApp {
+	t.Helper()
 	app := &webappv1.WebApp{}
-	testutil.Eventually(t, wait10s, fmt.Sprintf("Ready=%s %s %q", status, reason, inMessage), func(ctx context.Context) error {
+	testutil.Eventually(t, timeout, fmt.Sprintf("Ready=%s %s %q", status, reason, inMessage), func(ctx context.Context) error {
 		if err := get(ctx, ns, name, app); err != nil {
 			return err
 		}
