@@ -18,7 +18,7 @@ const (
 	BeforeV2Image = "webapp-operator:before-v2"
 )
 
-// MetricsServerImage is metrics-server, built by test/tools/install.sh from the module test/tools/kube pins (with the control plane), imaged by test/images/build.sh.
+// MetricsServerImage is metrics-server, built by test/images/build.sh from the module test/tools/metrics-server pins.
 const MetricsServerImage = "webapp-test/metrics-server:1"
 
 // TraefikImage is Traefik, the Gateway API implementation and Ingress controller of the exposure test, built by

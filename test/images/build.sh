@@ -6,9 +6,8 @@
 #   webapp-operator:before-v2     the operator of the last commit before API v2 (WEBAPP_UPGRADE_FROM), for the
 #                                 upgrade test
 #   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
-#   webapp-test/metrics-server:1  metrics-server, built from its Go module with the control plane
-#                                 (test/tools/install.sh, the module test/tools/kube: it shares Kubernetes'
-#                                 packages) on the distroless stand-in, as its own image is
+#   webapp-test/metrics-server:1  metrics-server, built from its Go module (test/tools/metrics-server) on the
+#                                 distroless stand-in, as its own image is
 #   webapp-test/traefik:1         Traefik (TRAEFIK_VERSION), the Gateway API implementation and Ingress controller
 #                                 of the exposure tests, built from its Go module on the distroless stand-in
 #   webapp-test/prometheus:1      Prometheus, built from its Go module (test/tools/prometheus) with only the
@@ -131,15 +130,13 @@ docker build -q --network=host -t registry.k8s.io/pause:3.10 "$tmp/ctx-pause" >/
 log "test images built"
 
 # go_image IMAGE DIR PATH BUILDARGS...: `go build BUILDARGS` (static, trimmed) run in DIR, its binary at PATH in IMAGE,
-# on the distroless stand-in. (DIR "-" and BUILDARGS a binary's path: that binary, built before.)
+# on the distroless stand-in.
 go_image() {
   local image=$1 dir=$2 path=$3
   shift 3
   local ctx="$tmp/ctx-${image//[^a-z0-9]/-}"
   mkdir -p "$ctx"
-  if [ "$dir" = - ]; then cp "$1" "$ctx/bin"; else
-    (cd "$dir" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -o "$ctx/bin" "$@")
-  fi
+  (cd "$dir" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -o "$ctx/bin" "$@")
   printf 'FROM gcr.io/distroless/static:nonroot\nCOPY bin %s\nENTRYPOINT ["%s"]\n' "$path" "$path" >"$ctx/Dockerfile"
   docker build -q --network=host -t "$image" "$ctx" >/dev/null
   log "$image built"
@@ -173,11 +170,9 @@ printf 'FROM gcr.io/distroless/static:nonroot\nCOPY manager /manager\nUSER 65532
 docker build -q --network=host -t webapp-operator:dev "$tmp/ctx-operator" >/dev/null
 log "webapp-operator:dev built (the manager compiled on the host)"
 
-# metrics-server, at the version test/tools/kube/go.mod pins, for the real node's autoscaling test: built with the
-# control plane (test/tools/install.sh), last here so that make test's own install.sh has built Kubernetes' packages
-# it shares (install.sh lets one caller build at a time; on a warm cache it returns at once).
-tools_bin=$("$root/test/tools/install.sh")
-go_image webapp-test/metrics-server:1 - /metrics-server "$tools_bin/metrics-server"
+# metrics-server, at the version test/tools/metrics-server/go.mod pins, for the real node's autoscaling test.
+go_image webapp-test/metrics-server:1 "$root/test/tools/metrics-server" /metrics-server \
+  -ldflags "-s -w" sigs.k8s.io/metrics-server/cmd/metrics-server
 
 for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 webapp-test/traefik:1 webapp-test/prometheus:1 registry.k8s.io/pause:3.10; do
   file="$out/$(echo "$img" | tr '/:' '__').tar"

@@ -122,11 +122,11 @@ func ourDeploymentWrite(t *testing.T, name string) string {
 
 // deployMetricsServer applies metrics-server's own manifests (base and the test component: the kubelet's
 // self-signed serving certificate accepted, as its documentation says for test clusters) with the image built
-// here, from the module test/tools/kube pins, and waits until the metrics API answers with the node's use.
+// here, from the module test/tools/metrics-server pins, and waits until the metrics API answers with the node's use.
 func deployMetricsServer(t *testing.T) {
 	t.Helper()
 	// The module was downloaded for the image's build.
-	module, err := cluster.ModuleDir(filepath.Join(cluster.RepoRoot(), "test", "tools", "kube"), "sigs.k8s.io/metrics-server")
+	module, err := cluster.ModuleDir(filepath.Join(cluster.RepoRoot(), "test", "tools", "metrics-server"), "sigs.k8s.io/metrics-server")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok),
-# the real node's kubelet and kube-proxy, and metrics-server (for the real node's image) from Go modules into a
-# versioned cache directory outside the checkout, once. Prints that directory. (The real node's container runtime
-# comes from Debian: test/tools/install-node-packages.sh.) Several callers at once (make test and the image build
-# beside it) take turns: the second finds the binaries the first built.
+# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok) and
+# the real node's kubelet and kube-proxy from Go modules into a versioned cache directory outside the checkout, once. Prints that directory. (The real node's container runtime
+# comes from Debian: test/tools/install-node-packages.sh.) Several callers at once take turns: the second finds the binaries the first built.
 #
 # Usage: test/tools/install.sh            build what is missing, print the bin directory
 #        WEBAPP_TOOLS_CACHE=/x test/tools/install.sh   cache somewhere else
@@ -51,16 +49,16 @@ build_kube() {
   rmdir "$tmpdir"
 }
 
-# The two modules build side by side: etcd's compile fills the gaps of the others' links. (kwok and metrics-server
-# share most of their packages with Kubernetes': one build compiles them once.)
+# The two modules build side by side: etcd's compile fills the gaps of the others' links. (kwok shares most of its
+# packages with Kubernetes': built after them in the same module, it finds them compiled.)
 build etcd etcd go.etcd.io/etcd/server/v3 "-s -w" &
 etcd_pid=$!
-# kwok and metrics-server after Kubernetes' binaries, without their version stamp: they find its packages compiled.
+# kwok after Kubernetes' binaries, without their version stamp.
 kube_rc=0
 { build_kube "$kldflags" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
   k8s.io/kubernetes/cmd/kube-proxy &&
-  build_kube "-s -w" sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/metrics-server/cmd/metrics-server &&
+  build_kube "-s -w" sigs.k8s.io/kwok/cmd/kwok &&
   { rm -f "$bin"/.kube-module-*; : >"$bin/.kube-module-$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -c1-12)"; }; } ||
   kube_rc=$?
 etcd_rc=0

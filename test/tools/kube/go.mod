@@ -1,9 +1,8 @@
 // Module kube builds the Kubernetes binaries used by the tests (the control plane, and the real node's kubelet and
-// kube-proxy), and beside them the two Kubernetes SIG programs compiled against the same libraries: kwok (the kwok
-// tier's nodes) and metrics-server (the real node's image webapp-test/metrics-server; its manifests come from this
-// module too). One module, one version of every library: kwok's and metrics-server's packages are mostly Kubernetes'
-// own, compiled once (test/tools/install.sh builds all of them in one go build). It is kept apart so the operator's
-// own go.mod stays free of k8s.io/kubernetes.
+// kube-proxy), and beside them kwok (the kwok tier's nodes), compiled against the same libraries: one module, one
+// version of every library, so kwok's packages, mostly Kubernetes' own, compile once (test/tools/install.sh builds
+// kwok right after Kubernetes' binaries). It is kept apart so the operator's own go.mod stays free of
+// k8s.io/kubernetes.
 module webapp-operator/test/tools/kube
 
 go 1.26.0
@@ -65,7 +64,6 @@ require (
 	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
 	github.com/godbus/dbus/v5 v5.2.2 // indirect
-	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/cadvisor/lib v0.60.5 // indirect
@@ -75,7 +73,6 @@ require (
 	github.com/google/nftables v0.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
-	github.com/grafana/regexp v0.0.0-20240518133315-a468a5bfb3bc // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
@@ -115,7 +112,6 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
-	github.com/prometheus/prometheus v0.304.2 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
@@ -209,7 +205,6 @@ require (
 	sigs.k8s.io/kustomize/kustomize/v5 v5.8.1 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.21.1 // indirect
 	sigs.k8s.io/kwok v0.8.0 // indirect
-	sigs.k8s.io/metrics-server v0.8.0 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
@@ -223,7 +218,6 @@ tool (
 	k8s.io/kubernetes/cmd/kubectl
 	k8s.io/kubernetes/cmd/kubelet
 	sigs.k8s.io/kwok/cmd/kwok
-	sigs.k8s.io/metrics-server/cmd/metrics-server
 )
 
 replace (
