@@ -357,13 +357,16 @@ func (m *memory) newest(key types.NamespacedName, uid types.UID, rv string, kind
 }
 
 // behind reports whether obj, as the cache has it, may be older than what our own last write of it returned:
-// its resourceVersion is lower (resourceVersions of one resource are ordered), or cannot be compared.
+// its resourceVersion is lower, or cannot be compared. The resourceVersions of one resource are ordered across its
+// objects, so an object that replaced the one we wrote is judged the same way (a replacement the cache shows at or
+// above our write is newer than it). A refused create wrote nothing: nothing to be behind of. (ensure reads the
+// server whenever this is true: it must not stay true once the cache has caught up.)
 func (m *memory) behind(kind string, key types.NamespacedName, obj client.Object) bool {
 	m.mu.Lock()
 	e, ok := m.entry(kind, key)
 	m.mu.Unlock()
-	if !ok || e.rv == "" || e.uid != obj.GetUID() {
-		return ok
+	if !ok || e.rv == "" {
+		return false
 	}
 	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), e.rv)
 	return err != nil || c < 0
