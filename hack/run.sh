@@ -9,6 +9,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# wait_established KUBECTL...: the WebApp CRD Established, within a minute. Until the apiextensions controller sets
+# a new CRD's first condition, its status.conditions is null, and kubectl wait (v1.37) fails at once on a null list
+# instead of waiting: it is asked again until the deadline.
+wait_established() {
+  local deadline=$((SECONDS + 60))
+  until "$@" wait --for=condition=Established --timeout=10s crd/webapps.example.com >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      "$@" wait --for=condition=Established --timeout=1s crd/webapps.example.com >/dev/null
+      return
+    fi
+    sleep 1
+  done
+}
+
 # kubectl of the local cluster's version, built with the other control-plane binaries (once).
 tools=$(test/tools/install.sh)
 export PATH="$tools:$PATH"
@@ -24,7 +38,7 @@ if [ "${NODE:-kwok}" = real ]; then
   echo "  hack/realnode.sh kubectl get webapp,pods,svc; hack/realnode.sh curl -s http://CLUSTER-IP:PORT/"
   echo
   hack/realnode.sh kubectl apply --server-side -f manifests/crd/example.com_webapps.yaml
-  hack/realnode.sh kubectl wait --for=condition=Established --timeout=60s crd/webapps.example.com >/dev/null
+  wait_established hack/realnode.sh kubectl
   echo "starting the manager in the cluster's namespace (Ctrl-C stops it; 'make cluster-down NODE=real' stops the cluster)"
   exec hack/realnode.sh bin/manager --kubeconfig="$kubeconfig" --webhook-port=0 "$@"
 fi
@@ -49,7 +63,7 @@ if ! kubectl get crd webapps.example.com >/dev/null 2>&1; then
   # The CRD as `make install` installs it (conversion by the deployed operator's Service).
   kubectl apply --server-side -k manifests/crd
 fi
-kubectl wait --for=condition=Established --timeout=60s crd/webapps.example.com >/dev/null
+wait_established kubectl
 
 if [ -n "${local_cluster:-}" ]; then
   echo "starting the manager (Ctrl-C stops it; 'make cluster-down' stops the local cluster)"

@@ -50,7 +50,7 @@ func TestUserJourney(t *testing.T) {
 		kubectl(t, "delete", "-n", "webapp-system", "deployment/webapp-operator")
 	})
 	kubectl(t, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd", "example.com_webapps.yaml"))
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com")
+	waitEstablished(t, "crd/webapps.example.com")
 	mgr := startManager(t, "manager-1", "--requeue-after="+requeue.String())
 
 	step(t, "nginx example becomes Ready with 3 available replicas", func(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 func setup(t *testing.T, ns string) {
 	t.Helper()
 	kubectl(t, "apply", "--server-side", "-f", filepath.Join(cluster.RepoRoot(), "manifests", "crd", "example.com_webapps.yaml"))
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com")
+	waitEstablished(t, "crd/webapps.example.com")
 	kubectl(t, "create", "namespace", ns)
 }
 

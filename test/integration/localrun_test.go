@@ -18,6 +18,7 @@ import (
 
 	"github.com/example/webapp-operator/conversion"
 	"github.com/example/webapp-operator/test/cluster"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 // TestMakeRunServesV1OnAnotherCluster is the README's first experiment on a cluster that is not the project's
@@ -73,7 +74,15 @@ func TestMakeRunServesV1OnAnotherCluster(t *testing.T) {
 		return out
 	}
 	must("apply", "--server-side", "-k", "manifests/crd")
-	must("wait", "--for=condition=Established", "--timeout=60s", "crd/webapps.example.com")
+	// Until the apiextensions controller sets the CRD's first condition, its status.conditions is null, and kubectl
+	// wait (v1.37) fails at once on a null list instead of waiting: asked again until the deadline.
+	testutil.Eventually(t, time.Minute, "the CRD Established", func(context.Context) error {
+		out, err := kubectl("wait", "--for=condition=Established", "--timeout=10s", "crd/webapps.example.com")
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	})
 	conversionNow := func() string { return must("get", "crd", conversion.CRDName, "-o", "jsonpath={.spec.conversion}") }
 	before := conversionNow()
 	example := filepath.Join("manifests", "examples", "nginx-webapp.yaml")

@@ -139,7 +139,13 @@ func installGatewayAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "--server-side", "-f", filepath.Join(module, "config", "crd", "standard"))
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/httproutes.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io")
+	// A new CRD's status.conditions is null until its first condition, and kubectl wait (v1.37) fails at once on a
+	// null list instead of waiting: asked again until the deadline.
+	eventually(t, time.Minute, "the Gateway API's CRDs Established", func() error {
+		_, err := kubectlErr("wait", "--for=condition=Established", "--timeout=10s", "crd/httproutes.gateway.networking.k8s.io",
+			"crd/gateways.gateway.networking.k8s.io")
+		return err
+	})
 }
 
 // TestExposedThroughARealGatewayAndIngressController: Traefik serves a Gateway and an IngressClass; two WebApps on
