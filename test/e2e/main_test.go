@@ -206,16 +206,8 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// waitEstablished waits until each CRD is Established. Until the apiextensions controller sets a new CRD's first
-// condition, its status.conditions is null, and kubectl wait (v1.37) fails at once on a null list instead of
-// waiting: it is asked again until the deadline.
+// waitEstablished waits until each CRD is Established (testutil.WaitEstablished).
 func waitEstablished(t *testing.T, crds ...string) {
 	t.Helper()
-	testutil.Eventually(t, time.Minute, "the CRDs Established", func(context.Context) error {
-		out, err := kubectlIn("", append([]string{"wait", "--for=condition=Established", "--timeout=10s"}, crds...)...)
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, out)
-		}
-		return nil
-	})
+	testutil.WaitEstablished(t, func(args ...string) (string, error) { return kubectlIn("", args...) }, crds...)
 }

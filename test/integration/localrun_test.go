@@ -74,15 +74,7 @@ func TestMakeRunServesV1OnAnotherCluster(t *testing.T) {
 		return out
 	}
 	must("apply", "--server-side", "-k", "manifests/crd")
-	// Until the apiextensions controller sets the CRD's first condition, its status.conditions is null, and kubectl
-	// wait (v1.37) fails at once on a null list instead of waiting: asked again until the deadline.
-	testutil.Eventually(t, time.Minute, "the CRD Established", func(context.Context) error {
-		out, err := kubectl("wait", "--for=condition=Established", "--timeout=10s", "crd/webapps.example.com")
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, out)
-		}
-		return nil
-	})
+	testutil.WaitEstablished(t, kubectl, "crd/webapps.example.com")
 	conversionNow := func() string { return must("get", "crd", conversion.CRDName, "-o", "jsonpath={.spec.conversion}") }
 	before := conversionNow()
 	example := filepath.Join("manifests", "examples", "nginx-webapp.yaml")

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/example/webapp-operator/test/cluster"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 const traefikNS = "traefik-system"
@@ -139,13 +140,7 @@ func installGatewayAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "--server-side", "-f", filepath.Join(module, "config", "crd", "standard"))
-	// A new CRD's status.conditions is null until its first condition, and kubectl wait (v1.37) fails at once on a
-	// null list instead of waiting: asked again until the deadline.
-	eventually(t, time.Minute, "the Gateway API's CRDs Established", func() error {
-		_, err := kubectlErr("wait", "--for=condition=Established", "--timeout=10s", "crd/httproutes.gateway.networking.k8s.io",
-			"crd/gateways.gateway.networking.k8s.io")
-		return err
-	})
+	testutil.WaitEstablished(t, kubectlErr, "crd/httproutes.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io")
 }
 
 // TestExposedThroughARealGatewayAndIngressController: Traefik serves a Gateway and an IngressClass; two WebApps on

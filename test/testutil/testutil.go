@@ -148,3 +148,18 @@ func StartSleep(t testing.TB) *exec.Cmd {
 	})
 	return cmd
 }
+
+// WaitEstablished waits up to a minute until each CRD is Established, asking `kubectl wait` through kubectl (which
+// returns its output). Until the apiextensions controller sets a new CRD's first condition, its status.conditions
+// is null, and kubectl wait (v1.37) fails at once on a null list instead of waiting: it is asked again until the
+// deadline.
+func WaitEstablished(t testing.TB, kubectl func(args ...string) (string, error), crds ...string) {
+	t.Helper()
+	Eventually(t, time.Minute, "the CRDs Established", func(context.Context) error {
+		out, err := kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=10s"}, crds...)...)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	})
+}
