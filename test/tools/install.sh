@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok) and
-# the real node's kubelet and kube-proxy from Go modules into a versioned cache directory outside the checkout, once. Prints that directory. (The real node's container runtime
-# comes from Debian: test/tools/install-node-packages.sh.) Several callers at once take turns: the second finds the binaries the first built.
+# the real node's kubelet and kube-proxy from Go modules into a versioned cache directory outside the checkout, once.
+# Prints that directory. (The real node's container runtime comes from Debian: test/tools/install-node-packages.sh.)
+# Several callers at once take turns: the second finds the binaries the first built.
 #
 # Usage: test/tools/install.sh            build what is missing, print the bin directory
 #        WEBAPP_TOOLS_CACHE=/x test/tools/install.sh   cache somewhere else
@@ -16,6 +17,8 @@ bin="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
 mkdir -p "$bin"
 exec 8>"$bin/.install.lock"
 flock 8
+# The module kube's binaries are built again when its go.mod or go.sum changes: this stamp names their hash.
+kube_stamp="$bin/.kube-module-$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -c1-12)"
 
 # Stamp the version into the Kubernetes binaries, or they report v0.0.0 and kubectl warns about skew.
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
@@ -32,14 +35,13 @@ build() {
 
 # build_kube LDFLAGS PACKAGE...: the missing binaries of the module kube in one go build, which compiles their
 # shared packages once and links one binary while it compiles for the next (one build per binary left a core idle
-# through each link). They are built again when the module's go.mod or go.sum changes (a stamp names their hash).
+# through each link). Without the module's current stamp, all of them.
 build_kube() {
-  local ldflags=$1 missing=() pkgs=() tmpdir c p stamp
+  local ldflags=$1 missing=() pkgs=() tmpdir c p
   shift
-  stamp="$bin/.kube-module-$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -c1-12)"
   for p in "$@"; do
     c=${p##*/}
-    if [ ! -e "$stamp" ] || [ ! -x "$bin/$c" ]; then missing+=("$c"); pkgs+=("$p"); fi
+    if [ ! -e "$kube_stamp" ] || [ ! -x "$bin/$c" ]; then missing+=("$c"); pkgs+=("$p"); fi
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   echo "building ${missing[*]} into $bin" >&2
@@ -59,7 +61,7 @@ kube_rc=0
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
   k8s.io/kubernetes/cmd/kube-proxy &&
   build_kube "-s -w" sigs.k8s.io/kwok/cmd/kwok &&
-  { rm -f "$bin"/.kube-module-*; : >"$bin/.kube-module-$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -c1-12)"; }; } ||
+  { rm -f "$bin"/.kube-module-*; : >"$kube_stamp"; }; } ||
   kube_rc=$?
 etcd_rc=0
 wait "$etcd_pid" || etcd_rc=$?
