@@ -13,6 +13,11 @@
 # this waits for it instead of starting its own. TEST_TIMEOUT bounds each go test of the local-cluster suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Static and path-trimmed, as the Makefile builds (when this runs without it): the tools' and images' builds share
+# the packages the suites compile.
+export CGO_ENABLED=0
+goflags=$(go env GOFLAGS)
+case " $goflags " in *" -trimpath "*) ;; *) export GOFLAGS="${goflags:+$goflags }-trimpath" ;; esac
 start=$(date +%s)
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
@@ -30,15 +35,30 @@ print_table() {
   printf '%-44s %8s\n' "total (wall clock)" "$(now)"
 }
 
+# cpu: "busy total" clock ticks of all CPUs since boot (/proc/stat); busy_since BEFORE: the share of the CPUs' time
+# busy since then, "cpu N%" (a phase near 100% waits on the CPU: only less work makes it shorter; one far below it
+# waits on something else, and work beside it is free).
+cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+busy_since() {
+  local b0 t0 b1 t1
+  read -r b0 t0 <<<"$1"
+  read -r b1 t1 <<<"$(cpu)"
+  if [ "$t1" -gt "$t0" ]; then echo "cpu $((100 * (b1 - b0) / (t1 - t0)))%"; else echo "cpu -"; fi
+}
+
 # run NAME COMMAND...: a phase in the foreground; its failure ends make test after the table.
 failed=""
 run() {
-  local name=$1 t0 rc=0
+  local name=$1 t0 c0 rc=0
   shift
   say "$name"
   t0=$(date +%s)
+  c0=$(cpu)
   "$@" || rc=$?
-  if [ "$rc" = 0 ]; then phase "$name" $(($(date +%s) - t0)) ok; else phase "$name" $(($(date +%s) - t0)) "FAILED ($rc)"; failed="$failed $name;"; fi
+  if [ "$rc" = 0 ]; then phase "$name" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"; else
+    phase "$name" $(($(date +%s) - t0)) "FAILED ($rc), $(busy_since "$c0")"
+    failed="$failed $name;"
+  fi
   return 0
 }
 finish() {
@@ -61,8 +81,9 @@ unit_pkgs=$(go list ./apis/... ./controller/... ./conversion/... ./applyconfig/.
 run "unit (no control plane)" go test -count=1 $unit_pkgs
 say "the control plane (built once into the tools cache; the images build beside it)"
 t0=$(date +%s)
-if bin=$(test/tools/install.sh); then phase "control plane (test/tools/install.sh)" $(($(date +%s) - t0)) ok; else
-  phase "control plane (test/tools/install.sh)" $(($(date +%s) - t0)) FAILED
+c0=$(cpu)
+if bin=$(test/tools/install.sh); then phase "control plane (test/tools/install.sh)" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"; else
+  phase "control plane (test/tools/install.sh)" $(($(date +%s) - t0)) "FAILED, $(busy_since "$c0")"
   failed="$failed control plane;"
   finish
 fi
@@ -80,8 +101,9 @@ rm -f "$out"
 
 say "the real node: waiting for the images (the last step done: $(grep '^images: ' "$job/build.log" 2>/dev/null | tail -n 1))"
 t0=$(date +%s)
+c0=$(cpu)
 if hack/images.sh wait "$job"; then
-  phase "waiting for the images after the suites" $(($(date +%s) - t0)) ok
+  phase "waiting for the images after the suites" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"
   hack/images.sh table "$job" >>"$table"
   run "real node (test/realnode)" env WEBAPP_TOOLS_BIN="$bin" WEBAPP_REALNODE_IMAGES="$(paste -sd, "$job/images.txt")" \
     go test -timeout 60m -count=1 -v ./test/realnode

@@ -14,10 +14,40 @@ import (
 	"sync"
 )
 
-// RepoRoot is the root of the webapp-operator checkout this package was built from.
+// modulePath is the operator's module: RepoRoot looks for the go.mod that declares it.
+const modulePath = "github.com/example/webapp-operator"
+
+var (
+	rootOnce sync.Once
+	rootDir  string
+)
+
+// RepoRoot is the root of the webapp-operator checkout: the directory of this package's source file when the build
+// kept absolute paths, else (a -trimpath build, as make test's) the nearest directory at or above the working
+// directory whose go.mod declares the operator's module; go test runs a test in its package's directory.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	rootOnce.Do(func() {
+		if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+			rootDir = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+			return
+		}
+		dir, err := os.Getwd()
+		if err != nil {
+			panic(fmt.Sprintf("finding the checkout's root: %v", err))
+		}
+		for {
+			if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module "+modulePath+"\n")) {
+				rootDir = dir
+				return
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				panic("finding the checkout's root: no go.mod of " + modulePath + " at or above the working directory")
+			}
+			dir = parent
+		}
+	})
+	return rootDir
 }
 
 var (

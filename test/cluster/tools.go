@@ -11,12 +11,13 @@ import (
 	"strings"
 )
 
-// Tool is the path of a command built from one of the tool modules under test/tools (helm and kustomize from
-// test/tools/helm, promtool from test/tools/prometheus): built once per go.sum and Go version into the cache
-// outside the checkout ($WEBAPP_TOOLS_CACHE, default ~/.cache/webapp-operator/tools), reused after. Concurrent
-// callers may both build; the last rename wins, and both binaries are the same.
-func Tool(module, pkg string, tags ...string) (string, error) {
-	dir := filepath.Join(RepoRoot(), "test", "tools", module)
+// Tool is the path of a command built from the tools module (test/tools: helm, kustomize, promtool, ...): built
+// once per go.sum and Go version into the cache outside the checkout ($WEBAPP_TOOLS_CACHE, default
+// ~/.cache/webapp-operator/tools), reused after. It is built as every build of make test is (CGO_ENABLED=0,
+// -trimpath), so the packages it shares with the others are compiled once. Concurrent callers may both build; the
+// last rename wins, and both binaries are the same.
+func Tool(pkg string, tags ...string) (string, error) {
+	dir := filepath.Join(RepoRoot(), "test", "tools")
 	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
 	if err != nil {
 		return "", err
@@ -24,7 +25,7 @@ func Tool(module, pkg string, tags ...string) (string, error) {
 	h := sha256.New()
 	h.Write(sum)
 	_, _ = fmt.Fprint(h, runtime.Version(), tags)
-	out := filepath.Join(cacheDir(), "tools", module+"-"+hex.EncodeToString(h.Sum(nil))[:12], filepath.Base(pkg))
+	out := filepath.Join(cacheDir(), "tools", "tools-"+hex.EncodeToString(h.Sum(nil))[:12], filepath.Base(pkg))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -40,7 +41,7 @@ func Tool(module, pkg string, tags ...string) (string, error) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s in test/tools/%s: %w\n%s", pkg, module, err, b)
+		return "", fmt.Errorf("building %s in test/tools: %w\n%s", pkg, err, b)
 	}
 	return out, os.Rename(tmp, out)
 }
@@ -64,7 +65,7 @@ func ChartDir() string {
 // Helm runs helm (built by Tool) with its configuration, cache and data in home, and env added; it returns stdout,
 // or an error carrying the command and stderr.
 func Helm(home string, env []string, args ...string) (string, error) {
-	bin, err := Tool("helm", "helm.sh/helm/v4/cmd/helm")
+	bin, err := Tool("helm.sh/helm/v4/cmd/helm")
 	if err != nil {
 		return "", err
 	}

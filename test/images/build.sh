@@ -8,10 +8,10 @@
 #   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
 #   webapp-test/metrics-server:1  metrics-server, built from its Go module (test/tools/metrics-server) on the
 #                                 distroless stand-in, as its own image is
-#   webapp-test/traefik:1         Traefik (TRAEFIK_VERSION), the Gateway API implementation and Ingress controller
-#                                 of the exposure tests, built from its Go module on the distroless stand-in
-#   webapp-test/prometheus:1      Prometheus, built from its Go module (test/tools/prometheus) with only the
-#                                 Kubernetes service discovery, for the monitoring test
+#   webapp-test/traefik:1         Traefik, the Gateway API implementation and Ingress controller of the exposure
+#                                 tests, built from its Go module (test/tools/traefik) on the distroless stand-in
+#   webapp-test/prometheus:1      Prometheus, built from its Go module (test/tools) with only the Kubernetes
+#                                 service discovery, for the monitoring test
 #   registry.k8s.io/pause:3.10    the pod sandbox (test/images/pause)
 # No base image can be pulled here, so the Dockerfile's two base images are stand-ins made on this machine:
 #   golang:1.26                       this machine's Go toolchain + busybox's shell + CA certificates
@@ -142,24 +142,35 @@ go_image() {
   log "$image built"
 }
 
-# Traefik, built in its own module's directory: its go.mod replaces modules, so it cannot be a tool of another
-# module; its go.sum checks every dependency. The compile is cached like any other.
-TRAEFIK_VERSION=v3.6.12
-traefik_dir=$(go mod download -json "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-go_image webapp-test/traefik:1 "$traefik_dir" /traefik \
-  -ldflags "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" ./cmd/traefik
-
-# Prometheus, at the version test/tools/prometheus/go.mod pins, with the flags of promtool's build in test/monitoring
-# (cluster.Tool), so the two share their compile.
-go_image webapp-test/prometheus:1 "$root/test/tools/prometheus" /bin/prometheus \
+# Traefik, at the version test/tools/traefik/go.mod pins, and Prometheus, at the one the tools module (test/tools)
+# pins, each built in its module, whose libraries are the tools module's versions: the packages they share with the
+# control plane's and the chart tests' builds are compiled once. Prometheus with the flags of promtool's build in
+# test/monitoring (cluster.Tool), so the two share their compile too.
+TRAEFIK_VERSION=$(cd "$root/test/tools/traefik" && go list -m -f '{{.Version}}' github.com/traefik/traefik/v3)
+go_image webapp-test/traefik:1 "$root/test/tools/traefik" /traefik \
+  -ldflags "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" github.com/traefik/traefik/v3/cmd/traefik
+go_image webapp-test/prometheus:1 "$root/test/tools" /bin/prometheus \
   -tags remove_all_sd,enable_kubernetes_sd -ldflags "-s -w" github.com/prometheus/prometheus/cmd/prometheus
 
 # The operator before v2 (the last commit without it), for the upgrade test: its manager built with this machine's
-# Go from that commit's tree (the stand-in's user is nonroot, 65532).
+# Go from that commit's tree (the stand-in's user is nonroot, 65532), its libraries raised to the versions today's
+# go.mod selects where those are newer: the same operator, its compile then mostly found in the build cache (a
+# newer patch of golang.org/x/net alone recompiles every Kubernetes package above it). -mod=mod: the raised go.mod
+# may need go.sum lines that neither go.sum has.
 before=${WEBAPP_UPGRADE_FROM:-0e58b1c93562e0042664b93e630c7ab1b0a6e29b}
 mkdir -p "$tmp/src-before"
 git -C "$root" archive "$before" | tar -x -C "$tmp/src-before"
-go_image webapp-operator:before-v2 "$tmp/src-before" /manager -ldflags "-s -w" .
+(
+  cd "$tmp/src-before"
+  modules() { go list -m -f '{{if not .Main}}{{.Path}} {{.Version}}{{end}}' all | sort; }
+  raise=()
+  while read -r path old new; do
+    if [ "$(printf '%s\n%s\n' "$old" "$new" | sort -V | tail -n 1)" = "$new" ]; then raise+=("-require=$path@$new"); fi
+  done < <(join <(modules) <(cd "$root" && modules) | awk '$2 != $3')
+  if [ ${#raise[@]} -gt 0 ]; then go mod edit "${raise[@]}"; fi
+  cat "$root/go.sum" >>go.sum
+)
+go_image webapp-operator:before-v2 "$tmp/src-before" /manager -mod=mod -ldflags "-s -w" .
 
 # The operator's image: the manager compiled here with the Dockerfile's own command (so the host's Go build cache
 # serves it: a cold compile inside the build stage took 294 s), copied onto the distroless stand-in as the

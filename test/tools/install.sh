@@ -11,14 +11,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
-KWOK_VERSION=v0.8.0 # as test/tools/kube/go.mod pins it (the cache directory's name)
+KWOK_VERSION=v0.8.0 # as test/tools/go.mod pins it (the cache directory's name)
 cache=${WEBAPP_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/webapp-operator}
 bin="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
 mkdir -p "$bin"
 exec 8>"$bin/.install.lock"
 flock 8
-# The module kube's binaries are built again when its go.mod or go.sum changes: this stamp names their hash.
-kube_stamp="$bin/.kube-module-$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -c1-12)"
+# The tools module's binaries are built again when its go.mod or go.sum changes: this stamp names their hash.
+kube_stamp="$bin/.tools-module-$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-12)"
 
 # Stamp the version into the Kubernetes binaries, or they report v0.0.0 and kubectl warns about skew.
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
@@ -33,7 +33,7 @@ build() {
   mv "$bin/$name.tmp" "$bin/$name"
 }
 
-# build_kube LDFLAGS PACKAGE...: the missing binaries of the module kube in one go build, which compiles their
+# build_kube LDFLAGS PACKAGE...: the missing binaries of the tools module (test/tools) in one go build, which compiles their
 # shared packages once and links one binary while it compiles for the next (one build per binary left a core idle
 # through each link). Without the module's current stamp, all of them.
 build_kube() {
@@ -46,7 +46,7 @@ build_kube() {
   [ ${#missing[@]} -gt 0 ] || return 0
   echo "building ${missing[*]} into $bin" >&2
   tmpdir=$(mktemp -d "$bin/.build.XXXXXX")
-  (cd "$here/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmpdir/" "${pkgs[@]}") || { rm -rf "$tmpdir"; return 1; }
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmpdir/" "${pkgs[@]}") || { rm -rf "$tmpdir"; return 1; }
   for c in "${missing[@]}"; do mv "$tmpdir/$c" "$bin/$c"; done
   rmdir "$tmpdir"
 }
@@ -61,12 +61,12 @@ kube_rc=0
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
   k8s.io/kubernetes/cmd/kube-proxy &&
   build_kube "-s -w" sigs.k8s.io/kwok/cmd/kwok &&
-  { rm -f "$bin"/.kube-module-*; : >"$kube_stamp"; }; } ||
+  { rm -f "$bin"/.kube-module-* "$bin"/.tools-module-*; : >"$kube_stamp"; }; } ||
   kube_rc=$?
 etcd_rc=0
 wait "$etcd_pid" || etcd_rc=$?
 if [ "$kube_rc$etcd_rc" != 00 ]; then
-  echo "building the control plane failed (the module kube: $kube_rc, etcd $etcd_rc)" >&2
+  echo "building the control plane failed (the tools module: $kube_rc, etcd $etcd_rc)" >&2
   exit 1
 fi
 
