@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# make test: every suite, the fast ones first, and at the end a table of what each phase took.
+# make test: every suite, the fast ones first, each as soon as what it needs is built, and at the end a table of what
+# each phase took and how busy the CPUs were meanwhile.
 #
 #   modules         go mod download: everything below needs them
-#   images          the real node's images (test/images/build.sh), in the background from here on: they need no
-#                   control plane, and the suites below mostly wait on an API server, not on the CPU
+#   images          the real node's images (test/images/build.sh), in the background from here on, at a lower CPU
+#                   priority: they need no control plane
 #   unit            the packages that need no control plane: the first failure or success within minutes
-#   control plane   test/tools/install.sh: etcd, kube-apiserver, ... and kwok, built once into the tools cache
-#   local cluster   integration (a real API server), actions, chart, monitoring and end-to-end (kwok nodes)
-#   real node       waits for the images, then test/realnode (root)
+#   control plane   test/tools/install.sh, in two steps: etcd, kube-apiserver and kubectl, then the rest (built once
+#                   into the tools cache)
+#   integration     (a real API server) in the background from the first step on: it waits on its API server far
+#                   more than on the CPU, so the rest of the control plane and the images compile beside it
+#   local cluster   actions, chart, monitoring and end-to-end (kwok nodes), in the background from the second step
+#   real node       test/realnode (root), in the background as soon as the images are there
+# Each background suite's output is printed whole when it ends; a line a minute says what is still running.
 #
 # WEBAPP_IMAGES_JOB=DIR: the images are built by a job started before (hack/images.sh start DIR, as .ci/run does);
-# this waits for it instead of starting its own. TEST_TIMEOUT bounds each go test of the local-cluster suites.
+# this waits for it instead of starting its own. TEST_TIMEOUT bounds each go test of the kwok-tier suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Static and path-trimmed, as the Makefile builds (when this runs without it): the tools' and images' builds share
@@ -20,7 +25,8 @@ goflags=$(go env GOFLAGS)
 case " $goflags " in *" -trimpath "*) ;; *) export GOFLAGS="${goflags:+$goflags }-trimpath" ;; esac
 start=$(date +%s)
 table=$(mktemp)
-trap 'rm -f "$table"' EXIT
+suites=$(mktemp -d /tmp/webapp-suites.XXXXXX)
+trap 'rm -f "$table"; rm -rf "$suites"' EXIT
 
 # phase NAME SECONDS RESULT: a row of the table.
 phase() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$table"; }
@@ -30,9 +36,9 @@ say() { echo; echo "=== make test: $* ($(now)s)"; }
 # print_table: the phases as they ended, the images' own figures, and the total.
 print_table() {
   say "what each phase took"
-  printf '%-44s %8s  %s\n' "phase" "seconds" "result"
-  while IFS=$'\t' read -r name secs result; do printf '%-44s %8s  %s\n' "$name" "$secs" "$result"; done <"$table"
-  printf '%-44s %8s\n' "total (wall clock)" "$(now)"
+  printf '%-64s %8s  %s\n' "phase" "seconds" "result"
+  while IFS=$'\t' read -r name secs result; do printf '%-64s %8s  %s\n' "$name" "$secs" "$result"; done <"$table"
+  printf '%-64s %8s\n' "total (wall clock)" "$(now)"
 }
 
 # cpu: "busy total" clock ticks of all CPUs since boot (/proc/stat); busy_since BEFORE: the share of the CPUs' time
@@ -79,40 +85,121 @@ fi
 
 unit_pkgs=$(go list ./apis/... ./controller/... ./conversion/... ./applyconfig/... .)
 run "unit (no control plane)" go test -count=1 $unit_pkgs
-say "the control plane (built once into the tools cache; the images build beside it)"
-t0=$(date +%s)
-c0=$(cpu)
-if bin=$(test/tools/install.sh); then phase "control plane (test/tools/install.sh)" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"; else
-  phase "control plane (test/tools/install.sh)" $(($(date +%s) - t0)) "FAILED, $(busy_since "$c0")"
-  failed="$failed control plane;"
-  finish
+# install NAME BINARY...: a phase that builds control-plane binaries into the tools cache (test/tools/install.sh);
+# sets bin. Its failure ends make test once the suites already started have ended.
+install() {
+  local name=$1 t0 c0
+  shift
+  say "$name"
+  t0=$(date +%s)
+  c0=$(cpu)
+  if bin=$(test/tools/install.sh "$@"); then phase "$name" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"; return 0; fi
+  phase "$name" $(($(date +%s) - t0)) "FAILED, $(busy_since "$c0")"
+  failed="$failed $name;"
+  return 1
+}
+
+# The suites past the unit tests run in the background, each as soon as what it needs is there, since they mostly
+# wait on API servers and kubelets, not on the CPU: the compile still going on beside them takes what they leave.
+# Each one's output is printed whole when it ends.
+running=()
+# spawn NAME COMMAND...: a suite in the background, in a session of its own (so an interrupt stops all of it).
+spawn() {
+  local name=$1 slug=${1//[^a-z0-9]/-}
+  shift
+  say "$name: started in the background"
+  echo "$name" >"$suites/$slug.name"
+  date +%s >"$suites/$slug.start"
+  cpu >"$suites/$slug.cpu"
+  setsid bash -c '"${@:3}" >"$1" 2>&1; echo $? >"$2"' _ "$suites/$slug.log" "$suites/$slug.rc" "$@" </dev/null &
+  echo $! >"$suites/$slug.pid"
+  running+=("$slug")
+}
+stop_suites() {
+  local f
+  for f in "$suites"/*.pid; do [ -e "$f" ] && kill -TERM -- "-$(cat "$f")" 2>/dev/null; done
+  return 0
+}
+trap 'stop_suites; exit 130' INT TERM
+
+# reap: print and record each suite that has ended; keeps the others in running.
+reap() {
+  local slug name t0 rc result still=()
+  for slug in "${running[@]}"; do
+    if [ ! -s "$suites/$slug.rc" ]; then still+=("$slug"); continue; fi
+    name=$(cat "$suites/$slug.name")
+    t0=$(cat "$suites/$slug.start")
+    rc=$(cat "$suites/$slug.rc")
+    say "$name: ended ($rc), started at $((t0 - start))s; its output"
+    cat "$suites/$slug.log"
+    if [ "$rc" = 0 ]; then result="ok, $(busy_since "$(cat "$suites/$slug.cpu")")"; else
+      result="FAILED ($rc), $(busy_since "$(cat "$suites/$slug.cpu")")"
+      failed="$failed $name;"
+    fi
+    phase "$name (from $((t0 - start))s)" $(($(date +%s) - t0)) "$result"
+    # "ok  	github.com/example/webapp-operator/test/e2e	79.926s" (a package with tests) or "FAIL	pkg	12.3s".
+    sed -nE 's#^(ok|FAIL)[[:space:]]+github.com/example/webapp-operator/([^[:space:]]+)[[:space:]]+([0-9]+)(\.[0-9]+)?s.*#  \2 (its own run)\t\3\t\1#p' \
+      "$suites/$slug.log" >>"$table"
+  done
+  running=("${still[@]}")
+}
+# still_running: one line on what is still running, and for how long.
+still_running() {
+  local slug list=""
+  for slug in "${running[@]}"; do list="$list $(cat "$suites/$slug.name") ($(($(date +%s) - $(cat "$suites/$slug.start")))s);"; done
+  echo "still running:${list:- nothing}"
+}
+
+# The integration tests need etcd, kube-apiserver and kubectl only: they start once those are built, and the rest
+# of the control plane compiles while they wait on their API server.
+timeout=${TEST_TIMEOUT:-40m}
+if install "control plane for the integration tests (etcd, kube-apiserver, kubectl)" etcd kube-apiserver kubectl; then
+  spawn "integration" env KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$bin}" WEBAPP_TOOLS_BIN="$bin" \
+    go test -timeout "$timeout" -count=1 ./test/integration
+  if install "the rest of the control plane (kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok)"; then
+    # One go test for the other local-cluster suites, so two packages run at once as go test runs them; each
+    # package's own time is read off its result line.
+    cluster_pkgs=$(go list ./... | grep -v -x -F -f <(echo "$unit_pkgs") | grep -v '/test/realnode$' | grep -v '/test/integration$')
+    spawn "local cluster (actions, chart, monitoring, e2e)" env KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$bin}" \
+      WEBAPP_TOOLS_BIN="$bin" go test -timeout "$timeout" -count=1 $cluster_pkgs
+  fi
 fi
 
-# One go test for them all, so two packages run at once as go test runs them; each package's own time is read off
-# its result line.
-cluster_pkgs=$(go list ./... | grep -v -x -F -f <(echo "$unit_pkgs") | grep -v '/test/realnode$')
-out=$(mktemp)
-run "local cluster (integration, actions, chart, monitoring, e2e)" bash -o pipefail -c \
-  'KUBEBUILDER_ASSETS="$1" WEBAPP_TOOLS_BIN="$2" go test -timeout "$3" -count=1 "${@:5}" 2>&1 | tee "$4"' \
-  _ "${KUBEBUILDER_ASSETS:-$bin}" "$bin" "${TEST_TIMEOUT:-40m}" "$out" $cluster_pkgs
-# "ok  	github.com/example/webapp-operator/test/e2e	79.926s" (a package with tests) or "FAIL	pkg	12.3s".
-sed -nE 's#^(ok|FAIL)[[:space:]]+github.com/example/webapp-operator/([^[:space:]]+)[[:space:]]+([0-9]+)(\.[0-9]+)?s.*#  \2 (its own run)\t\3\t\1#p' "$out" >>"$table"
-rm -f "$out"
-
-say "the real node: waiting for the images (the last step done: $(grep '^images: ' "$job/build.log" 2>/dev/null | tail -n 1))"
-t0=$(date +%s)
-c0=$(cpu)
-if hack/images.sh wait "$job"; then
-  phase "waiting for the images after the suites" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"
-  hack/images.sh table "$job" >>"$table"
-  run "real node (test/realnode)" env WEBAPP_TOOLS_BIN="$bin" WEBAPP_REALNODE_IMAGES="$(paste -sd, "$job/images.txt")" \
-    go test -timeout 60m -count=1 -v ./test/realnode
-else
-  phase "waiting for the images after the suites" $(($(date +%s) - t0)) FAILED
-  hack/images.sh table "$job" >>"$table"
-  tail -n 40 "$job/build.log"
-  failed="$failed images;"
+# The real node once its images are there (and the control plane: kubelet, kube-proxy), beside the suites above.
+if [ -z "$failed" ]; then
+  say "the real node: waiting for its images (the last step done: $(grep '^images: ' "$job/build.log" 2>/dev/null | tail -n 1))"
+  t0=$(date +%s)
+  c0=$(cpu)
+  waited=0
+  while [ ! -e "$job/ready" ] && [ ! -s "$job/rc" ]; do
+    sleep 5
+    waited=$((waited + 5))
+    reap
+    if [ $((waited % 60)) = 0 ]; then
+      echo "$(still_running) the images: $(grep '^images: ' "$job/build.log" 2>/dev/null | tail -n 1)"
+    fi
+  done
+  if hack/images.sh wait "$job"; then
+    phase "waiting for the images" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"
+    hack/images.sh table "$job" >>"$table"
+    spawn "real node (test/realnode)" env WEBAPP_TOOLS_BIN="$bin" WEBAPP_REALNODE_IMAGES="$(paste -sd, "$job/images.txt")" \
+      go test -timeout 60m -count=1 -v ./test/realnode
+  else
+    phase "waiting for the images" $(($(date +%s) - t0)) FAILED
+    hack/images.sh table "$job" >>"$table"
+    failed="$failed images;"
+  fi
 fi
+
+# Every suite started ends before the table.
+waited=0
+while [ ${#running[@]} -gt 0 ]; do
+  reap
+  [ ${#running[@]} -gt 0 ] || break
+  sleep 5
+  waited=$((waited + 5))
+  if [ $((waited % 60)) = 0 ]; then still_running; fi
+done
 if [ -z "${WEBAPP_IMAGES_JOB:-}" ]; then
   # Our own job: it ends (its last clean-up) before its directory goes.
   hack/images.sh finish "$job" >/dev/null 2>&1 || true
