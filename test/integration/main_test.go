@@ -31,6 +31,7 @@ import (
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
 	operatorpkg "github.com/example/webapp-operator/test/operator"
+	"github.com/example/webapp-operator/test/testutil"
 )
 
 var (
@@ -231,10 +232,20 @@ func startOperatorWith(t *testing.T, ns string, requeueAfter time.Duration, o op
 	return op
 }
 
-// restartCostsNoWrites stops op, starts a fresh operator for ns (it remembers nothing), and fails the test if that
-// one sends any write request, refused ones included, over three resyncs. It returns the new operator.
+// restartCostsNoWrites waits until op is at rest (a resync of every WebApp with no write: a write still in flight
+// when it stops would be cancelled, and rightly sent again by the next operator), stops it, starts a fresh operator
+// for ns (it remembers nothing), and fails the test if that one sends any write request, refused ones included, over
+// three resyncs. It returns the new operator.
 func restartCostsNoWrites(t *testing.T, op *operator, ns string) *operator {
 	t.Helper()
+	testutil.Eventually(t, time.Minute, "the operator at rest before its restart", func(context.Context) error {
+		op.writes.take()
+		waitResyncs(t, 1, 30*time.Second)
+		if w := op.writes.take(); len(w) != 0 {
+			return fmt.Errorf("it still writes: %q", w)
+		}
+		return nil
+	})
 	op.stop()
 	second := startOperator(t, ns, time.Second)
 	waitResyncs(t, 3, 30*time.Second)
