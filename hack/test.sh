@@ -26,7 +26,22 @@ case " $goflags " in *" -trimpath "*) ;; *) export GOFLAGS="${goflags:+$goflags 
 start=$(date +%s)
 table=$(mktemp)
 suites=$(mktemp -d /tmp/webapp-suites.XXXXXX)
-trap 'rm -f "$table"; rm -rf "$suites"' EXIT
+own_job=""
+# cleanup: the temporary files; our own image job (not one CI started) ends, its last clean-up included, before its
+# directory goes: after the table, which does not wait for it.
+cleanup() {
+  rm -f "$table"
+  rm -rf "$suites"
+  if [ -n "$own_job" ]; then
+    # Not after an interrupt: it reached the image build too, which may not get to write its exit code.
+    if [ -z "${interrupted:-}" ]; then
+      if [ ! -s "$own_job/rc" ]; then echo "(waiting for the image build to end before removing $own_job)"; fi
+      hack/images.sh finish "$own_job" >/dev/null 2>&1 || true
+    fi
+    rm -rf "$own_job"
+  fi
+}
+trap cleanup EXIT
 
 # phase NAME SECONDS RESULT: a row of the table.
 phase() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$table"; }
@@ -79,6 +94,7 @@ run "modules (go mod download)" go mod download
 job=${WEBAPP_IMAGES_JOB:-}
 if [ -z "$job" ]; then
   job=$(mktemp -d /tmp/webapp-images.XXXXXX)
+  own_job=$job
   say "the real node's images: building in the background (log: $job/build.log)"
   hack/images.sh start "$job"
 fi
@@ -120,7 +136,7 @@ stop_suites() {
   for f in "$suites"/*.pid; do [ -e "$f" ] && kill -TERM -- "-$(cat "$f")" 2>/dev/null; done
   return 0
 }
-trap 'stop_suites; exit 130' INT TERM
+trap 'interrupted=1; stop_suites; exit 130' INT TERM
 
 # reap: print and record each suite that has ended; keeps the others in running.
 reap() {
@@ -157,6 +173,7 @@ if install "control plane for the integration tests (etcd, kube-apiserver, kubec
   spawn "integration" env KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$bin}" WEBAPP_TOOLS_BIN="$bin" \
     go test -timeout "$timeout" -count=1 ./test/integration
   if install "the rest of the control plane (kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok)"; then
+    control_plane=built
     # One go test for the other local-cluster suites, so two packages run at once as go test runs them; each
     # package's own time is read off its result line.
     cluster_pkgs=$(go list ./... | grep -v -x -F -f <(echo "$unit_pkgs") | grep -v '/test/realnode$' | grep -v '/test/integration$')
@@ -165,8 +182,9 @@ if install "control plane for the integration tests (etcd, kube-apiserver, kubec
   fi
 fi
 
-# The real node once its images are there (and the control plane: kubelet, kube-proxy), beside the suites above.
-if [ -z "$failed" ]; then
+# The real node once its images are there (and the control plane: kubelet, kube-proxy), beside the suites above;
+# whatever else failed before.
+if [ "${control_plane:-}" = built ]; then
   say "the real node: waiting for its images (the last step done: $(grep '^images: ' "$job/build.log" 2>/dev/null | tail -n 1))"
   t0=$(date +%s)
   c0=$(cpu)
@@ -200,9 +218,4 @@ while [ ${#running[@]} -gt 0 ]; do
   waited=$((waited + 5))
   if [ $((waited % 60)) = 0 ]; then still_running; fi
 done
-if [ -z "${WEBAPP_IMAGES_JOB:-}" ]; then
-  # Our own job: it ends (its last clean-up) before its directory goes.
-  hack/images.sh finish "$job" >/dev/null 2>&1 || true
-  rm -rf "$job"
-fi
 finish
