@@ -26,18 +26,30 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.AutoscalingApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("AutoscalingBehavior"):
 		return &apisv2.AutoscalingBehaviorApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ClaimReference"):
+		return &apisv2.ClaimReferenceApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ConfigMapVolume"):
+		return &apisv2.ConfigMapVolumeApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ContainerSpec"):
 		return &apisv2.ContainerSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ConversionDropped"):
 		return &apisv2.ConversionDroppedApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("EmptyDirVolume"):
+		return &apisv2.EmptyDirVolumeApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("Expose"):
 		return &apisv2.ExposeApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ExposeTLS"):
 		return &apisv2.ExposeTLSApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("ExtraContainer"):
+		return &apisv2.ExtraContainerApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("GatewayRef"):
 		return &apisv2.GatewayRefApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("IngressRef"):
 		return &apisv2.IngressRefApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("KeyToPath"):
+		return &apisv2.KeyToPathApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("OwnedClaim"):
+		return &apisv2.OwnedClaimApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("PodSpec"):
 		return &apisv2.PodSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("Port"):
@@ -50,8 +62,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.ScalingPolicyApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ScalingRules"):
 		return &apisv2.ScalingRulesApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("SecretVolume"):
+		return &apisv2.SecretVolumeApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ServiceSpec"):
 		return &apisv2.ServiceSpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("Spread"):
+		return &apisv2.SpreadApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("Volume"):
+		return &apisv2.VolumeApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("VolumeMount"):
+		return &apisv2.VolumeMountApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("WebApp"):
 		return &apisv2.WebAppApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("WebAppSpec"):

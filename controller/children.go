@@ -5,7 +5,9 @@ import (
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -41,8 +43,16 @@ var children = []childKind{
 		withConfigHash(func(o client.Object) string {
 			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
 		}).
-		// The HPA exists: the count passes to it without a reset.
-		withHandover(handOverReplicas),
+		// A Recreate strategy first takes over the defaulted rollingUpdate; the HPA exists: the count passes to it
+		// without a reset.
+		withHandover(func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, cur client.Object) (bool, error) {
+			strategy, err := handOverStrategy(ctx, r, app, cur.(*appsv1.Deployment))
+			if err != nil {
+				return strategy, err
+			}
+			count, err := handOverReplicas(ctx, r, app, in, cur)
+			return strategy || count, err
+		}),
 	declare("Service", "v1", false, func(app *webappv2.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
 		return desiredService(app), nil
 	}, corev1ac.ExtractService),
@@ -59,6 +69,12 @@ var children = []childKind{
 	declare("HTTPRoute", gatewayGroup+"/v1", true, func(app *webappv2.WebApp, _ inputs) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
 		return desiredHTTPRoute(app), nil
 	}, gwv1ac.ExtractHTTPRoute).whereServed(),
+	// With a volume of kind claim, the PersistentVolumeClaim the WebApp owns. Without, it is released, never
+	// deleted: a spec edit never takes data away. On the WebApp's deletion it is released too, unless its
+	// deletionPolicy is Delete.
+	declare("PersistentVolumeClaim", "v1", true, func(app *webappv2.WebApp, _ inputs) (*corev1ac.PersistentVolumeClaimApplyConfiguration, error) {
+		return desiredClaim(app), nil
+	}, corev1ac.ExtractPersistentVolumeClaim).keptOn(claimKept),
 	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
 	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 		return desiredPDB(app), nil
@@ -76,6 +92,11 @@ type childKind struct {
 	// ifServed: the kind's API may not be served (a CRD installed after the operator, or never); the kind is
 	// watched and written only once it is (servedAPIs).
 	ifServed bool
+	// kept: an object of the kind is never deleted. When the WebApp no longer wants it, it is released (our owner
+	// reference taken off); keptOnDeletion says whether the WebApp's deletion releases it too (it then carries the
+	// finalizer).
+	kept           bool
+	keptOnDeletion func(*webappv2.WebApp) bool
 	// configHash reads the config hash an object of the kind carries (nil: it carries none).
 	configHash func(client.Object) string
 	// hooks are shared by the declaration's copies (write reads them).
@@ -123,6 +144,10 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 			obj, _ := r.cachedChild(ctx, c, key, app.UID)
 			return childOutcome{obj: obj}, &childError{kind: kind, key: key, err: err, read: true}
 		}
+		if optional && reflect.ValueOf(desired).IsNil() && c.kept {
+			released, err := releaseUnwanted(ctx, r, c, app)
+			return childOutcome{written: written{sent: released}}, err
+		}
 		if optional && reflect.ValueOf(desired).IsNil() {
 			deleted, err := deleteChild(ctx, r, c, app)
 			return childOutcome{written: written{sent: deleted, deleted: deleted}}, err
@@ -149,6 +174,12 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 
 func (c childKind) withConfigHash(f func(client.Object) string) childKind {
 	c.configHash = f
+	return c
+}
+
+// keptOn makes the kind kept: never deleted, released when unwanted, and on the WebApp's deletion where f says so.
+func (c childKind) keptOn(f func(*webappv2.WebApp) bool) childKind {
+	c.kept, c.keptOnDeletion = true, f
 	return c
 }
 
@@ -180,6 +211,24 @@ func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, key typ
 		return nil, client.IgnoreNotFound(err)
 	}
 	return obj, nil
+}
+
+// releaseUnwanted releases app's child of the kept kind c that the WebApp no longer wants, if the WebApp still
+// controls one (the cache says; nothing is read from the API server otherwise), and reports whether it sent.
+func releaseUnwanted(ctx context.Context, r *WebAppReconciler, c childKind, app *webappv2.WebApp) (bool, error) {
+	obj, err := r.cachedChild(ctx, c, client.ObjectKeyFromObject(app), app.UID)
+	if obj == nil {
+		return false, err
+	}
+	sent, err := c.release(ctx, r, app)
+	if sent && err == nil {
+		ref := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: c.kind, APIVersion: c.apiVersion}, ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
+		r.event(app, ref, corev1.EventTypeNormal, "Released", "Release", "Released %s %s: the WebApp no longer uses it, and it is kept with its data", c.kind, app.Name)
+	}
+	if err != nil {
+		err = &childError{kind: c.kind, key: client.ObjectKeyFromObject(app), err: err}
+	}
+	return sent, err
 }
 
 // deleteChild deletes app's child of kind c, if there is one and the WebApp controls it, and reports whether it

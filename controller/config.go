@@ -24,11 +24,23 @@ import (
 // "secret/NAME"), so a change to one finds the WebApps to roll.
 const configRefIndex = "webapp.example.com/config-refs"
 
-// configRefs lists the ConfigMaps and Secrets app's env and envFrom refer to, as "configmap/NAME" and
-// "secret/NAME", sorted and without repeats.
+// configRefs lists the ConfigMaps and Secrets app's env and envFrom (the app's and its init containers') and its
+// volumes refer to, as "configmap/NAME" and "secret/NAME", sorted and without repeats.
 func configRefs(app *webappv2.WebApp) []string {
 	var refs []string
-	for _, e := range app.Spec.Container.Env {
+	env := slices.Clone(app.Spec.Container.Env)
+	for _, c := range app.Spec.Pod.InitContainers {
+		env = append(env, c.Env...)
+	}
+	for _, v := range app.Spec.Volumes {
+		if v.ConfigMap != nil {
+			refs = append(refs, "configmap/"+v.ConfigMap.Name)
+		}
+		if v.Secret != nil {
+			refs = append(refs, "secret/"+v.Secret.Name)
+		}
+	}
+	for _, e := range env {
 		if e.ValueFrom == nil {
 			continue
 		}

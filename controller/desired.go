@@ -96,7 +96,11 @@ func desiredDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApp
 	if app.Spec.Rollout.RevisionHistoryLimit != nil {
 		spec.WithRevisionHistoryLimit(*app.Spec.Rollout.RevisionHistoryLimit)
 	}
-	if s := app.Spec.Rollout; s.MaxSurge != nil || s.MaxUnavailable != nil {
+	switch s := app.Spec.Rollout; {
+	case recreates(app):
+		// The one pod that may mount the claim stops before the new one starts (the CRD allows no surge here).
+		spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType))
+	case s.MaxSurge != nil || s.MaxUnavailable != nil:
 		ru := appsv1ac.RollingUpdateDeployment()
 		if s.MaxSurge != nil {
 			ru.WithMaxSurge(*s.MaxSurge)
@@ -131,11 +135,17 @@ func desiredPodTemplate(app *webappv2.WebApp, configHash string) (*corev1ac.PodT
 	if err != nil {
 		return nil, err
 	}
+	inits, initErr := desiredInitContainers(app)
 	pod := corev1ac.PodSpec().
+		WithInitContainers(inits...).
 		WithContainers(container).
+		WithVolumes(desiredVolumes(app)...).
 		WithSecurityContext(podSecurityContext(app))
 	for _, s := range app.Spec.Pod.ImagePullSecrets {
 		pod.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
+	if err := errors.Join(initErr, podPlacement(app, pod)); err != nil {
+		return nil, err
 	}
 	t := corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(pod)
 	if len(annotations) > 0 {
@@ -151,7 +161,7 @@ func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfigurati
 	c := corev1ac.Container().
 		WithName(containerName).
 		WithImage(app.Spec.Image).
-		WithSecurityContext(containerSecurityContext(app))
+		WithSecurityContext(appSecurityContext(app))
 	for _, p := range ports(app) {
 		// The protocol is part of the list key the server records; leaving it to defaulting would make our
 		// owned fields differ from what we send, and cost a write per reconcile.
@@ -166,6 +176,10 @@ func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfigurati
 	if spec.ImagePullPolicy != "" {
 		c.WithImagePullPolicy(spec.ImagePullPolicy)
 	}
+	c.WithVolumeMounts(volumeMounts(spec.VolumeMounts, spec.WritablePaths)...)
+	if l := drain(app); l != nil {
+		c.WithLifecycle(l)
+	}
 	var errs []error
 	for i := range spec.Env {
 		env := serverFormEnv(spec.Env[i])
@@ -177,6 +191,9 @@ func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfigurati
 	if r := spec.Resources; len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
 		r = serverFormResources(r)
 		errs = append(errs, convert(&r, func(ac *corev1ac.ResourceRequirementsApplyConfiguration) { c.WithResources(ac) }))
+	}
+	if spec.StartupProbe != nil {
+		errs = append(errs, convert(spec.StartupProbe, func(ac *corev1ac.ProbeApplyConfiguration) { c.WithStartupProbe(ac) }))
 	}
 	if spec.LivenessProbe != nil {
 		errs = append(errs, convert(spec.LivenessProbe, func(ac *corev1ac.ProbeApplyConfiguration) { c.WithLivenessProbe(ac) }))
@@ -345,6 +362,15 @@ func containerSecurityContext(app *webappv2.WebApp) *corev1ac.SecurityContextApp
 	sc := corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false)
 	if app.Spec.Pod.Security != webappv2.PodSecurityBaseline {
 		sc.WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
+	}
+	return sc
+}
+
+// appSecurityContext is the app container's: the pods' standard, and a read-only root filesystem when asked.
+func appSecurityContext(app *webappv2.WebApp) *corev1ac.SecurityContextApplyConfiguration {
+	sc := containerSecurityContext(app)
+	if app.Spec.Container.ReadOnlyRootFilesystem {
+		sc.WithReadOnlyRootFilesystem(true)
 	}
 	return sc
 }

@@ -253,6 +253,11 @@ func replicaSetList() *metav1.PartialObjectMetadataList {
 func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp, obs *observation) time.Duration {
 	needed := needsPods(app, *obs)
 	r.watchPods(ctx, client.ObjectKeyFromObject(app), needed)
+	if needed {
+		// A mounted ConfigMap or Secret that is missing shows in no field of the pod: the cache says (an error
+		// leaves it unsaid, never claimed).
+		obs.missing, _ = r.missingSources(ctx, app)
+	}
 	var known bool
 	obs.pods, known = r.podsOf(ctx, app, obs.dep)
 	var wait time.Duration

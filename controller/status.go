@@ -57,6 +57,10 @@ type observation struct {
 	ingress     *networkingv1.Ingress
 	route       *gwv1.HTTPRoute
 	exposeErr   error // the failure to write this spec's Ingress or HTTPRoute
+	// claim is the PersistentVolumeClaim the WebApp owns, as observed (nil: none, or not known); missing are the
+	// ConfigMaps and Secrets its volumes mount that do not exist (see mountTrouble).
+	claim   *corev1.PersistentVolumeClaim
+	missing []string
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -180,6 +184,7 @@ type rollout struct {
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 	want, dep := desiredReplicas(app, obs), obs.dep
 	troubleReason, trouble := podTrouble(obs.pods, obs.probes)
+	mount := mountTrouble(app, obs.missing, obs.claim, troubleReason, trouble)
 	switch {
 	case !obs.known || isReadError(obs.err):
 		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}
@@ -199,6 +204,9 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 			msg += "; " + trouble
 		}
 		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded, msg: msg}
+	case mount != "" && !rolledOut(dep, want):
+		// A volume the pods cannot mount is said by name, before what the pods show of it (no node, or nothing).
+		return rollout{reason: ReasonMountFailing, msg: mount}
 	case troubleReason != "" && !rolledOut(dep, want):
 		// What the pods say is wrong, within seconds of it, rather than a count until the deadline.
 		return rollout{reason: troubleReason, msg: trouble}

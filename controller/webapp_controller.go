@@ -73,6 +73,7 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups=example.com,resources=webapps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
@@ -104,9 +105,9 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.mem.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
 		return ctrl.Result{}, err
 	}
-	// Only the Orphan policy needs a finalizer; Delete is left to garbage collection, so an uninstalled
-	// operator never blocks deleting a WebApp.
-	if err := r.ensureFinalizer(ctx, app, app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan); err != nil {
+	// Only the Orphan policy and a kept claim need a finalizer; Delete is left to garbage collection, so an
+	// uninstalled operator never blocks deleting a WebApp that keeps nothing.
+	if err := r.ensureFinalizer(ctx, app, needsFinalizer(app)); err != nil {
 		r.mem.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
 		return ctrl.Result{}, err
 	}
@@ -194,6 +195,7 @@ func (c childrenOutcome) observation() observation {
 	obs.ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
 	obs.route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
 	obs.exposeErr = errors.Join(c.errs["Ingress"], c.errs["HTTPRoute"])
+	obs.claim, _ = c.byKind["PersistentVolumeClaim"].obj.(*corev1.PersistentVolumeClaim)
 	return obs
 }
 
@@ -379,25 +381,41 @@ func (r *WebAppReconciler) removeFinalizer(ctx context.Context, key types.Namesp
 	return nil
 }
 
-// finalize runs when the WebApp is being deleted and still carries our finalizer: with the Orphan policy it first
-// releases the children, then it removes the finalizer so the deletion completes.
+// finalize runs when the WebApp is being deleted and still carries our finalizer: it first releases the children
+// the deletion keeps (all with the Orphan policy, a kept claim), then it removes the finalizer so the deletion
+// completes.
 func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv2.WebApp) error {
 	if !controllerutil.ContainsFinalizer(app, webappv2.Finalizer) {
 		return nil
 	}
-	if app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan {
-		if err := r.releaseChildren(ctx, app); err != nil {
-			return err
-		}
+	if err := r.releaseChildren(ctx, app); err != nil {
+		return err
 	}
 	return r.ensureFinalizer(ctx, app, false)
 }
 
-// releaseChildren takes our owner reference off the children, changing nothing else: they keep running.
+// needsFinalizer: the WebApp's deletion must release children first (the Orphan policy, or a kind kept on
+// deletion, such as a claim with deletionPolicy Retain), which garbage collection cannot do.
+func needsFinalizer(app *webappv2.WebApp) bool {
+	return app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan || slices.ContainsFunc(children, func(c childKind) bool {
+		return c.keptOnDeletion != nil && c.keptOnDeletion(app)
+	})
+}
+
+// releasedOnDeletion: the WebApp's deletion releases its child of kind c (all of them with the Orphan policy).
+func releasedOnDeletion(app *webappv2.WebApp, c childKind) bool {
+	return app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan || (c.keptOnDeletion != nil && c.keptOnDeletion(app))
+}
+
+// releaseChildren takes our owner reference off the children the deletion keeps, changing nothing else: they
+// keep running (or, a claim, keep their data).
 func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.WebApp) error {
 	key := client.ObjectKeyFromObject(app)
 	var errs []error
 	for _, c := range r.activeChildren() {
+		if !releasedOnDeletion(app, c) {
+			continue
+		}
 		sent, err := c.release(ctx, r, app)
 		switch {
 		case err != nil:

@@ -6,6 +6,7 @@ package conversion
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,62 @@ type data struct {
 	Autoscaling *webappv2.Autoscaling `json:"autoscaling,omitempty"`
 	// Expose: v2's spec.expose, which v1 has no field for.
 	Expose *webappv2.Expose `json:"expose,omitempty"`
+	// Spec holds the other v2 fields v1 has none for (v2Fields), and nothing else.
+	Spec *webappv2.WebAppSpec `json:"spec,omitempty"`
+}
+
+// v2Field is a field of the v2 spec that v1 has no field for, kept whole in the conversion data's spec: ptr points
+// at it in a spec. The order is the order ToHub restores them in: a field that a rule relates to another comes
+// after it (volumes before the mounts that name them, the grace period before the drain that must fit in it).
+type v2Field struct {
+	path string
+	ptr  func(*webappv2.WebAppSpec) any
+}
+
+var v2Fields = []v2Field{
+	{"spec.volumes", func(s *webappv2.WebAppSpec) any { return &s.Volumes }},
+	{"spec.pod.terminationGracePeriodSeconds", func(s *webappv2.WebAppSpec) any { return &s.Pod.TerminationGracePeriodSeconds }},
+	{"spec.container.volumeMounts", func(s *webappv2.WebAppSpec) any { return &s.Container.VolumeMounts }},
+	{"spec.container.readOnlyRootFilesystem", func(s *webappv2.WebAppSpec) any { return &s.Container.ReadOnlyRootFilesystem }},
+	{"spec.container.writablePaths", func(s *webappv2.WebAppSpec) any { return &s.Container.WritablePaths }},
+	{"spec.container.startupProbe", func(s *webappv2.WebAppSpec) any { return &s.Container.StartupProbe }},
+	{"spec.container.drainSeconds", func(s *webappv2.WebAppSpec) any { return &s.Container.DrainSeconds }},
+	{"spec.pod.serviceAccountName", func(s *webappv2.WebAppSpec) any { return &s.Pod.ServiceAccountName }},
+	{"spec.pod.automountServiceAccountToken", func(s *webappv2.WebAppSpec) any { return &s.Pod.AutomountServiceAccountToken }},
+	{"spec.pod.nodeSelector", func(s *webappv2.WebAppSpec) any { return &s.Pod.NodeSelector }},
+	{"spec.pod.tolerations", func(s *webappv2.WebAppSpec) any { return &s.Pod.Tolerations }},
+	{"spec.pod.affinity", func(s *webappv2.WebAppSpec) any { return &s.Pod.Affinity }},
+	{"spec.pod.spread", func(s *webappv2.WebAppSpec) any { return &s.Pod.Spread }},
+	{"spec.pod.topologySpreadConstraints", func(s *webappv2.WebAppSpec) any { return &s.Pod.TopologySpreadConstraints }},
+	{"spec.pod.priorityClassName", func(s *webappv2.WebAppSpec) any { return &s.Pod.PriorityClassName }},
+	{"spec.pod.initContainers", func(s *webappv2.WebAppSpec) any { return &s.Pod.InitContainers }},
+}
+
+// v2FieldOf is the v2-only field of path (nil: not one).
+func v2FieldOf(path string) *v2Field {
+	for i := range v2Fields {
+		if v2Fields[i].path == path {
+			return &v2Fields[i]
+		}
+	}
+	return nil
+}
+
+// isSet says whether f is set (not its zero value) in s.
+func (f v2Field) isSet(s *webappv2.WebAppSpec) bool {
+	return !reflect.ValueOf(f.ptr(s)).Elem().IsZero()
+}
+
+// copyField sets f in dst to its value in src (a deep copy: the two specs share nothing).
+func (f v2Field) copyField(dst, src *webappv2.WebAppSpec) {
+	v := reflect.ValueOf(f.ptr(src.DeepCopy())).Elem()
+	reflect.ValueOf(f.ptr(dst)).Elem().Set(v)
+}
+
+// clear sets f in s to its zero value.
+func (f v2Field) clear(s *webappv2.WebAppSpec) {
+	e := reflect.ValueOf(f.ptr(s)).Elem()
+	e.Set(reflect.Zero(e.Type()))
 }
 
 // v1Default is a v1 field with a schema default whose v2 field has none. A v2 WebApp that leaves it unset reads in
@@ -169,6 +226,14 @@ func toHub(src *webappv1.WebApp, dst *webappv2.WebApp) (restored []string) {
 		dst.Spec.Expose = d.Expose
 		restored = append(restored, "spec.expose")
 	}
+	if d.Spec != nil {
+		for _, f := range v2Fields {
+			if f.isSet(d.Spec) {
+				f.copyField(&dst.Spec, d.Spec)
+				restored = append(restored, f.path)
+			}
+		}
+	}
 
 	dst.Status = statusToHub(src.Status)
 	// What a previous write dropped is not this write's: Guard says what this one drops.
@@ -188,6 +253,10 @@ func unrestore(field string, src *webappv1.WebApp, dst *webappv2.WebApp) {
 		dst.Spec.Autoscaling = nil
 	case "spec.expose":
 		dst.Spec.Expose = nil
+	default:
+		if f := v2FieldOf(field); f != nil {
+			f.clear(&dst.Spec)
+		}
 	}
 }
 
@@ -200,6 +269,10 @@ func restore(field string, from, dst *webappv2.WebApp) {
 		dst.Spec.Autoscaling = from.Spec.Autoscaling
 	case "spec.expose":
 		dst.Spec.Expose = from.Spec.Expose
+	default:
+		if f := v2FieldOf(field); f != nil {
+			f.copyField(&dst.Spec, &from.Spec)
+		}
 	}
 }
 
@@ -270,6 +343,14 @@ func FromHub(src *webappv2.WebApp, dst *webappv1.WebApp) error {
 		}
 	}
 	d.Autoscaling, d.Expose = s.Autoscaling, s.Expose
+	for _, f := range v2Fields {
+		if f.isSet(s) {
+			if d.Spec == nil {
+				d.Spec = &webappv2.WebAppSpec{}
+			}
+			f.copyField(d.Spec, s)
+		}
+	}
 
 	dst.Status = statusFromHub(src.Status)
 	raw, err := json.Marshal(d)

@@ -71,6 +71,14 @@ func filler(s int64) *randfill.Filler {
 			if s.Expose != nil {
 				s.Expose = g.Expose()
 			}
+			// The rest of the pod as v2 accepts it, or none of it.
+			s.Volumes = nil
+			s.Container.VolumeMounts, s.Container.ReadOnlyRootFilesystem, s.Container.WritablePaths = nil, false, nil
+			s.Container.StartupProbe, s.Container.DrainSeconds = nil, 0
+			s.Pod = webappv2.PodSpec{Labels: s.Pod.Labels, Annotations: s.Pod.Annotations, ImagePullSecrets: s.Pod.ImagePullSecrets, Security: s.Pod.Security}
+			if c.Intn(2) == 0 {
+				g.Pod(s)
+			}
 		},
 		// The webhook sets apiVersion and kind; conversion converts the rest.
 		func(w *webappv1.WebApp, c randfill.Continue) { c.FillNoCustom(w); w.TypeMeta = metav1.TypeMeta{} },

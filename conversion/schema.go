@@ -72,6 +72,9 @@ func (s *schemaV2) validate(app *webappv2.WebApp) field.ErrorList {
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
+	// As the API server does before it validates a custom resource: a null in a field that is not nullable is
+	// dropped (Go's JSON form has nulls where a pointer without omitempty is nil, e.g. a gRPC probe's service).
+	dropNulls(spec)
 	obj := map[string]any{
 		"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
 		"metadata": map[string]any{"name": app.Name, "namespace": app.Namespace},
@@ -85,6 +88,24 @@ func (s *schemaV2) validate(app *webappv2.WebApp) field.ErrorList {
 		errs = append(errs, celErrs...)
 	}
 	return errs
+}
+
+// dropNulls removes every null value of the maps in v, at any depth (the WebApp's schema has no nullable field).
+func dropNulls(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if e == nil {
+				delete(x, k)
+				continue
+			}
+			dropNulls(e)
+		}
+	case []any:
+		for _, e := range x {
+			dropNulls(e)
+		}
+	}
 }
 
 // blocking says whether an error keeps the API server from running the CEL rules (its hasBlockingErr): a value

@@ -277,7 +277,7 @@ type ConversionDropped struct {
 
 	// Fields are the v2 fields whose conversion data was refused, e.g. spec.expose.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=64
 	Fields []string `json:"fields"`
 

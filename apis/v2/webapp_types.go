@@ -48,6 +48,12 @@ const (
 // Compared with v1: replicas has no default (unset means 1, and leaves room for an autoscaler to own the count);
 // there is a list of named ports instead of one port; the container's, the pods' and the rollout's settings each
 // have a section of their own.
+// +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.volumeMounts) || self.container.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every container.volumeMounts[].name must name a volume of spec.volumes"
+// +kubebuilder:validation:XValidation:rule="!has(self.pod) || !has(self.pod.initContainers) || self.pod.initContainers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name)))",message="every pod.initContainers[].volumeMounts[].name must name a volume of spec.volumes"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.filter(v, has(v.claim)).size() <= 1",message="a WebApp owns at most one claim (volumes[].claim); mount more through persistentVolumeClaim"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || !self.volumes.exists(v, has(v.claim) && (!has(v.claim.accessMode) || v.claim.accessMode == 'ReadWriteOnce' || v.claim.accessMode == 'ReadWriteOncePod')) || ((!has(self.replicas) || self.replicas == 1) && !has(self.autoscaling) && (!has(self.rollout) || (!has(self.rollout.maxSurge) && !has(self.rollout.maxUnavailable))))",message="a ReadWriteOnce or ReadWriteOncePod claim is mounted by one pod at a time: the WebApp runs one replica (no autoscaling) and rolls out by Recreate (no rollout.maxSurge or rollout.maxUnavailable); use ReadWriteMany for more"
+// +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
+// +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
 	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
 	// +kubebuilder:validation:MinLength=1
@@ -102,6 +108,14 @@ type WebAppSpec struct {
 	// (an Ingress of the WebApp's name and the controller's class). Removing it removes the route.
 	// +optional
 	Expose *Expose `json:"expose,omitempty"`
+
+	// Volumes are the pods' volumes: ConfigMap and Secret files, scratch directories, an existing claim or one the
+	// WebApp owns. Containers mount them by name (container.volumeMounts, pod.initContainers[].volumeMounts).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Volumes []Volume `json:"volumes,omitempty"`
 
 	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
 	// them with it; Orphan leaves them running, without an owner.
@@ -376,9 +390,48 @@ type ContainerSpec struct {
 	// LivenessProbe, when set, restarts the container when it fails.
 	// +optional
 	LivenessProbe *corev1.Probe `json:"livenessProbe,omitempty"`
+
+	// StartupProbe, when set, holds the readiness and liveness probes back until it passes once (for an app that
+	// starts slowly).
+	// +optional
+	StartupProbe *corev1.Probe `json:"startupProbe,omitempty"`
+
+	// VolumeMounts mount volumes of spec.volumes into the container, each at its own path.
+	// +listType=map
+	// +listMapKey=mountPath
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+
+	// ReadOnlyRootFilesystem makes the container's root filesystem read-only; writablePaths stay writable.
+	// +optional
+	ReadOnlyRootFilesystem bool `json:"readOnlyRootFilesystem,omitempty"`
+
+	// WritablePaths are directories the container can write to whatever its root filesystem (e.g. /tmp,
+	// /var/cache/nginx): each is an emptyDir of the pod, empty at every start.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	WritablePaths []AbsolutePath `json:"writablePaths,omitempty"`
+
+	// DrainSeconds is how long a stopping pod keeps serving before the container is told to stop (a preStop sleep
+	// that needs no shell in the image): long enough for the endpoints, the Gateway and kube-proxy to stop sending
+	// it requests. 1 to 3600, below pod.terminationGracePeriodSeconds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	DrainSeconds int32 `json:"drainSeconds,omitempty"`
 }
 
+// AbsolutePath is an absolute path in a container, without ':' or '..' segments.
+// +kubebuilder:validation:MinLength=2
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:Pattern=`^/[^:]*$`
+// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="a path must not contain '..' segments"
+type AbsolutePath string
+
 // PodSpec configures the WebApp's pods.
+// +kubebuilder:validation:XValidation:rule="!(has(self.spread) && has(self.topologySpreadConstraints))",message="set pod.spread or pod.topologySpreadConstraints, not both"
 type PodSpec struct {
 	// Labels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and managed-by)
 	// cannot be set here.
@@ -405,6 +458,70 @@ type PodSpec struct {
 	// +kubebuilder:validation:Enum=Restricted;Baseline
 	// +optional
 	Security PodSecurity `json:"security,omitempty"`
+
+	// ServiceAccountName is the ServiceAccount the pods run as (default: the namespace's default ServiceAccount).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// AutomountServiceAccountToken says whether the ServiceAccount's token is mounted into the pods (default: the
+	// ServiceAccount's setting, true unless it says otherwise). Set it to false for an app that never calls the
+	// Kubernetes API.
+	// +optional
+	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
+
+	// NodeSelector places the pods on nodes with all these labels.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the pods run on nodes with matching taints.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity is the pods' node affinity and pod (anti-)affinity, as in a pod.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// Spread spreads the WebApp's pods evenly across nodes or zones (the simple form; a topology spread constraint
+	// selecting the WebApp's pods of one revision). Not together with topologySpreadConstraints.
+	// +optional
+	Spread *Spread `json:"spread,omitempty"`
+
+	// TopologySpreadConstraints are the pods' topology spread constraints as in a pod (the raw form: its
+	// labelSelector must select the WebApp's pods, e.g. app.kubernetes.io/instance: NAME).
+	// +listType=map
+	// +listMapKey=topologyKey
+	// +listMapKey=whenUnsatisfiable
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PriorityClassName is the pods' PriorityClass.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// TerminationGracePeriodSeconds is how long a stopping pod has, the drain included, before it is killed
+	// (default 30).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// InitContainers run in order before the app starts; one with restartPolicy Always is a native sidecar that
+	// keeps running beside the app. Their names must differ from each other and from "app".
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	InitContainers []ExtraContainer `json:"initContainers,omitempty"`
 }
 
 // PodSecurity names a Pod Security Standard level.
@@ -526,7 +643,7 @@ type ConversionDropped struct {
 
 	// Fields are the v2 fields whose conversion data was refused, e.g. spec.expose.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=64
 	Fields []string `json:"fields"`
 

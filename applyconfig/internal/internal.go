@@ -29,6 +29,8 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.example.webapp-operator.apis.v2.AbsolutePath
+  scalar: string
 - name: com.github.example.webapp-operator.apis.v2.Autoscaling
   map:
     fields:
@@ -56,6 +58,37 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scaleUp
       type:
         namedType: com.github.example.webapp-operator.apis.v2.ScalingRules
+- name: com.github.example.webapp-operator.apis.v2.ClaimDeletionPolicy
+  scalar: string
+- name: com.github.example.webapp-operator.apis.v2.ClaimReference
+  map:
+    fields:
+    - name: claimName
+      type:
+        scalar: string
+    - name: readOnly
+      type:
+        scalar: boolean
+- name: com.github.example.webapp-operator.apis.v2.ConfigMapVolume
+  map:
+    fields:
+    - name: defaultMode
+      type:
+        scalar: numeric
+    - name: items
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.KeyToPath
+          elementRelationship: associative
+          keys:
+          - key
+    - name: name
+      type:
+        scalar: string
+    - name: optional
+      type:
+        scalar: boolean
 - name: com.github.example.webapp-operator.apis.v2.ContainerSpec
   map:
     fields:
@@ -71,6 +104,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
+    - name: drainSeconds
+      type:
+        scalar: numeric
     - name: env
       type:
         list:
@@ -94,12 +130,32 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: livenessProbe
       type:
         namedType: io.k8s.api.core.v1.Probe
+    - name: readOnlyRootFilesystem
+      type:
+        scalar: boolean
     - name: readinessProbe
       type:
         namedType: io.k8s.api.core.v1.Probe
     - name: resources
       type:
         namedType: io.k8s.api.core.v1.ResourceRequirements
+    - name: startupProbe
+      type:
+        namedType: io.k8s.api.core.v1.Probe
+    - name: volumeMounts
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.VolumeMount
+          elementRelationship: associative
+          keys:
+          - mountPath
+    - name: writablePaths
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.AbsolutePath
+          elementRelationship: associative
 - name: com.github.example.webapp-operator.apis.v2.ConversionDropped
   map:
     fields:
@@ -117,6 +173,15 @@ var schemaYAML = typed.YAMLObject(`types:
         scalar: string
 - name: com.github.example.webapp-operator.apis.v2.DeletionPolicy
   scalar: string
+- name: com.github.example.webapp-operator.apis.v2.EmptyDirVolume
+  map:
+    fields:
+    - name: medium
+      type:
+        namedType: io.k8s.api.core.v1.StorageMedium
+    - name: sizeLimit
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.StorageSize
 - name: com.github.example.webapp-operator.apis.v2.Expose
   map:
     fields:
@@ -147,6 +212,55 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: secretName
       type:
         scalar: string
+- name: com.github.example.webapp-operator.apis.v2.ExtraContainer
+  map:
+    fields:
+    - name: args
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: command
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: env
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.EnvVar
+          elementRelationship: associative
+          keys:
+          - name
+    - name: image
+      type:
+        scalar: string
+    - name: imagePullPolicy
+      type:
+        namedType: io.k8s.api.core.v1.PullPolicy
+    - name: name
+      type:
+        scalar: string
+    - name: readinessProbe
+      type:
+        namedType: io.k8s.api.core.v1.Probe
+    - name: resources
+      type:
+        namedType: io.k8s.api.core.v1.ResourceRequirements
+    - name: restartPolicy
+      type:
+        namedType: io.k8s.api.core.v1.ContainerRestartPolicy
+    - name: volumeMounts
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.VolumeMount
+          elementRelationship: associative
+          keys:
+          - mountPath
 - name: com.github.example.webapp-operator.apis.v2.GatewayRef
   map:
     fields:
@@ -167,6 +281,35 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: className
       type:
         scalar: string
+- name: com.github.example.webapp-operator.apis.v2.KeyToPath
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: mode
+      type:
+        scalar: numeric
+    - name: path
+      type:
+        scalar: string
+- name: com.github.example.webapp-operator.apis.v2.OwnedClaim
+  map:
+    fields:
+    - name: accessMode
+      type:
+        namedType: io.k8s.api.core.v1.PersistentVolumeAccessMode
+      default: ReadWriteOnce
+    - name: deletionPolicy
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ClaimDeletionPolicy
+      default: Retain
+    - name: size
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.StorageSize
+    - name: storageClassName
+      type:
+        scalar: string
 - name: com.github.example.webapp-operator.apis.v2.PathPrefix
   scalar: string
 - name: com.github.example.webapp-operator.apis.v2.PodSecurity
@@ -174,11 +317,17 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.PodSpec
   map:
     fields:
+    - name: affinity
+      type:
+        namedType: io.k8s.api.core.v1.Affinity
     - name: annotations
       type:
         map:
           elementType:
             scalar: string
+    - name: automountServiceAccountToken
+      type:
+        scalar: boolean
     - name: imagePullSecrets
       type:
         list:
@@ -187,14 +336,54 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: initContainers
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.ExtraContainer
+          elementRelationship: associative
+          keys:
+          - name
     - name: labels
       type:
         map:
           elementType:
             scalar: string
+    - name: nodeSelector
+      type:
+        map:
+          elementType:
+            scalar: string
+    - name: priorityClassName
+      type:
+        scalar: string
     - name: security
       type:
         namedType: com.github.example.webapp-operator.apis.v2.PodSecurity
+    - name: serviceAccountName
+      type:
+        scalar: string
+    - name: spread
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.Spread
+    - name: terminationGracePeriodSeconds
+      type:
+        scalar: numeric
+    - name: tolerations
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.Toleration
+          elementRelationship: atomic
+    - name: topologySpreadConstraints
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.TopologySpreadConstraint
+          elementRelationship: associative
+          keys:
+          - topologyKey
+          - whenUnsatisfiable
 - name: com.github.example.webapp-operator.apis.v2.Port
   map:
     fields:
@@ -264,6 +453,26 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tolerance
       type:
         namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.example.webapp-operator.apis.v2.SecretVolume
+  map:
+    fields:
+    - name: defaultMode
+      type:
+        scalar: numeric
+    - name: items
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.KeyToPath
+          elementRelationship: associative
+          keys:
+          - key
+    - name: name
+      type:
+        scalar: string
+    - name: optional
+      type:
+        scalar: boolean
 - name: com.github.example.webapp-operator.apis.v2.ServiceSpec
   map:
     fields:
@@ -275,6 +484,58 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: type
       type:
         namedType: io.k8s.api.core.v1.ServiceType
+- name: com.github.example.webapp-operator.apis.v2.Spread
+  map:
+    fields:
+    - name: across
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.SpreadAcross
+    - name: maxSkew
+      type:
+        scalar: numeric
+    - name: required
+      type:
+        scalar: boolean
+- name: com.github.example.webapp-operator.apis.v2.SpreadAcross
+  scalar: string
+- name: com.github.example.webapp-operator.apis.v2.StorageSize
+  scalar: string
+- name: com.github.example.webapp-operator.apis.v2.Volume
+  map:
+    fields:
+    - name: claim
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.OwnedClaim
+    - name: configMap
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ConfigMapVolume
+    - name: emptyDir
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.EmptyDirVolume
+    - name: name
+      type:
+        scalar: string
+    - name: persistentVolumeClaim
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.ClaimReference
+    - name: secret
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.SecretVolume
+- name: com.github.example.webapp-operator.apis.v2.VolumeMount
+  map:
+    fields:
+    - name: mountPath
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+    - name: readOnly
+      type:
+        scalar: boolean
+    - name: subPath
+      type:
+        scalar: string
 - name: com.github.example.webapp-operator.apis.v2.WebApp
   map:
     fields:
@@ -335,6 +596,14 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: service
       type:
         namedType: com.github.example.webapp-operator.apis.v2.ServiceSpec
+    - name: volumes
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.Volume
+          elementRelationship: associative
+          keys:
+          - name
 - name: com.github.example.webapp-operator.apis.v2.WebAppStatus
   map:
     fields:
@@ -386,6 +655,18 @@ var schemaYAML = typed.YAMLObject(`types:
   scalar: string
 - name: io.k8s.api.autoscaling.v2.ScalingPolicySelect
   scalar: string
+- name: io.k8s.api.core.v1.Affinity
+  map:
+    fields:
+    - name: nodeAffinity
+      type:
+        namedType: io.k8s.api.core.v1.NodeAffinity
+    - name: podAffinity
+      type:
+        namedType: io.k8s.api.core.v1.PodAffinity
+    - name: podAntiAffinity
+      type:
+        namedType: io.k8s.api.core.v1.PodAntiAffinity
 - name: io.k8s.api.core.v1.ConfigMapEnvSource
   map:
     fields:
@@ -411,6 +692,8 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: boolean
     elementRelationship: atomic
+- name: io.k8s.api.core.v1.ContainerRestartPolicy
+  scalar: string
 - name: io.k8s.api.core.v1.EnvFromSource
   map:
     fields:
@@ -537,6 +820,63 @@ var schemaYAML = typed.YAMLObject(`types:
         scalar: string
       default: ""
     elementRelationship: atomic
+- name: io.k8s.api.core.v1.NodeAffinity
+  map:
+    fields:
+    - name: preferredDuringSchedulingIgnoredDuringExecution
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.PreferredSchedulingTerm
+          elementRelationship: atomic
+    - name: requiredDuringSchedulingIgnoredDuringExecution
+      type:
+        namedType: io.k8s.api.core.v1.NodeSelector
+- name: io.k8s.api.core.v1.NodeInclusionPolicy
+  scalar: string
+- name: io.k8s.api.core.v1.NodeSelector
+  map:
+    fields:
+    - name: nodeSelectorTerms
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.NodeSelectorTerm
+          elementRelationship: atomic
+    elementRelationship: atomic
+- name: io.k8s.api.core.v1.NodeSelectorOperator
+  scalar: string
+- name: io.k8s.api.core.v1.NodeSelectorRequirement
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: operator
+      type:
+        namedType: io.k8s.api.core.v1.NodeSelectorOperator
+    - name: values
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+- name: io.k8s.api.core.v1.NodeSelectorTerm
+  map:
+    fields:
+    - name: matchExpressions
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.NodeSelectorRequirement
+          elementRelationship: atomic
+    - name: matchFields
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.NodeSelectorRequirement
+          elementRelationship: atomic
+    elementRelationship: atomic
 - name: io.k8s.api.core.v1.ObjectFieldSelector
   map:
     fields:
@@ -547,6 +887,77 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     elementRelationship: atomic
+- name: io.k8s.api.core.v1.PersistentVolumeAccessMode
+  scalar: string
+- name: io.k8s.api.core.v1.PodAffinity
+  map:
+    fields:
+    - name: preferredDuringSchedulingIgnoredDuringExecution
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.WeightedPodAffinityTerm
+          elementRelationship: atomic
+    - name: requiredDuringSchedulingIgnoredDuringExecution
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.PodAffinityTerm
+          elementRelationship: atomic
+- name: io.k8s.api.core.v1.PodAffinityTerm
+  map:
+    fields:
+    - name: labelSelector
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+    - name: matchLabelKeys
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: mismatchLabelKeys
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: namespaceSelector
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+    - name: namespaces
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: topologyKey
+      type:
+        scalar: string
+- name: io.k8s.api.core.v1.PodAntiAffinity
+  map:
+    fields:
+    - name: preferredDuringSchedulingIgnoredDuringExecution
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.WeightedPodAffinityTerm
+          elementRelationship: atomic
+    - name: requiredDuringSchedulingIgnoredDuringExecution
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.core.v1.PodAffinityTerm
+          elementRelationship: atomic
+- name: io.k8s.api.core.v1.PreferredSchedulingTerm
+  map:
+    fields:
+    - name: preference
+      type:
+        namedType: io.k8s.api.core.v1.NodeSelectorTerm
+    - name: weight
+      type:
+        scalar: numeric
 - name: io.k8s.api.core.v1.Probe
   map:
     fields:
@@ -652,6 +1063,8 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: io.k8s.api.core.v1.ServiceType
   scalar: string
+- name: io.k8s.api.core.v1.StorageMedium
+  scalar: string
 - name: io.k8s.api.core.v1.TCPSocketAction
   map:
     fields:
@@ -661,8 +1074,71 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: port
       type:
         namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+- name: io.k8s.api.core.v1.TaintEffect
+  scalar: string
+- name: io.k8s.api.core.v1.Toleration
+  map:
+    fields:
+    - name: effect
+      type:
+        namedType: io.k8s.api.core.v1.TaintEffect
+    - name: key
+      type:
+        scalar: string
+    - name: operator
+      type:
+        namedType: io.k8s.api.core.v1.TolerationOperator
+    - name: tolerationSeconds
+      type:
+        scalar: numeric
+    - name: value
+      type:
+        scalar: string
+- name: io.k8s.api.core.v1.TolerationOperator
+  scalar: string
+- name: io.k8s.api.core.v1.TopologySpreadConstraint
+  map:
+    fields:
+    - name: labelSelector
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+    - name: matchLabelKeys
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: maxSkew
+      type:
+        scalar: numeric
+    - name: minDomains
+      type:
+        scalar: numeric
+    - name: nodeAffinityPolicy
+      type:
+        namedType: io.k8s.api.core.v1.NodeInclusionPolicy
+    - name: nodeTaintsPolicy
+      type:
+        namedType: io.k8s.api.core.v1.NodeInclusionPolicy
+    - name: topologyKey
+      type:
+        scalar: string
+    - name: whenUnsatisfiable
+      type:
+        namedType: io.k8s.api.core.v1.UnsatisfiableConstraintAction
 - name: io.k8s.api.core.v1.URIScheme
   scalar: string
+- name: io.k8s.api.core.v1.UnsatisfiableConstraintAction
+  scalar: string
+- name: io.k8s.api.core.v1.WeightedPodAffinityTerm
+  map:
+    fields:
+    - name: podAffinityTerm
+      type:
+        namedType: io.k8s.api.core.v1.PodAffinityTerm
+    - name: weight
+      type:
+        scalar: numeric
 - name: io.k8s.apimachinery.pkg.api.resource.Quantity
   scalar: untyped
   list:
@@ -708,6 +1184,38 @@ var schemaYAML = typed.YAMLObject(`types:
         elementType:
           namedType: __untyped_deduced_
         elementRelationship: separable
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+  map:
+    fields:
+    - name: matchExpressions
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement
+          elementRelationship: atomic
+    - name: matchLabels
+      type:
+        map:
+          elementType:
+            scalar: string
+    elementRelationship: atomic
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorOperator
+  scalar: string
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: operator
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorOperator
+    - name: values
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry
   map:
     fields:

@@ -352,6 +352,9 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	if g.chance(0.4) {
 		hub.Spec.Expose = g.Expose()
 	}
+	if g.chance(0.6) {
+		g.Pod(&hub.Spec)
+	}
 	spoke := &webappv1.WebApp{}
 	if err := conversion.FromHub(hub, spoke); err != nil {
 		panic(err)
@@ -455,4 +458,195 @@ func (g *Gen) between(lo, hi int32) int32 {
 		return hi
 	}
 	return lo + int32(g.intn(int(hi-lo+1)))
+}
+
+// Pod draws the rest of a real app's pod into s, in every form the CRD accepts: volumes of each source (ConfigMap
+// and Secret files whole or by key, with modes and optional; emptyDirs on disk or in memory with and without a size
+// limit; an existing claim; an owned claim of each access mode and deletion policy, one that only one pod can
+// mount only where the WebApp runs one replica without autoscaling or a surge), mounts (a volume mounted twice, by
+// subPath, read-only), a read-only root with writable paths, a startup probe, a drain within the grace period, a
+// service account, node selector, tolerations, affinity, a spread in either form, a priority class, init containers
+// and sidecars. It reads what s already says (replicas, autoscaling, rollout) to stay within the CRD's rules.
+func (g *Gen) Pod(s *webappv2.WebAppSpec) {
+	var vols []string
+	for _, name := range g.subset("config", "creds", "scratch", "cache", "shared", "data") {
+		v := webappv2.Volume{Name: name}
+		switch name {
+		case "config":
+			v.ConfigMap = &webappv2.ConfigMapVolume{Name: g.pick("settings", "other"), Items: g.items(), DefaultMode: g.mode(), Optional: g.optional()}
+		case "creds":
+			v.Secret = &webappv2.SecretVolume{Name: g.pick("token", "db"), Items: g.items(), DefaultMode: g.mode(), Optional: g.optional()}
+		case "scratch", "cache":
+			v.EmptyDir = &webappv2.EmptyDirVolume{}
+			if g.chance(0.4) {
+				v.EmptyDir.Medium = corev1.StorageMediumMemory
+			}
+			if g.chance(0.5) {
+				v.EmptyDir.SizeLimit = ptr.To(webappv2.StorageSize(g.pick("64Mi", "1Gi", "1.5Gi", "100M", "1e6", "500k", "0.5")))
+			}
+		case "shared":
+			v.PersistentVolumeClaim = &webappv2.ClaimReference{ClaimName: g.pick("shared-data", "team.files"), ReadOnly: g.chance(0.5)}
+		case "data":
+			c := &webappv2.OwnedClaim{Size: webappv2.StorageSize(g.pick("1Gi", "512Mi", "10G", "1.5Gi", "100M", "2e9", ".5Gi"))}
+			if g.chance(0.5) {
+				c.StorageClassName = ptr.To(g.pick("", "standard", "local-storage"))
+			}
+			c.AccessMode = corev1.PersistentVolumeAccessMode(g.pick("", "ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyMany"))
+			onePod := (s.Replicas == nil || *s.Replicas == 1) && s.Autoscaling == nil && s.Rollout.MaxSurge == nil && s.Rollout.MaxUnavailable == nil
+			if !onePod && (c.AccessMode == "" || c.AccessMode == corev1.ReadWriteOnce || c.AccessMode == corev1.ReadWriteOncePod) {
+				c.AccessMode = corev1.ReadWriteMany
+			}
+			if c.AccessMode == "" {
+				c.AccessMode = corev1.ReadWriteOnce // the CRD's default, as the server stores it
+			}
+			c.DeletionPolicy = webappv2.ClaimDeletionPolicy(g.pick("Retain", "Delete"))
+			v.Claim = c
+		}
+		s.Volumes = append(s.Volumes, v)
+		vols = append(vols, name)
+	}
+	s.Container.VolumeMounts = g.mounts(vols, "/var/lib/", 3)
+	if g.chance(0.3) {
+		s.Container.ReadOnlyRootFilesystem = true
+	}
+	for _, p := range g.subset("/tmp", "/var/cache/nginx", "/run") {
+		s.Container.WritablePaths = append(s.Container.WritablePaths, webappv2.AbsolutePath(p))
+	}
+	if g.chance(0.3) {
+		s.Container.StartupProbe = g.probe(true)
+	}
+	if g.chance(0.3) {
+		s.Pod.TerminationGracePeriodSeconds = ptr.To(int64(g.between(0, 120)))
+	}
+	if grace := ptr.Deref(s.Pod.TerminationGracePeriodSeconds, webappv2.DefaultTerminationGracePeriodSeconds); grace > 1 && g.chance(0.4) {
+		s.Container.DrainSeconds = 1 + int32(g.intn(int(min(grace-1, 3600))))
+	}
+	if g.chance(0.3) {
+		s.Pod.ServiceAccountName = g.pick("app-sa", "default", "web.runner")
+	}
+	s.Pod.AutomountServiceAccountToken = g.optional()
+	for _, k := range g.subset("kubernetes.io/os", "example.com/pool") {
+		if s.Pod.NodeSelector == nil {
+			s.Pod.NodeSelector = map[string]string{}
+		}
+		s.Pod.NodeSelector[k] = g.pick("linux", "web", "")
+	}
+	for _, t := range g.subset("dedicated", "any", "unreachable") {
+		switch t {
+		case "dedicated":
+			s.Pod.Tolerations = append(s.Pod.Tolerations, corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "web", Effect: corev1.TaintEffectNoSchedule})
+		case "any":
+			s.Pod.Tolerations = append(s.Pod.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
+		default:
+			s.Pod.Tolerations = append(s.Pod.Tolerations, corev1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists,
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(g.intn(600)))})
+		}
+	}
+	if g.chance(0.3) {
+		s.Pod.Affinity = g.affinity()
+	}
+	switch g.intn(4) {
+	case 0:
+		s.Pod.Spread = &webappv2.Spread{Across: webappv2.SpreadAcross(g.pick("Nodes", "Zones")), Required: g.chance(0.5)}
+		if g.chance(0.5) {
+			s.Pod.Spread.MaxSkew = g.between(1, 100)
+		}
+	case 1:
+		c := corev1.TopologySpreadConstraint{MaxSkew: g.between(1, 5), TopologyKey: g.pick("kubernetes.io/hostname", "topology.kubernetes.io/zone"),
+			WhenUnsatisfiable: corev1.UnsatisfiableConstraintAction(g.pick("DoNotSchedule", "ScheduleAnyway")),
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": "web"}}}
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule && g.chance(0.5) {
+			c.MinDomains = ptr.To(g.between(1, 3))
+		}
+		if g.chance(0.5) {
+			c.MatchLabelKeys = []string{"pod-template-hash"}
+		}
+		s.Pod.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{c}
+	}
+	if g.chance(0.2) {
+		s.Pod.PriorityClassName = g.pick("high-priority", "batch.low")
+	}
+	for _, name := range g.subset("migrate", "proxy", "wait-for-db") {
+		c := webappv2.ExtraContainer{Name: name, Image: g.Image()}
+		for range g.intn(3) {
+			c.Command = append(c.Command, g.word())
+		}
+		if g.chance(0.3) {
+			c.Args = []string{"--" + g.word()}
+		}
+		if g.chance(0.4) {
+			c.Env = g.env()
+		}
+		if g.chance(0.3) {
+			c.Resources = g.resources()
+		}
+		c.ImagePullPolicy = corev1.PullPolicy(g.pick("", "Always", "IfNotPresent", "Never"))
+		c.VolumeMounts = g.mounts(vols, "/mnt/", 2)
+		if name == "proxy" || g.chance(0.2) {
+			c.RestartPolicy = corev1.ContainerRestartPolicyAlways
+			if g.chance(0.5) {
+				c.ReadinessProbe = g.probe(false)
+			}
+		}
+		s.Pod.InitContainers = append(s.Pod.InitContainers, c)
+	}
+}
+
+// items draws the chosen keys of a ConfigMap or Secret volume (none: every key).
+func (g *Gen) items() []webappv2.KeyToPath {
+	var out []webappv2.KeyToPath
+	for i, k := range g.subset("app.conf", "key", "a.b") {
+		out = append(out, webappv2.KeyToPath{Key: k, Path: g.pick("conf/", "", "a/b/") + fmt.Sprint(i) + k, Mode: g.mode()})
+	}
+	return out
+}
+
+// mode draws file mode bits, or none.
+func (g *Gen) mode() *int32 {
+	if g.chance(0.6) {
+		return nil
+	}
+	return ptr.To(int32(g.pick2(0o400, 0o644, 0o755, 0o777, 0)))
+}
+
+func (g *Gen) pick2(v ...int) int { return v[g.intn(len(v))] }
+
+// mounts draws mounts of some of vols under dir (at most max, a volume twice among them), by subPath and
+// read-only or not.
+func (g *Gen) mounts(vols []string, dir string, max int) []webappv2.VolumeMount {
+	var out []webappv2.VolumeMount
+	for i := range g.intn(max + 1) {
+		if len(vols) == 0 {
+			break
+		}
+		m := webappv2.VolumeMount{Name: vols[g.intn(len(vols))], MountPath: fmt.Sprintf("%s%s-%d", dir, g.word(), i)}
+		if g.chance(0.3) {
+			m.SubPath = g.pick("sub", "a/b", "app.conf", "..data-not-a-segment")
+		}
+		m.ReadOnly = g.chance(0.4)
+		out = append(out, m)
+	}
+	return out
+}
+
+// affinity draws node affinity, pod affinity and pod anti-affinity, each required or preferred.
+func (g *Gen) affinity() *corev1.Affinity {
+	a := &corev1.Affinity{}
+	if g.chance(0.6) {
+		term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64", "arm64"}}}}
+		a.NodeAffinity = &corev1.NodeAffinity{}
+		if g.chance(0.5) {
+			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}
+		} else {
+			a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.PreferredSchedulingTerm{{Weight: g.between(1, 100), Preference: term}}
+		}
+	}
+	term := corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": "web"}}}
+	if g.chance(0.5) {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: g.between(1, 100), PodAffinityTerm: term}}}
+	}
+	if g.chance(0.3) || (a.NodeAffinity == nil && a.PodAntiAffinity == nil) {
+		a.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}
+	}
+	return a
 }

@@ -76,7 +76,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 		if refused[name] {
 			continue
 		}
-		for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
+		for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}, &corev1.PersistentVolumeClaim{},
 			&networkingv1.Ingress{}, &gwv1.HTTPRoute{}} {
 			if msg := ownedIsSent(t, first, ns, name, child); msg != "" {
 				t.Errorf("%s\n%s", msg, gen.Manifest(app))

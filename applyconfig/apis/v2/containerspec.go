@@ -9,6 +9,7 @@ Licensed under the Apache License, Version 2.0.
 package v2
 
 import (
+	apisv2 "github.com/example/webapp-operator/apis/v2"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -39,6 +40,20 @@ type ContainerSpecApplyConfiguration struct {
 	ReadinessProbe *v1.Probe `json:"readinessProbe,omitempty"`
 	// LivenessProbe, when set, restarts the container when it fails.
 	LivenessProbe *v1.Probe `json:"livenessProbe,omitempty"`
+	// StartupProbe, when set, holds the readiness and liveness probes back until it passes once (for an app that
+	// starts slowly).
+	StartupProbe *v1.Probe `json:"startupProbe,omitempty"`
+	// VolumeMounts mount volumes of spec.volumes into the container, each at its own path.
+	VolumeMounts []VolumeMountApplyConfiguration `json:"volumeMounts,omitempty"`
+	// ReadOnlyRootFilesystem makes the container's root filesystem read-only; writablePaths stay writable.
+	ReadOnlyRootFilesystem *bool `json:"readOnlyRootFilesystem,omitempty"`
+	// WritablePaths are directories the container can write to whatever its root filesystem (e.g. /tmp,
+	// /var/cache/nginx): each is an emptyDir of the pod, empty at every start.
+	WritablePaths []apisv2.AbsolutePath `json:"writablePaths,omitempty"`
+	// DrainSeconds is how long a stopping pod keeps serving before the container is told to stop (a preStop sleep
+	// that needs no shell in the image): long enough for the endpoints, the Gateway and kube-proxy to stop sending
+	// it requests. 1 to 3600, below pod.terminationGracePeriodSeconds.
+	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
 }
 
 // ContainerSpecApplyConfiguration constructs a declarative configuration of the ContainerSpec type for use with
@@ -124,5 +139,52 @@ func (b *ContainerSpecApplyConfiguration) WithReadinessProbe(value v1.Probe) *Co
 // If called multiple times, the LivenessProbe field is set to the value of the last call.
 func (b *ContainerSpecApplyConfiguration) WithLivenessProbe(value v1.Probe) *ContainerSpecApplyConfiguration {
 	b.LivenessProbe = &value
+	return b
+}
+
+// WithStartupProbe sets the StartupProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupProbe field is set to the value of the last call.
+func (b *ContainerSpecApplyConfiguration) WithStartupProbe(value v1.Probe) *ContainerSpecApplyConfiguration {
+	b.StartupProbe = &value
+	return b
+}
+
+// WithVolumeMounts adds the given value to the VolumeMounts field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the VolumeMounts field.
+func (b *ContainerSpecApplyConfiguration) WithVolumeMounts(values ...*VolumeMountApplyConfiguration) *ContainerSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithVolumeMounts")
+		}
+		b.VolumeMounts = append(b.VolumeMounts, *values[i])
+	}
+	return b
+}
+
+// WithReadOnlyRootFilesystem sets the ReadOnlyRootFilesystem field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ReadOnlyRootFilesystem field is set to the value of the last call.
+func (b *ContainerSpecApplyConfiguration) WithReadOnlyRootFilesystem(value bool) *ContainerSpecApplyConfiguration {
+	b.ReadOnlyRootFilesystem = &value
+	return b
+}
+
+// WithWritablePaths adds the given value to the WritablePaths field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the WritablePaths field.
+func (b *ContainerSpecApplyConfiguration) WithWritablePaths(values ...apisv2.AbsolutePath) *ContainerSpecApplyConfiguration {
+	for i := range values {
+		b.WritablePaths = append(b.WritablePaths, values[i])
+	}
+	return b
+}
+
+// WithDrainSeconds sets the DrainSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DrainSeconds field is set to the value of the last call.
+func (b *ContainerSpecApplyConfiguration) WithDrainSeconds(value int32) *ContainerSpecApplyConfiguration {
+	b.DrainSeconds = &value
 	return b
 }

@@ -30,6 +30,32 @@ type PodSpecApplyConfiguration struct {
 	// the opt-out for images that must run as root (nginx:1.25, say): RuntimeDefault seccomp and no privilege
 	// escalation, with the image's user and the default capabilities.
 	Security *apisv2.PodSecurity `json:"security,omitempty"`
+	// ServiceAccountName is the ServiceAccount the pods run as (default: the namespace's default ServiceAccount).
+	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+	// AutomountServiceAccountToken says whether the ServiceAccount's token is mounted into the pods (default: the
+	// ServiceAccount's setting, true unless it says otherwise). Set it to false for an app that never calls the
+	// Kubernetes API.
+	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
+	// NodeSelector places the pods on nodes with all these labels.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations let the pods run on nodes with matching taints.
+	Tolerations []v1.Toleration `json:"tolerations,omitempty"`
+	// Affinity is the pods' node affinity and pod (anti-)affinity, as in a pod.
+	Affinity *v1.Affinity `json:"affinity,omitempty"`
+	// Spread spreads the WebApp's pods evenly across nodes or zones (the simple form; a topology spread constraint
+	// selecting the WebApp's pods of one revision). Not together with topologySpreadConstraints.
+	Spread *SpreadApplyConfiguration `json:"spread,omitempty"`
+	// TopologySpreadConstraints are the pods' topology spread constraints as in a pod (the raw form: its
+	// labelSelector must select the WebApp's pods, e.g. app.kubernetes.io/instance: NAME).
+	TopologySpreadConstraints []v1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// PriorityClassName is the pods' PriorityClass.
+	PriorityClassName *string `json:"priorityClassName,omitempty"`
+	// TerminationGracePeriodSeconds is how long a stopping pod has, the drain included, before it is killed
+	// (default 30).
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// InitContainers run in order before the app starts; one with restartPolicy Always is a native sidecar that
+	// keeps running beside the app. Their names must differ from each other and from "app".
+	InitContainers []ExtraContainerApplyConfiguration `json:"initContainers,omitempty"`
 }
 
 // PodSpecApplyConfiguration constructs a declarative configuration of the PodSpec type for use with
@@ -81,5 +107,100 @@ func (b *PodSpecApplyConfiguration) WithImagePullSecrets(values ...v1.LocalObjec
 // If called multiple times, the Security field is set to the value of the last call.
 func (b *PodSpecApplyConfiguration) WithSecurity(value apisv2.PodSecurity) *PodSpecApplyConfiguration {
 	b.Security = &value
+	return b
+}
+
+// WithServiceAccountName sets the ServiceAccountName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ServiceAccountName field is set to the value of the last call.
+func (b *PodSpecApplyConfiguration) WithServiceAccountName(value string) *PodSpecApplyConfiguration {
+	b.ServiceAccountName = &value
+	return b
+}
+
+// WithAutomountServiceAccountToken sets the AutomountServiceAccountToken field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AutomountServiceAccountToken field is set to the value of the last call.
+func (b *PodSpecApplyConfiguration) WithAutomountServiceAccountToken(value bool) *PodSpecApplyConfiguration {
+	b.AutomountServiceAccountToken = &value
+	return b
+}
+
+// WithNodeSelector puts the entries into the NodeSelector field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the NodeSelector field,
+// overwriting an existing map entries in NodeSelector field with the same key.
+func (b *PodSpecApplyConfiguration) WithNodeSelector(entries map[string]string) *PodSpecApplyConfiguration {
+	if b.NodeSelector == nil && len(entries) > 0 {
+		b.NodeSelector = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.NodeSelector[k] = v
+	}
+	return b
+}
+
+// WithTolerations adds the given value to the Tolerations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Tolerations field.
+func (b *PodSpecApplyConfiguration) WithTolerations(values ...v1.Toleration) *PodSpecApplyConfiguration {
+	for i := range values {
+		b.Tolerations = append(b.Tolerations, values[i])
+	}
+	return b
+}
+
+// WithAffinity sets the Affinity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Affinity field is set to the value of the last call.
+func (b *PodSpecApplyConfiguration) WithAffinity(value v1.Affinity) *PodSpecApplyConfiguration {
+	b.Affinity = &value
+	return b
+}
+
+// WithSpread sets the Spread field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Spread field is set to the value of the last call.
+func (b *PodSpecApplyConfiguration) WithSpread(value *SpreadApplyConfiguration) *PodSpecApplyConfiguration {
+	b.Spread = value
+	return b
+}
+
+// WithTopologySpreadConstraints adds the given value to the TopologySpreadConstraints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the TopologySpreadConstraints field.
+func (b *PodSpecApplyConfiguration) WithTopologySpreadConstraints(values ...v1.TopologySpreadConstraint) *PodSpecApplyConfiguration {
+	for i := range values {
+		b.TopologySpreadConstraints = append(b.TopologySpreadConstraints, values[i])
+	}
+	return b
+}
+
+// WithPriorityClassName sets the PriorityClassName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PriorityClassName field is set to the value of the last call.
+func (b *PodSpecApplyConfiguration) WithPriorityClassName(value string) *PodSpecApplyConfiguration {
+	b.PriorityClassName = &value
+	return b
+}
+
+// WithTerminationGracePeriodSeconds sets the TerminationGracePeriodSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TerminationGracePeriodSeconds field is set to the value of the last call.
+func (b *PodSpecApplyConfiguration) WithTerminationGracePeriodSeconds(value int64) *PodSpecApplyConfiguration {
+	b.TerminationGracePeriodSeconds = &value
+	return b
+}
+
+// WithInitContainers adds the given value to the InitContainers field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the InitContainers field.
+func (b *PodSpecApplyConfiguration) WithInitContainers(values ...*ExtraContainerApplyConfiguration) *PodSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithInitContainers")
+		}
+		b.InitContainers = append(b.InitContainers, *values[i])
+	}
 	return b
 }

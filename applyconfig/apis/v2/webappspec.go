@@ -47,6 +47,9 @@ type WebAppSpecApplyConfiguration struct {
 	// (an HTTPRoute of the WebApp's name attached to it; Gateway API must be installed) or an Ingress controller
 	// (an Ingress of the WebApp's name and the controller's class). Removing it removes the route.
 	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
+	// Volumes are the pods' volumes: ConfigMap and Secret files, scratch directories, an existing claim or one the
+	// WebApp owns. Containers mount them by name (container.volumeMounts, pod.initContainers[].volumeMounts).
+	Volumes []VolumeApplyConfiguration `json:"volumes,omitempty"`
 	// DeletionPolicy says what happens to the children when the WebApp is deleted: Delete (the default) deletes
 	// them with it; Orphan leaves them running, without an owner.
 	DeletionPolicy *apisv2.DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -132,6 +135,19 @@ func (b *WebAppSpecApplyConfiguration) WithAutoscaling(value *AutoscalingApplyCo
 // If called multiple times, the Expose field is set to the value of the last call.
 func (b *WebAppSpecApplyConfiguration) WithExpose(value *ExposeApplyConfiguration) *WebAppSpecApplyConfiguration {
 	b.Expose = value
+	return b
+}
+
+// WithVolumes adds the given value to the Volumes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Volumes field.
+func (b *WebAppSpecApplyConfiguration) WithVolumes(values ...*VolumeApplyConfiguration) *WebAppSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithVolumes")
+		}
+		b.Volumes = append(b.Volumes, *values[i])
+	}
 	return b
 }
 

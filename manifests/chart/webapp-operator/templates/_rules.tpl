@@ -26,6 +26,7 @@
 - apiGroups:
   - ""
   resources:
+  - persistentvolumeclaims
   - services
   verbs:
   - create

@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// desiredClaim is the PersistentVolumeClaim the WebApp owns (nil: it owns none). It has the WebApp's name and a
+// controller owner reference like every child; a claim kept on deletion (Retain, the default) is released by the
+// finalizer before the WebApp goes, so garbage collection never takes it (claimKept).
+func desiredClaim(app *webappv2.WebApp) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	v := ownedClaimVolume(app)
+	if v == nil {
+		return nil
+	}
+	c := v.Claim
+	mode := c.AccessMode
+	if mode == "" {
+		mode = corev1.ReadWriteOnce
+	}
+	// The API server rounds a claim's requests up to milli precision, as a container's: sent in that form.
+	size := c.Size.Quantity()
+	size.RoundUp(-3)
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(mode).
+		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: size}))
+	if c.StorageClassName != nil {
+		spec.WithStorageClassName(*c.StorageClassName)
+	}
+	return corev1ac.PersistentVolumeClaim(app.Name, app.Namespace).
+		WithLabels(commonLabels(app)).
+		WithOwnerReferences(ownerReference(app)).
+		WithSpec(spec)
+}
+
+// claimKept says whether app's claim outlives it: it owns one whose deletionPolicy is not Delete. The WebApp then
+// carries the finalizer, and its deletion releases the claim first.
+func claimKept(app *webappv2.WebApp) bool {
+	v := ownedClaimVolume(app)
+	return v != nil && v.Claim.DeletionPolicy != webappv2.ClaimDelete
+}
+
+// handOverStrategy makes room for a Recreate strategy on a Deployment that rolled by RollingUpdate, and reports
+// whether it wrote. The server defaulted strategy.rollingUpdate (25%/25%) when the Deployment was created, and no
+// field manager owns it: an apply cannot remove a field it does not own, and the Deployment API refuses
+// rollingUpdate beside type Recreate (kubernetes/kubernetes#24198), so the apply of Recreate alone would fail
+// forever. So, first, our manager applies the strategy it already sends plus that rollingUpdate as the server has
+// it, taking ownership of the defaults (it changes no value, so nothing rolls); the apply of Recreate that follows
+// releases it, and the server removes it. Nothing is sent when rollingUpdate is owned by another manager: it is then
+// theirs, and the Deployment's refusal is reported in the WebApp's status.
+func handOverStrategy(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, dep *appsv1.Deployment) (bool, error) {
+	ru := dep.Spec.Strategy.RollingUpdate
+	if !recreates(app) || ru == nil {
+		return false, nil
+	}
+	if owners := managersOf(dep, "f:spec", "f:strategy", "f:rollingUpdate"); len(owners) > 0 {
+		if len(owners) == 1 && owners[0] == FieldManager {
+			// Ours: the apply of Recreate releases it.
+			return false, nil
+		}
+		log.FromContext(ctx).Info("strategy.rollingUpdate is owned by another field manager: it stays, and the Deployment refuses Recreate beside it", "managers", owners)
+		return false, nil
+	}
+	// What our manager owns, plus the strategy as the server has it, guarded by UID and resourceVersion: it is
+	// refused rather than applied over a Deployment changed or re-created since it was read.
+	owned, err := appsv1ac.ExtractDeployment(dep, FieldManager)
+	if err != nil {
+		return false, err
+	}
+	if owned.Spec == nil {
+		owned.WithSpec(appsv1ac.DeploymentSpec())
+	}
+	take := appsv1ac.RollingUpdateDeployment()
+	take.MaxSurge, take.MaxUnavailable = ru.MaxSurge, ru.MaxUnavailable
+	owned.Spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(dep.Spec.Strategy.Type).WithRollingUpdate(take))
+	owned.WithUID(dep.UID).WithResourceVersion(dep.ResourceVersion)
+	if err := r.Client.Apply(ctx, owned, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		appliesTotal.WithLabelValues("Deployment", resultFailed).Inc()
+		return false, fmt.Errorf("taking over the defaulted strategy.rollingUpdate before Recreate: %w", err)
+	}
+	log.FromContext(ctx).Info("took over the defaulted strategy.rollingUpdate, so the Deployment can switch to Recreate")
+	appliesTotal.WithLabelValues("Deployment", resultSent).Inc()
+	return true, nil
+}
+
+// managersOf lists the field managers whose managedFields entry (of the main resource) owns the field at path
+// (fieldsV1 keys, e.g. "f:spec", "f:strategy"), itself or anything below it.
+func managersOf(obj client.Object, path ...string) []string {
+	var out []string
+	for _, e := range obj.GetManagedFields() {
+		if e.Subresource != "" || e.FieldsV1 == nil {
+			continue
+		}
+		var node map[string]any
+		if json.Unmarshal(e.FieldsV1.Raw, &node) != nil {
+			continue
+		}
+		found := true
+		for _, k := range path {
+			next, ok := node[k].(map[string]any)
+			if !ok {
+				found = false
+				break
+			}
+			node = next
+		}
+		if found && !slices.Contains(out, e.Manager) {
+			out = append(out, e.Manager)
+		}
+	}
+	return out
+}
