@@ -92,10 +92,8 @@ type childKind struct {
 	// ifServed: the kind's API may not be served (a CRD installed after the operator, or never); the kind is
 	// watched and written only once it is (servedAPIs).
 	ifServed bool
-	// kept: an object of the kind is never deleted. When the WebApp no longer wants it, it is released (our owner
-	// reference taken off); keptOnDeletion says whether the WebApp's deletion releases it too (it then carries the
-	// finalizer).
-	kept           bool
+	// keptOnDeletion, set for a kept kind (hooks.kept), says whether the WebApp's deletion releases its object too
+	// (the WebApp then carries the finalizer).
 	keptOnDeletion func(*webappv2.WebApp) bool
 	// configHash reads the config hash an object of the kind carries (nil: it carries none).
 	configHash func(client.Object) string
@@ -111,6 +109,9 @@ type hooks struct {
 	// handover runs just before an apply to an existing object of the kind, with that object (nil: nothing to do):
 	// it gives fields the apply is about to leave out to their next owner, and reports whether it wrote.
 	handover func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, cur client.Object) (bool, error)
+	// kept: an object of the kind is never deleted; when the WebApp no longer wants it, it is released (our owner
+	// reference taken off).
+	kept bool
 }
 
 // inputs are what the builders need besides the WebApp, read once per reconcile.
@@ -144,7 +145,7 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 			obj, _ := r.cachedChild(ctx, c, key, app.UID)
 			return childOutcome{obj: obj}, &childError{kind: kind, key: key, err: err, read: true}
 		}
-		if optional && reflect.ValueOf(desired).IsNil() && c.kept {
+		if optional && reflect.ValueOf(desired).IsNil() && c.hooks.kept {
 			released, err := releaseUnwanted(ctx, r, c, app)
 			return childOutcome{written: written{sent: released}}, err
 		}
@@ -179,7 +180,7 @@ func (c childKind) withConfigHash(f func(client.Object) string) childKind {
 
 // keptOn makes the kind kept: never deleted, released when unwanted, and on the WebApp's deletion where f says so.
 func (c childKind) keptOn(f func(*webappv2.WebApp) bool) childKind {
-	c.kept, c.keptOnDeletion = true, f
+	c.hooks.kept, c.keptOnDeletion = true, f
 	return c
 }
 

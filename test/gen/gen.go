@@ -355,12 +355,17 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	if g.chance(0.6) {
 		g.Pod(&hub.Spec)
 	}
+	return hub, Spoke(hub)
+}
+
+// Spoke is hub's v1 form, with what v1 cannot say in the conversion data of its status (Manifest prints it whole).
+func Spoke(hub *webappv2.WebApp) *webappv1.WebApp {
 	spoke := &webappv1.WebApp{}
 	if err := conversion.FromHub(hub, spoke); err != nil {
 		panic(err)
 	}
 	spoke.TypeMeta = metav1.TypeMeta{APIVersion: webappv1.GroupVersion.String(), Kind: "WebApp"}
-	return hub, spoke
+	return spoke
 }
 
 // Expose draws spec.expose in every accepted form: one to three hosts, or 16 (wildcards among them), up to three

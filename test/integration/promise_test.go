@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/gen"
 	"github.com/example/webapp-operator/test/testutil"
@@ -34,6 +35,27 @@ import (
 
 // promiseSeedAndCount: TestEveryAcceptedWebAppConvergesThenCostsZeroWrites runs WEBAPP_FUZZ_COUNT generated
 // WebApps (200 by default) from WEBAPP_FUZZ_SEED (1 by default); `make fuzz` sets both.
+// keepClaim makes next's owned claim the one cur has, where both have one: the CRD allows a claim's size only to
+// grow and its class and access mode not to change, and a claim one pod at a time mounts keeps the WebApp at one
+// replica (so next's count, autoscaling and surge give way). A claim next drops or adds is a change like any other.
+func keepClaim(cur, next *webappv2.WebAppSpec) {
+	var old *webappv2.OwnedClaim
+	for _, v := range cur.Volumes {
+		if v.Claim != nil {
+			old = v.Claim
+		}
+	}
+	for i := range next.Volumes {
+		if next.Volumes[i].Claim == nil || old == nil {
+			continue
+		}
+		next.Volumes[i].Claim = old.DeepCopy()
+		if old.SingleWriter() {
+			next.Replicas, next.Autoscaling, next.Rollout.MaxSurge, next.Rollout.MaxUnavailable = nil, nil, nil, nil
+		}
+	}
+}
+
 func promiseSeedAndCount(t *testing.T) (uint64, int) {
 	t.Helper()
 	return testutil.SeedAndCount(t, "WEBAPP_FUZZ_SEED", "WEBAPP_FUZZ_COUNT", 200)
@@ -70,6 +92,15 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	}
 	refused := waitConverged(t, ns, apps, time.Minute+time.Duration(count)*time.Second)
 	t.Logf("%d cases converged, %d of them refused by the Deployment API", len(apps), len(refused))
+	for name := range refused {
+		// What the CRD lets through and the Deployment API refuses: each is a candidate for a rule in the CRD.
+		app := &webappv1.WebApp{}
+		if err := get(ctx, ns, name, app); err == nil {
+			if c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady); c != nil {
+				t.Logf("refused %s: %s", name, c.Message)
+			}
+		}
+	}
 
 	// What our manager owns on each child is exactly the field set of the last apply it sent there.
 	for name, app := range apps {
@@ -97,6 +128,52 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	second := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
 	resyncs(t, 3, count, requeue)
 	failIfWrites(t, "after a restart", second.writes.take(), eventsSince(t, ns, restart), apps, refused)
+
+	// Changes from one accepted WebApp to another: every third case is redrawn (as v2, every field) and updated in
+	// place, as a user's next apply would; the same promise holds after the change.
+	changed := map[string]*webappv1.WebApp{}
+	for i := 0; i < count; i += 3 {
+		name := fmt.Sprintf("case-%d", i)
+		cur := &webappv2.WebApp{}
+		if err := get(ctx, ns, name, cur); err != nil {
+			t.Fatal(err)
+		}
+		next, _ := g.WebAppV2(ns, name)
+		keepClaim(&cur.Spec, &next.Spec)
+		spoke := gen.Spoke(next)
+		cur.Spec = next.Spec
+		if err := k8s.Update(ctx, cur); err != nil {
+			t.Fatalf("the API server refuses a change to a WebApp it accepted: %v\nfrom:\n%s\nto:\n%s", err, gen.Manifest(apps[name]), gen.Manifest(spoke))
+		}
+		apps[name], changed[name] = spoke, spoke
+	}
+	refusedAfter := waitConverged(t, ns, apps, time.Minute+time.Duration(len(changed))*time.Second)
+	for name := range changed {
+		if refusedAfter[name] {
+			continue
+		}
+		for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}, &corev1.PersistentVolumeClaim{},
+			&networkingv1.Ingress{}, &gwv1.HTTPRoute{}} {
+			// The last apply of the child: the second operator's, or the first's for a child the change left alone.
+			msg := ownedIsSent(t, second, ns, name, child)
+			if strings.Contains(msg, "no apply of it was seen") {
+				msg = ownedIsSent(t, first, ns, name, child)
+			}
+			if msg != "" {
+				t.Errorf("after a change: %s\n%s", msg, gen.Manifest(apps[name]))
+			}
+		}
+	}
+	t.Logf("%d cases changed, %d of them refused by the Deployment API", len(changed), len(refusedAfter))
+	second.writes.take()
+	rest = time.Now()
+	resyncs(t, 3, count, requeue)
+	failIfWrites(t, "at rest after the changes", second.writes.take(), eventsSince(t, ns, rest), apps, nil)
+	second.stop()
+	restart = time.Now()
+	second = startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
+	resyncs(t, 3, count, requeue)
+	failIfWrites(t, "after a restart after the changes", second.writes.take(), eventsSince(t, ns, restart), apps, refusedAfter)
 
 	// The safety net was never needed: no apply found the server's object already as we sent it.
 	if n := metricSum(t, "webapp_operator_noop_applies_total", nil) - noops; n != 0 {

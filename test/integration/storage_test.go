@@ -1,0 +1,321 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/test/testutil"
+)
+
+// The API server refuses, in the WebApp's own terms, what the Deployment or the claim would refuse or break later:
+// nothing is stored.
+func TestStorageAndPodFieldsAreRefusedInTheirOwnTerms(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := func(name string) webappv2.Volume {
+		return webappv2.Volume{Name: name, ConfigMap: &webappv2.ConfigMapVolume{Name: "cm"}}
+	}
+	rwo := webappv2.Volume{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}
+	cases := []struct {
+		name string
+		spec webappv2.WebAppSpec
+		want string
+	}{
+		{"a mount of an undeclared volume", webappv2.WebAppSpec{Image: "x", Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "nope", MountPath: "/a"}}}},
+			"every container.volumeMounts[].name must name a volume"},
+		{"two mounts at one path", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a"), cfg("b")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/p"}, {Name: "b", MountPath: "/p"}}}}, "Duplicate value"},
+		{"a '..' subPath", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/p", SubPath: "x/../../etc"}}}}, "a subPath must be relative"},
+		{"an absolute subPath", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/p", SubPath: "/etc"}}}}, "a subPath must be relative"},
+		{"a relative mountPath", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "p"}}}}, "spec.container.volumeMounts[0].mountPath"},
+		{"a volume with two sources", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{{Name: "a", ConfigMap: &webappv2.ConfigMapVolume{Name: "c"},
+			EmptyDir: &webappv2.EmptyDirVolume{}}}}, "a volume needs exactly one of"},
+		{"a volume name of the operator's", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("webapp-writable-0")}}, "must not start with 'webapp-'"},
+		{"a ReadWriteOnce claim with two replicas", webappv2.WebAppSpec{Image: "x", Replicas: ptr.To[int32](2), Volumes: []webappv2.Volume{rwo}}, "mounted by one pod at a time"},
+		{"a ReadWriteOncePod claim with autoscaling", webappv2.WebAppSpec{Image: "x", Autoscaling: &webappv2.Autoscaling{MaxReplicas: 3},
+			Volumes: []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi", AccessMode: corev1.ReadWriteOncePod}}}}, "mounted by one pod at a time"},
+		{"a ReadWriteOnce claim with a surge", webappv2.WebAppSpec{Image: "x", Rollout: webappv2.RolloutSpec{MaxSurge: ptr.To(intstr.FromInt32(1))},
+			Volumes: []webappv2.Volume{rwo}}, "mounted by one pod at a time"},
+		{"two owned claims", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{
+			{Name: "a", Claim: &webappv2.OwnedClaim{Size: "1Gi", AccessMode: corev1.ReadWriteMany}}, {Name: "b", Claim: &webappv2.OwnedClaim{Size: "1Gi", AccessMode: corev1.ReadWriteMany}}}},
+			"at most one claim"},
+		{"a claim of zero bytes", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "0"}}}}, "a size must be more than zero"},
+		{"a negative size limit", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{{Name: "s", EmptyDir: &webappv2.EmptyDirVolume{SizeLimit: ptr.To[webappv2.StorageSize]("-1Gi")}}}},
+			"spec.volumes[0].emptyDir.sizeLimit"},
+		{"a writable path that is also a mount", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a")},
+			Container: webappv2.ContainerSpec{WritablePaths: []webappv2.AbsolutePath{"/tmp"}, VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/tmp"}}}}, "both in container.writablePaths"},
+		{"a drain as long as the grace period", webappv2.WebAppSpec{Image: "x", Container: webappv2.ContainerSpec{DrainSeconds: 30}}, "less than pod.terminationGracePeriodSeconds"},
+		{"an init container named app", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{InitContainers: []webappv2.ExtraContainer{{Name: "app", Image: "y"}}}}, "'app' is the app container's name"},
+		{"a readiness probe on an init container", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{InitContainers: []webappv2.ExtraContainer{{Name: "i", Image: "y",
+			ReadinessProbe: ptrProbe()}}}}, "only a sidecar"},
+		{"an init container mounting an undeclared volume", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{InitContainers: []webappv2.ExtraContainer{{Name: "i", Image: "y",
+			VolumeMounts: []webappv2.VolumeMount{{Name: "nope", MountPath: "/a"}}}}}}, "every pod.initContainers[].volumeMounts[].name"},
+		{"both forms of spread", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{Spread: &webappv2.Spread{Across: webappv2.SpreadNodes},
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "k", WhenUnsatisfiable: corev1.DoNotSchedule}}}}, "set pod.spread or pod.topologySpreadConstraints"},
+	}
+	for i, tc := range cases {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bad-%d", i)}, Spec: tc.spec}
+		err := k8s.Create(context.Background(), app)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+		if err := get(context.Background(), ns, app.Name, &webappv2.WebApp{}); err == nil {
+			t.Errorf("%s: stored anyway", tc.name)
+		}
+	}
+
+	// A hostPath (or any other source) is not silently something else: kubectl's strict field validation refuses
+	// the unknown field, and without it the volume left with no source is refused.
+	hostPath := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
+		"metadata": map[string]any{"namespace": ns, "name": "hostpath"},
+		"spec":     map[string]any{"image": "x", "volumes": []any{map[string]any{"name": "h", "hostPath": map[string]any{"path": "/etc"}}}},
+	}}
+	for _, strict := range []bool{true, false} {
+		var opts []client.CreateOption
+		want := "a volume needs exactly one of"
+		if strict {
+			opts, want = append(opts, client.FieldValidation("Strict")), `unknown field "spec.volumes[0].hostPath"`
+		}
+		if err := k8s.Create(context.Background(), hostPath.DeepCopy(), opts...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("hostPath (strict %v): error %v, want one saying %q", strict, err, want)
+		}
+	}
+
+	// An owned claim's class and access mode cannot change, nor its size shrink; it may grow.
+	ok := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claim"}, Spec: webappv2.WebAppSpec{Image: "x",
+		Volumes: []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi", StorageClassName: ptr.To("slow")}}}}}
+	if err := k8s.Create(context.Background(), ok); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*webappv2.OwnedClaim)
+		want   string
+	}{
+		{"shrink", func(c *webappv2.OwnedClaim) { c.Size = "512Mi" }, "claim.size cannot shrink"},
+		{"another class", func(c *webappv2.OwnedClaim) { c.StorageClassName = ptr.To("fast") }, "claim.storageClassName cannot change"},
+		{"the default class", func(c *webappv2.OwnedClaim) { c.StorageClassName = nil }, "claim.storageClassName cannot change"},
+		{"another access mode", func(c *webappv2.OwnedClaim) { c.AccessMode = corev1.ReadWriteOncePod }, "claim.accessMode cannot change"},
+		{"grow", func(c *webappv2.OwnedClaim) { c.Size = "2Gi" }, ""},
+	} {
+		app := &webappv2.WebApp{}
+		if err := get(context.Background(), ns, "claim", app); err != nil {
+			t.Fatal(err)
+		}
+		tc.change(app.Spec.Volumes[0].Claim)
+		err := k8s.Update(context.Background(), app)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// claimOf is the WebApp's claim as the server has it, and whether the WebApp controls it.
+func claimOf(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, bool, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := get(ctx, ns, name, pvc); err != nil {
+		return nil, false, err
+	}
+	ref := metav1.GetControllerOf(pvc)
+	return pvc, ref != nil && ref.Kind == "WebApp" && ref.Name == name, nil
+}
+
+func waitClaim(t *testing.T, ns, name string, controlled bool) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	var pvc *corev1.PersistentVolumeClaim
+	testutil.Eventually(t, wait10s, fmt.Sprintf("claim %s controlled by its WebApp = %v", name, controlled), func(ctx context.Context) error {
+		var ours bool
+		var err error
+		if pvc, ours, err = claimOf(ctx, ns, name); err != nil {
+			return err
+		}
+		if ours != controlled {
+			return fmt.Errorf("owner references %+v", pvc.OwnerReferences)
+		}
+		return nil
+	})
+	return pvc
+}
+
+func setVolumes(t *testing.T, ns, name string, vols []webappv2.Volume) {
+	t.Helper()
+	update(t, ns, name, &webappv2.WebApp{}, func(app *webappv2.WebApp) { app.Spec.Volumes = vols })
+}
+
+// An owned claim's data is never taken away by a spec edit, and outlives its WebApp unless it says Delete: removed
+// from the spec it is released (kept, no owner), added back it is taken up again, and the WebApp's deletion
+// releases it through the finalizer; with deletionPolicy Delete garbage collection may take it, and no finalizer is
+// needed. Zero writes at rest and after a restart throughout.
+func TestAnOwnedClaimOutlivesItsWebApp(t *testing.T) {
+	ns := newNamespace(t)
+	op := startOperator(t, ns, time.Second)
+	data := []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{Image: "x", Volumes: data,
+		Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "data", MountPath: "/data"}}}}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	pvc := waitClaim(t, ns, "web", true)
+	if q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "1Gi" || !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+		t.Errorf("claim spec = %+v", pvc.Spec)
+	}
+	waitFinalizer(t, ns, true)
+	dep := &appsv1.Deployment{}
+	testutil.Eventually(t, wait10s, "the Deployment rolls out by Recreate and mounts the claim", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", dep); err != nil {
+			return err
+		}
+		vols := dep.Spec.Template.Spec.Volumes
+		if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || len(vols) != 1 || vols[0].PersistentVolumeClaim == nil || vols[0].PersistentVolumeClaim.ClaimName != "web" {
+			return fmt.Errorf("strategy %+v, volumes %+v", dep.Spec.Strategy, vols)
+		}
+		return nil
+	})
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Removed from the spec: released, kept.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Volumes, a.Spec.Container.VolumeMounts = nil, nil })
+	waitClaim(t, ns, "web", false)
+	waitFinalizer(t, ns, false)
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Added back: taken up again (it carries our managed-by label and no owner).
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Volumes = data })
+	waitClaim(t, ns, "web", true)
+	waitFinalizer(t, ns, true)
+
+	// Deleted: the claim stays, with its spec, without an owner; the WebApp goes.
+	op.stop()
+	op = startOperator(t, ns, time.Second)
+	if err := k8s.Delete(context.Background(), &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitWebAppGone(t, ns)
+	kept := waitClaim(t, ns, "web", false)
+	if q := kept.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "1Gi" || len(kept.OwnerReferences) != 0 {
+		t.Errorf("kept claim = %+v", kept)
+	}
+
+	// deletionPolicy Delete: an owner reference for garbage collection, and no finalizer.
+	del := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scratch"}, Spec: webappv2.WebAppSpec{Image: "x",
+		Volumes: []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi", DeletionPolicy: webappv2.ClaimDelete}}}}}
+	if err := k8s.Create(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, "scratch", true)
+	restartCostsNoWrites(t, op, ns)
+	got := &webappv2.WebApp{}
+	if err := get(context.Background(), ns, "scratch", got); err != nil || len(got.Finalizers) != 0 {
+		t.Errorf("finalizers %v (%v), want none", got.Finalizers, err)
+	}
+}
+
+// A single-writer claim added to a WebApp that rolled by RollingUpdate switches its Deployment to Recreate: the
+// server's defaulted rollingUpdate, which nobody owns and the Deployment API refuses beside Recreate
+// (kubernetes/kubernetes#24198), is taken over first, so it goes with the switch; never stuck. Removing the claim
+// brings the rolling update back. At rest after each step: zero writes, also after a restart.
+func TestASingleWriterClaimSwitchesTheRolloutToRecreate(t *testing.T) {
+	ns := newNamespace(t)
+	op := startOperator(t, ns, time.Second)
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{Image: "x"}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	strategy := func(want appsv1.DeploymentStrategyType, rollingUpdate bool) {
+		t.Helper()
+		testutil.Eventually(t, wait10s, fmt.Sprintf("strategy %s", want), func(ctx context.Context) error {
+			dep := &appsv1.Deployment{}
+			if err := get(ctx, ns, "web", dep); err != nil {
+				return err
+			}
+			if dep.Spec.Strategy.Type != want || (dep.Spec.Strategy.RollingUpdate != nil) != rollingUpdate {
+				return fmt.Errorf("strategy %+v", dep.Spec.Strategy)
+			}
+			return nil
+		})
+	}
+	strategy(appsv1.RollingUpdateDeploymentStrategyType, true)
+	op = restartCostsNoWrites(t, op, ns)
+
+	setVolumes(t, ns, "web", []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi", AccessMode: corev1.ReadWriteOncePod}}})
+	strategy(appsv1.RecreateDeploymentStrategyType, false)
+	waitClaim(t, ns, "web", true)
+	op = restartCostsNoWrites(t, op, ns)
+
+	setVolumes(t, ns, "web", nil)
+	strategy(appsv1.RollingUpdateDeploymentStrategyType, true)
+	restartCostsNoWrites(t, op, ns)
+}
+
+// A mounted ConfigMap that is missing is said in Ready by name within seconds (the pods cannot start, and show it
+// nowhere but in the kubelet's events); once it exists, the pod template rolls (its content is in the config hash)
+// and the reason goes. An optional one is not trouble.
+func TestAMissingMountedConfigMapIsSaidByName(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{Image: "x",
+		Volumes: []webappv2.Volume{
+			{Name: "config", ConfigMap: &webappv2.ConfigMapVolume{Name: "site"}},
+			{Name: "extra", ConfigMap: &webappv2.ConfigMapVolume{Name: "maybe", Optional: ptr.To(true)}},
+		},
+		Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "config", MountPath: "/etc/site"}}}}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	// As the Deployment controller would (none runs here): the spec observed, no pod ready.
+	start := time.Now()
+	dep := &appsv1.Deployment{}
+	testutil.Eventually(t, wait10s, "the Deployment observed", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", dep); err != nil {
+			return err
+		}
+		dep.Status.ObservedGeneration = dep.Generation
+		return k8s.Status().Update(ctx, dep)
+	})
+	readyFalse(t, ns, "web", "MountFailing", `configmap "site" (volume "config") not found`)
+	t.Logf("MountFailing said %v after the create", time.Since(start).Round(time.Millisecond))
+	if err := get(context.Background(), ns, "web", dep); err != nil {
+		t.Fatal(err)
+	}
+	before := dep.Spec.Template.Annotations["webapp.example.com/config-hash"]
+	if err := k8s.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site"}, Data: map[string]string{"index.html": "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, wait10s, "the template rolled and MountFailing gone", func(ctx context.Context) error {
+		got := &webappv2.WebApp{}
+		if err := get(ctx, ns, "web", got); err != nil {
+			return err
+		}
+		if err := get(ctx, ns, "web", dep); err != nil {
+			return err
+		}
+		if h := dep.Spec.Template.Annotations["webapp.example.com/config-hash"]; h == before || h == "" {
+			return fmt.Errorf("config hash %q, was %q", h, before)
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Reason == "MountFailing" {
+				return fmt.Errorf("%s still %s: %s", c.Type, c.Reason, c.Message)
+			}
+		}
+		return nil
+	})
+}
