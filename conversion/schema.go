@@ -120,11 +120,12 @@ func blocking(e *field.Error) bool {
 
 // ToHub converts a v1 WebApp to v2. What it restores from the conversion data (the v1 object's status, or the
 // legacy annotation) is held to v2's whole schema: a restored field that v2 refuses is dropped (the field reads as
-// v1 alone says it: the v1 port as the only port, no autoscaling, no expose), never stored, and
+// v1 alone says it: the v1 port as the only port, no autoscaling, no expose, no volume, and so on), never stored, and
 // status.conversionDropped names it with v2's errors. It never fails on an object the API server accepted:
 // conversion sits on the read path.
 //
-// The fields are tried one at a time on top of what v1 alone says, in a fixed order (ports, autoscaling, expose):
+// The fields are tried one at a time on top of what v1 alone says, in a fixed order (ports, autoscaling, expose,
+// then v2Fields in their order):
 // a field is dropped when adding it brings an error that the object without it does not have, so an error in a
 // rule over the whole spec is charged to the field that brought it, and never to v1's own fields.
 func ToHub(src *webappv1.WebApp, dst *webappv2.WebApp) error {

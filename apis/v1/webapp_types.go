@@ -262,7 +262,8 @@ type WebAppStatus struct {
 	ConversionDropped *ConversionDropped `json:"conversionDropped,omitempty"`
 
 	// ConversionData keeps, while the WebApp is read as v1, what its v2 spec says that v1 cannot (an unset field
-	// that v1 shows with its default, more ports, autoscaling, expose), as JSON. The conversion to v2 restores it.
+	// that v1 shows with its default, more ports, autoscaling, expose, volumes and the rest of the pod), as JSON.
+	// The conversion to v2 restores it.
 	// It lives in the status because no write to the WebApp itself can change the status, and no field manager
 	// owns what such a write sends there: a v1 client that reads, edits and writes (or applies an export) keeps
 	// every v2-only field without owning or forging it. Written by conversion only.

@@ -6,6 +6,7 @@
 #   webapp-operator:before-v2     the operator of the last commit before API v2 (WEBAPP_UPGRADE_FROM), for the
 #                                 upgrade test
 #   webapp-test/webserver:1       the test web app (test/images/webserver), static, FROM scratch, non-root
+#   webapp-test/webserver:2       the same, a second tag (a rollout to a new image)
 #   webapp-test/metrics-server:1  metrics-server, built from its Go module (test/tools/metrics-server) on the
 #                                 distroless stand-in, as its own image is
 #   webapp-test/traefik:1         Traefik, the Gateway API implementation and Ingress controller of the exposure
@@ -126,6 +127,8 @@ for img in webserver pause; do
   cp "$here/$img/Dockerfile" "$tmp/ctx-$img/"
 done
 docker build -q --network=host -t webapp-test/webserver:1 "$tmp/ctx-webserver" >/dev/null
+# The same app under a second tag: a rollout to a new image (the zero-failed-requests test).
+docker tag webapp-test/webserver:1 webapp-test/webserver:2
 docker build -q --network=host -t registry.k8s.io/pause:3.10 "$tmp/ctx-pause" >/dev/null
 log "test images built"
 
@@ -185,7 +188,7 @@ log "webapp-operator:dev built (the manager compiled on the host)"
 go_image webapp-test/metrics-server:1 "$root/test/tools/metrics-server" /metrics-server \
   -ldflags "-s -w" sigs.k8s.io/metrics-server/cmd/metrics-server
 
-for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/metrics-server:1 webapp-test/traefik:1 webapp-test/prometheus:1 registry.k8s.io/pause:3.10; do
+for img in webapp-operator:dev webapp-operator:before-v2 webapp-test/webserver:1 webapp-test/webserver:2 webapp-test/metrics-server:1 webapp-test/traefik:1 webapp-test/prometheus:1 registry.k8s.io/pause:3.10; do
   file="$out/$(echo "$img" | tr '/:' '__').tar"
   docker save -o "$file" "$img"
   echo "$file"

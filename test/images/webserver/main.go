@@ -2,16 +2,22 @@
 // /healthz with 200, or 500 with --fail-healthz;
 // GET /burn?ms=N by spinning on a CPU for N milliseconds (at most 10 s), the load of the autoscaling test; and a GET
 // of any other path (a gateway's path prefix included) with who served the request (pod name, uid, the GREETING
-// environment variable).
+// environment variable). With --files=DIR it serves GET /files/NAME from DIR and stores the body of PUT /files/NAME
+// there (a mounted ConfigMap, a claim); with --scratch=DIR,... it writes a file into each directory before it
+// listens, and exits if it cannot (as nginx does with its cache and pid: the test of writable paths on a read-only
+// root).
 package main
 
 import (
 	"encoding/json"
 	"flag"
+	"io"
 	"log"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,7 +33,17 @@ func main() {
 	listen := flag.String("listen", ":8080", "address to serve on")
 	failHealthz := flag.Bool("fail-healthz", false, "answer /healthz with 500, so a readiness probe on it fails")
 	listenAfter := flag.Duration("listen-after", 0, "wait this long before listening, as an app that starts slowly")
+	files := flag.String("files", "", "serve GET /files/NAME from this directory, and store PUT /files/NAME in it")
+	scratch := flag.String("scratch", "", "comma-separated directories to write a file into before listening (exit if one cannot be)")
 	flag.Parse()
+	for _, dir := range strings.Split(*scratch, ",") {
+		if dir == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "webserver.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			log.Fatalf("cannot write into %s: %v", dir, err)
+		}
+	}
 	host, _ := os.Hostname()
 	me := reply{Hostname: host, UID: os.Getuid(), GID: os.Getgid(), Greeting: os.Getenv("GREETING")}
 
@@ -55,6 +71,20 @@ func main() {
 		}
 		_, _ = w.Write([]byte(strconv.Itoa(spins) + " spins\n"))
 	})
+	if *files != "" {
+		mux.Handle("GET /files/", http.StripPrefix("/files/", http.FileServer(http.Dir(*files))))
+		mux.HandleFunc("PUT /files/{name}", func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(*files, filepath.Base(r.PathValue("name"))), body, 0o600)
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})
+	}
 	time.Sleep(*listenAfter)
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("serving on %s as uid %d (fail-healthz=%v)", *listen, me.UID, *failHealthz)
