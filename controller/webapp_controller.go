@@ -424,7 +424,12 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.We
 			errs = append(errs, &childError{kind: c.kind, key: key, err: err})
 		case sent:
 			appliesTotal.WithLabelValues(c.kind, resultSent).Inc()
-			r.event(app, childRef(app, c.kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", c.kind, app.Name)
+			if app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan {
+				r.event(app, childRef(app, c.kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", c.kind, app.Name)
+			} else {
+				// A kind kept on deletion (the owned claim): kept for its data, not to keep running.
+				r.event(app, childRef(app, c.kind), corev1.EventTypeNormal, "Released", "Release", "Released %s %s: the WebApp is deleted, and it is kept with its data", c.kind, app.Name)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -58,6 +58,9 @@ func TestExamplesApply(t *testing.T) {
 			if strings.Contains(text, "ingress:") {
 				children = append(children, &networkingv1.Ingress{})
 			}
+			if strings.Contains(text, "claim:") {
+				children = append(children, &corev1.PersistentVolumeClaim{})
+			}
 			key := types.NamespacedName{Namespace: ns, Name: u.GetName()}
 			for _, child := range children {
 				if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -1,0 +1,238 @@
+package controller
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The canary's step machine (issue 32): a pure function of the plan (the spec's strategy, defaults applied), the
+// state the rollout has reached (kept in the WebApp's status, so a restart or a leader change resumes it at the same
+// step) and what this reconcile observed. It decides the next state and the traffic the canary gets; the builders
+// turn that into both Deployments, both Services and the route's weights. Not wired into the API yet: the strategy's
+// fields, the second Deployment and the route's weights come with it.
+
+// Reasons of a canary rollout's end, in the Ready condition and the state.
+const (
+	ReasonRolledBack  = "RolledBack"
+	ReasonCheckFailed = "CheckFailed"
+)
+
+// canaryPlan is a canary strategy with its defaults applied.
+type canaryPlan struct {
+	steps  []canaryStep
+	checks []canaryCheck
+}
+
+// canaryStep sends weight percent of the traffic to the canary, then pauses: the canary must be ready at that
+// weight, and the pause run out with every check passing, before the next step.
+type canaryStep struct {
+	weight int32
+	pause  time.Duration
+}
+
+// canaryCheck is a query whose value must not exceed max; failuresAllowed failures are tolerated within one canary.
+type canaryCheck struct {
+	name            string
+	max             float64
+	interval        time.Duration
+	failuresAllowed int32
+}
+
+// canaryPhase is where the rollout is.
+type canaryPhase string
+
+const (
+	// phaseStable: no canary; the stable version serves everything.
+	phaseStable canaryPhase = "Stable"
+	// phaseCanary: the canary runs beside the stable version and gets its step's weight.
+	phaseCanary canaryPhase = "Canary"
+	// phasePromoting: every step passed; the stable Deployment is rolling to the canary's version.
+	phasePromoting canaryPhase = "Promoting"
+	// phaseRolledBack: the canary was stopped; the stable version serves everything until the spec changes.
+	phaseRolledBack canaryPhase = "RolledBack"
+)
+
+// canaryState is what the rollout has reached. It lives in the WebApp's status: it changes at a step's start and
+// end, on a check's failure and on a rollback, never while a step pauses, so a pause costs no write.
+type canaryState struct {
+	// stable is the revision (the pod template's hash) of the version that serves; canary the one being tried
+	// ("" when none); failed the last one rolled back (re-applying it does not start it again).
+	stable, canary, failed string
+	// step is the index of the canary's step; len(plan.steps) while promoting.
+	step int
+	// since is when the step's pause started: when the canary was first seen ready at its weight (zero: not yet).
+	since time.Time
+	// failures counts each check's failures in this canary, in the plan's order.
+	failures []int32
+	// reason and message say why the last canary was rolled back (a pod trouble reason, or CheckFailed).
+	reason, message string
+}
+
+// canaryObservation is what a reconcile saw of the two versions.
+type canaryObservation struct {
+	// revision is the spec's pod template's; deployed the stable Deployment's ("" when it does not exist yet).
+	revision, deployed string
+	// canaryReady: the canary Deployment has as many available pods as its step's weight asks for.
+	canaryReady bool
+	// troubleReason and troubleMessage are the canary's pods' trouble (podTrouble), "" when none.
+	troubleReason, troubleMessage string
+	// checks are the checks' results of this reconcile, in the plan's order; nil when none was due.
+	checks []checkResult
+	// stableRolledOut: the stable Deployment runs the canary's revision and its rollout is complete.
+	stableRolledOut bool
+}
+
+// checkResult is one evaluation of a check: its value, or why it could not be had (an error counts as a failure).
+type checkResult struct {
+	value float64
+	err   error
+}
+
+// canaryDecision is what the step machine decided.
+type canaryDecision struct {
+	state canaryState
+	phase canaryPhase
+	// weight is the canary's share of the traffic, in percent.
+	weight int32
+	// after is when to look again without an event (a pause's end, a check's interval); zero: on events only.
+	after time.Duration
+}
+
+// nextCanary decides the rollout's next state from the plan, the state reached and what was observed at now.
+func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.Time) canaryDecision {
+	switch {
+	case s.stable == "":
+		// The first version, or a WebApp that just took the strategy: what the stable Deployment runs is stable
+		// (nothing runs yet: the spec's version is), and a spec asking for another is its canary.
+		s.stable = obs.revision
+		if obs.deployed != "" {
+			s.stable = obs.deployed
+		}
+		if s.stable != obs.revision {
+			return startCanary(plan, s, obs)
+		}
+		return canaryDecision{state: s, phase: phaseStable}
+	case obs.revision == s.stable:
+		// The spec is back at the stable version (a canary abandoned by the user, or none): nothing to try. A
+		// failed revision stays known, so applying it again still does not loop.
+		s.canary, s.step, s.since, s.failures = "", 0, time.Time{}, nil
+		return canaryDecision{state: s, phase: phaseStable}
+	case obs.revision == s.failed:
+		// The version rolled back is applied again: it stays rolled back, rather than loop.
+		return canaryDecision{state: s, phase: phaseRolledBack}
+	case obs.revision != s.canary:
+		// A new version (or one changed mid-canary): its canary starts from the first step.
+		return startCanary(plan, s, obs)
+	}
+	if s.step >= len(plan.steps) {
+		return promote(plan, s, obs)
+	}
+	if obs.troubleReason != "" {
+		// The canary's pods cannot run: traffic goes back to stable at once.
+		return rollBack(s, obs.troubleReason, obs.troubleMessage)
+	}
+	failing := ""
+	for i, c := range plan.checks {
+		if i >= len(obs.checks) {
+			break
+		}
+		if ok, said := passes(c, obs.checks[i]); !ok {
+			s.failures = countFailure(s.failures, len(plan.checks), i)
+			if s.failures[i] > c.failuresAllowed {
+				return rollBack(s, ReasonCheckFailed, fmt.Sprintf("check %s: %s (failures %d, allowed %d)", c.name, said, s.failures[i], c.failuresAllowed))
+			}
+			failing = c.name
+		}
+	}
+	step := plan.steps[s.step]
+	d := canaryDecision{state: s, phase: phaseCanary, weight: step.weight}
+	if !obs.canaryReady {
+		// The pause starts once the canary serves its weight; until then, its pods' events bring us back.
+		return d
+	}
+	if s.since.IsZero() {
+		d.state.since = now
+	}
+	if left := d.state.since.Add(step.pause).Sub(now); left > 0 {
+		d.after = min(left, nextCheck(plan))
+		return d
+	}
+	if len(plan.checks) > 0 && (len(obs.checks) < len(plan.checks) || failing != "") {
+		// The pause is over, but the step passes only on every check's passing result, taken now.
+		d.after = nextCheck(plan)
+		return d
+	}
+	d.state.step++
+	d.state.since = time.Time{}
+	if d.state.step >= len(plan.steps) {
+		return promote(plan, d.state, obs)
+	}
+	d.weight = plan.steps[d.state.step].weight
+	return d
+}
+
+// startCanary starts a canary of obs.revision at the first step.
+// What this reconcile saw of a canary belongs to the version before, so nothing else follows from it yet.
+func startCanary(plan canaryPlan, s canaryState, obs canaryObservation) canaryDecision {
+	s.canary, s.step, s.since, s.failures, s.reason, s.message = obs.revision, 0, time.Time{}, nil, "", ""
+	if len(plan.steps) == 0 {
+		return promote(plan, s, canaryObservation{})
+	}
+	return canaryDecision{state: s, phase: phaseCanary, weight: plan.steps[0].weight}
+}
+
+// promote rolls the stable Deployment to the canary's version; the canary keeps the last step's weight until the
+// stable one has rolled out, then stable is the new version and the canary is gone.
+func promote(plan canaryPlan, s canaryState, obs canaryObservation) canaryDecision {
+	s.step = len(plan.steps)
+	if obs.stableRolledOut {
+		s.stable, s.canary, s.failed, s.step, s.since, s.failures = s.canary, "", "", 0, time.Time{}, nil
+		return canaryDecision{state: s, phase: phaseStable}
+	}
+	var w int32
+	if n := len(plan.steps); n > 0 {
+		w = plan.steps[n-1].weight
+	}
+	return canaryDecision{state: s, phase: phasePromoting, weight: w}
+}
+
+// rollBack stops the canary, saying why; the stable version serves everything.
+func rollBack(s canaryState, reason, message string) canaryDecision {
+	s.failed, s.canary, s.step, s.since, s.failures = s.canary, "", 0, time.Time{}, nil
+	s.reason, s.message = reason, message
+	return canaryDecision{state: s, phase: phaseRolledBack}
+}
+
+// passes reports whether a check's result passes, and what it said.
+func passes(c canaryCheck, r checkResult) (bool, string) {
+	switch {
+	case r.err != nil:
+		return false, r.err.Error()
+	case math.IsNaN(r.value):
+		return false, "no value"
+	case r.value > c.max:
+		return false, fmt.Sprintf("%s > %s", formatValue(r.value), formatValue(c.max))
+	}
+	return true, ""
+}
+
+func formatValue(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+
+// countFailure adds a failure of check i to failures, sized to n checks.
+func countFailure(failures []int32, n, i int) []int32 {
+	out := make([]int32, n)
+	copy(out, failures)
+	out[i]++
+	return out
+}
+
+// nextCheck is the shortest check interval (a pause without checks waits for its end alone).
+func nextCheck(plan canaryPlan) time.Duration {
+	d := time.Duration(math.MaxInt64)
+	for _, c := range plan.checks {
+		d = min(d, c.interval)
+	}
+	return d
+}
