@@ -24,6 +24,9 @@ import (
 type memory struct {
 	mu      sync.Mutex
 	records map[types.NamespacedName]*record
+	// failing indexes, by namespace, the WebApps whose last reconcile failed: a ResourceQuota's or a Namespace's
+	// event looks up its namespace's, never scans every record under the lock.
+	failing map[string]map[types.NamespacedName]struct{}
 }
 
 // record is what is remembered of one WebApp and its children.
@@ -92,6 +95,7 @@ func (m *memory) forget(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.records, key)
+	m.setFailing(key, false)
 }
 
 // size is how many WebApps are remembered.
@@ -142,17 +146,35 @@ func (m *memory) settle(key types.NamespacedName, fp string, err error) {
 	if rec := m.record(key, fp != ""); rec != nil {
 		rec.converged = fp
 	}
+	m.setFailing(key, err != nil)
+}
+
+// setFailing keeps the failing index of key. The caller holds m.mu.
+func (m *memory) setFailing(key types.NamespacedName, failing bool) {
+	keys := m.failing[key.Namespace]
+	switch {
+	case failing && keys == nil:
+		if m.failing == nil {
+			m.failing = map[string]map[types.NamespacedName]struct{}{}
+		}
+		m.failing[key.Namespace] = map[types.NamespacedName]struct{}{key: {}}
+	case failing:
+		keys[key] = struct{}{}
+	case keys != nil:
+		delete(keys, key)
+		if len(keys) == 0 {
+			delete(m.failing, key.Namespace)
+		}
+	}
 }
 
 // failingIn lists the WebApps of namespace whose last reconcile failed and that the backoff is retrying.
 func (m *memory) failingIn(namespace string) []types.NamespacedName {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var keys []types.NamespacedName
-	for key, rec := range m.records {
-		if key.Namespace == namespace && strings.HasPrefix(rec.converged, retrying) {
-			keys = append(keys, key)
-		}
+	keys := make([]types.NamespacedName, 0, len(m.failing[namespace]))
+	for key := range m.failing[namespace] {
+		keys = append(keys, key)
 	}
 	return keys
 }

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,5 +41,37 @@ func TestBehindOnlyWhileTheCacheLagsOurWrite(t *testing.T) {
 				t.Errorf("behind = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFailingIn: the failing index follows each WebApp's last reconcile, by namespace, and forgets the deleted.
+func TestFailingIn(t *testing.T) {
+	m := &memory{}
+	a, b, c := types.NamespacedName{Namespace: "x", Name: "a"}, types.NamespacedName{Namespace: "x", Name: "b"}, types.NamespacedName{Namespace: "y", Name: "c"}
+	failed := errors.New("quota exceeded")
+	steps := []struct {
+		do     func()
+		x, y   []types.NamespacedName
+		record string
+	}{
+		{do: func() { m.settle(a, "fp", failed) }, x: []types.NamespacedName{a}},
+		{do: func() { m.settle(b, "", failed) }, x: []types.NamespacedName{a, b}},
+		{do: func() { m.settle(c, "fp", failed) }, x: []types.NamespacedName{a, b}, y: []types.NamespacedName{c}},
+		{do: func() { m.settle(a, "fp2", nil) }, x: []types.NamespacedName{b}, y: []types.NamespacedName{c}},
+		{do: func() { m.settle(b, "", nil) }, y: []types.NamespacedName{c}},
+		{do: func() { m.forget(c) }},
+	}
+	for i, s := range steps {
+		s.do()
+		for ns, want := range map[string][]types.NamespacedName{"x": s.x, "y": s.y} {
+			got := m.failingIn(ns)
+			slices.SortFunc(got, func(p, q types.NamespacedName) int { return strings.Compare(p.Name, q.Name) })
+			if !slices.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Errorf("step %d: failing in %s: %v, want %v", i, ns, got, want)
+			}
+		}
+	}
+	if len(m.failing) != 0 {
+		t.Errorf("the index keeps %v after every WebApp recovered or went", m.failing)
 	}
 }
