@@ -37,10 +37,10 @@ func TestQueryCheck(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				if tt.status != 0 {
 					w.WriteHeader(tt.status)
-					fmt.Fprint(w, tt.answer)
+					_, _ = fmt.Fprint(w, tt.answer)
 					return
 				}
-				fmt.Fprintf(w, `{"status":"success","data":%s}`, tt.answer)
+				_, _ = fmt.Fprintf(w, `{"status":"success","data":%s}`, tt.answer)
 			}))
 			defer srv.Close()
 			got := queryCheck(context.Background(), nil, srv.URL, "sum(rate(x[1m]))", time.Now())

@@ -103,7 +103,7 @@ func managersOf(obj client.Object, path ...string) []string {
 			continue
 		}
 		var node map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &node) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &node) != nil {
 			continue
 		}
 		found := true

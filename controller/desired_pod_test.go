@@ -23,7 +23,7 @@ func TestDesiredPodTemplateAdditions(t *testing.T) {
 		set   func(*webappv2.WebAppSpec)
 		check func(t *testing.T, d *appsv1.Deployment, p corev1.PodSpec, c corev1.Container)
 	}{
-		{"none set: nothing added", func(*webappv2.WebAppSpec) {}, func(t *testing.T, d *appsv1.Deployment, p corev1.PodSpec, c corev1.Container) {
+		{"none set: nothing added", func(*webappv2.WebAppSpec) {}, func(t *testing.T, d *appsv1.Deployment, p corev1.PodSpec, _ corev1.Container) {
 			want := `{"containers":[{"name":"app","image":"nginx","ports":[{"name":"http","containerPort":80,"protocol":"TCP"}],"resources":{},` +
 				`"readinessProbe":{"tcpSocket":{"port":"http"}},"securityContext":{"capabilities":{"drop":["ALL"]},"allowPrivilegeEscalation":false}}],` +
 				`"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}}}`

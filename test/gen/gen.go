@@ -616,11 +616,11 @@ func (g *Gen) mode() *int32 {
 
 func (g *Gen) pick2(v ...int) int { return v[g.intn(len(v))] }
 
-// mounts draws mounts of some of vols under dir (at most max, a volume twice among them), by subPath and
+// mounts draws mounts of some of vols under dir (at most most, a volume twice among them), by subPath and
 // read-only or not.
-func (g *Gen) mounts(vols []string, dir string, max int) []webappv2.VolumeMount {
+func (g *Gen) mounts(vols []string, dir string, most int) []webappv2.VolumeMount {
 	var out []webappv2.VolumeMount
-	for i := range g.intn(max + 1) {
+	for i := range g.intn(most + 1) {
 		if len(vols) == 0 {
 			break
 		}

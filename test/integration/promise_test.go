@@ -72,8 +72,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	installGatewayAPI(t)
 	ns := newNamespace(t)
 	noops := metricSum(t, "webapp_operator_noop_applies_total", nil)
-	const requeue = 2 * time.Second
-	first := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
+	first := startOperatorWith(t, ns, promiseRequeue, operatorOptions{workers: 4})
 
 	g := gen.New(seed)
 	apps := map[string]*webappv1.WebApp{}
@@ -119,14 +118,14 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	// recorded during convergence may still be on their way: they are told apart by their time.)
 	first.writes.take()
 	rest := time.Now()
-	resyncs(t, 3, count, requeue)
+	resyncs(t, count)
 	failIfWrites(t, "at rest", first.writes.take(), eventsSince(t, ns, rest), apps, nil)
 
 	// After a restart (empty cache, nothing remembered): nothing either, but one more try of each refused child.
 	first.stop()
 	restart := time.Now()
-	second := startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
-	resyncs(t, 3, count, requeue)
+	second := startOperatorWith(t, ns, promiseRequeue, operatorOptions{workers: 4})
+	resyncs(t, count)
 	failIfWrites(t, "after a restart", second.writes.take(), eventsSince(t, ns, restart), apps, refused)
 
 	// Changes from one accepted WebApp to another: every third case is redrawn (as v2, every field) and updated in
@@ -167,12 +166,12 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	t.Logf("%d cases changed, %d of them refused by the Deployment API", len(changed), len(refusedAfter))
 	second.writes.take()
 	rest = time.Now()
-	resyncs(t, 3, count, requeue)
+	resyncs(t, count)
 	failIfWrites(t, "at rest after the changes", second.writes.take(), eventsSince(t, ns, rest), apps, nil)
 	second.stop()
 	restart = time.Now()
-	second = startOperatorWith(t, ns, requeue, operatorOptions{workers: 4})
-	resyncs(t, 3, count, requeue)
+	second = startOperatorWith(t, ns, promiseRequeue, operatorOptions{workers: 4})
+	resyncs(t, count)
 	failIfWrites(t, "after a restart after the changes", second.writes.take(), eventsSince(t, ns, restart), apps, refusedAfter)
 
 	// The safety net was never needed: no apply found the server's object already as we sent it.
@@ -211,9 +210,13 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	}
 }
 
-// resyncs waits for n resyncs of count WebApps resynced every period.
-func resyncs(t *testing.T, n, count int, period time.Duration) {
+// promiseRequeue is the promise test's resync period.
+const promiseRequeue = 2 * time.Second
+
+// resyncs waits for three resyncs of count WebApps, resynced every promiseRequeue.
+func resyncs(t *testing.T, count int) {
 	t.Helper()
+	const n, period = 3, promiseRequeue
 	waitResyncs(t, n, time.Duration(n+1)*period+time.Minute+time.Duration(count*n)*20*time.Millisecond)
 }
 

@@ -214,8 +214,8 @@ func TestAReadOnlyRootWithWritablePaths(t *testing.T) {
 }
 
 // load sends GETs naming host to url from 4 clients, each on a new connection, until stop is closed and at least
-// min were sent; it returns how many were sent and how many failed (an error or a status other than 200).
-func load(url, host string, min int64, stop <-chan struct{}) (sent, failed int64, firstFailure string) {
+// least were sent; it returns how many were sent and how many failed (an error or a status other than 200).
+func load(url, host string, least int64, stop <-chan struct{}) (sent, failed int64, firstFailure string) {
 	var wg sync.WaitGroup
 	var once sync.Once
 	for range 4 {
@@ -225,7 +225,7 @@ func load(url, host string, min int64, stop <-chan struct{}) (sent, failed int64
 			for {
 				select {
 				case <-stop:
-					if atomic.LoadInt64(&sent) >= min {
+					if atomic.LoadInt64(&sent) >= least {
 						return
 					}
 				default:
