@@ -28,6 +28,8 @@ U ?= 5000
 RESYNC ?= 10s
 WORKERS ?= 8
 FLOOR ?= 1
+# How many times bench-scale measures (the median of each figure is printed).
+RUNS ?= 3
 # How long the whole test run may take (go test -timeout).
 TEST_TIMEOUT ?= 40m
 # The local cluster's node: kwok (a fake node, fast) or real (containerd, kubelet, kube-proxy; needs root).
@@ -132,9 +134,9 @@ bench: ## Run the benchmarks and print their figures.
 	go test -run '^$$' -bench . -benchmem ./controller/... ./conversion/...
 
 .PHONY: bench-scale
-bench-scale: build ## Measure N WebApps beside U Deployments against the floor, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=1|same|0; minutes).
+bench-scale: build ## Measure N WebApps beside U Deployments against the floor, RUNS times, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=1|same|0 RUNS=3; minutes).
 	bin=$$(test/tools/install.sh) && go build -o bin/benchscale ./test/cmd/benchscale && \
-		WEBAPP_TOOLS_BIN="$$bin" bin/benchscale -n $(N) -u $(U) -resync $(RESYNC) -workers $(WORKERS) \
+		WEBAPP_TOOLS_BIN="$$bin" bin/benchscale -n $(N) -u $(U) -resync $(RESYNC) -workers $(WORKERS) -runs $(RUNS) \
 		-floor=$$( [ "$(FLOOR)" = 0 ] && echo false || echo true ) -fresh-floor=$$( [ "$(FLOOR)" = same ] && echo false || echo true ) \
 		-args "$(ARGS)"
 

@@ -14,10 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,12 +54,12 @@ const (
 )
 
 type config struct {
-	n, u, uReplicas, replicas, workers int
-	resync, timeout                    time.Duration
-	manager                            string
-	managerArgs                        []string
-	operator, floor, freshFloor        bool
-	dir                                string
+	n, u, uReplicas, replicas, workers, runs int
+	resync, timeout, quiet                   time.Duration
+	manager                                  string
+	managerArgs                              []string
+	operator, floor, freshFloor              bool
+	dir                                      string
 }
 
 func main() {
@@ -70,6 +72,8 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 8, "--max-concurrent-reconciles of the manager, and the floor client's concurrency")
 	flag.DurationVar(&c.resync, "resync", 10*time.Second, "--requeue-after of the manager; the rest is measured over three of them")
 	flag.DurationVar(&c.timeout, "timeout", 40*time.Minute, "give up after this long")
+	flag.IntVar(&c.runs, "runs", 3, "measure this many times (fresh clusters each time) and print the median of each figure")
+	flag.DurationVar(&c.quiet, "quiet", 5*time.Second, "the rest is measured once no Deployment of ours has changed for this long")
 	flag.StringVar(&c.manager, "manager", "bin/manager", "the manager binary")
 	flag.StringVar(&args, "args", "", "more manager flags, space-separated (--kube-api-qps=100 ...)")
 	flag.BoolVar(&c.operator, "operator", true, "measure the operator")
@@ -107,54 +111,124 @@ func logf(format string, args ...any) {
 }
 
 func run(ctx context.Context, c config) error {
-	fmt.Printf("benchscale: N=%d WebApps (%d replica each), U=%d unrelated Deployments (%d replicas), resync %s, workers %d, manager flags %q; logs in %s\n",
-		c.n, c.replicas, c.u, c.uReplicas, c.resync, c.workers, c.managerArgs, c.dir)
+	fmt.Printf("benchscale: N=%d WebApps (%d replica each), U=%d unrelated Deployments (%d replicas), resync %s, workers %d, manager flags %q, %d runs; logs in %s\n",
+		c.n, c.replicas, c.u, c.uReplicas, c.resync, c.workers, c.managerArgs, c.runs, c.dir)
+	var rows []row
+	for i := range max(c.runs, 1) {
+		if c.runs > 1 {
+			fmt.Printf("\n######## run %d of %d\n", i+1, c.runs)
+		}
+		r, err := runOnce(ctx, c, filepath.Join(c.dir, fmt.Sprintf("run-%d", i+1)))
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			rows = append(rows, *r)
+		}
+	}
+	printRows(c, rows)
+	return nil
+}
+
+// runOnce measures the operator and the floor once, in clusters under dir, and returns the table's row (nil
+// without both).
+func runOnce(ctx context.Context, c config, dir string) (*row, error) {
 	printLoad("start")
 	var op *opResult
 	var fl *floorResult
 	if c.operator {
-		e, err := setup(ctx, c, filepath.Join(c.dir, "operator"))
+		e, err := setup(ctx, c, filepath.Join(dir, "operator"))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer e.stop()
 		if err := e.prepare(ctx, c, namespace); err != nil {
-			return err
+			return nil, err
 		}
 		if op, err = runOperator(ctx, c, e); err != nil {
-			return fmt.Errorf("operator: %w", err)
+			return nil, fmt.Errorf("operator: %w", err)
 		}
 		op.print(c)
 		if c.floor && !c.freshFloor {
 			if fl, err = measureFloor(ctx, c, e, floorNamespace, "the operator's cluster, namespace "+floorNamespace); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		e.stop()
 	}
 	if c.floor && (c.freshFloor || !c.operator) {
-		e, err := setup(ctx, c, filepath.Join(c.dir, "floor"))
+		e, err := setup(ctx, c, filepath.Join(dir, "floor"))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer e.stop()
 		if fl, err = measureFloor(ctx, c, e, namespace, "a fresh cluster"); err != nil {
-			return err
+			return nil, err
 		}
 		e.stop()
 	}
 	printLoad("end")
-	if op != nil && fl != nil {
-		fmt.Printf("\noperator / floor: converged %.2f (%s / %s), all Ready vs. the floor's Deployments available %.2f (%s / %s)\n",
-			op.converged.Seconds()/fl.converged.Seconds(), round(op.converged), round(fl.converged),
-			op.ready.Seconds()/fl.available.Seconds(), round(op.ready), round(fl.available))
-		fmt.Printf("table row: | %d | %s | %s | %s | %.2f | %.1f | %.1f | %d / %d | %.0f µs | %.0f MiB |\n",
-			c.n, round(op.converged), round(op.ready), round(fl.converged), op.converged.Seconds()/fl.converged.Seconds(),
-			perApp(op.untilReady.total(true, false, false), c.n), perApp(op.untilReady.total(true, true, false), c.n),
-			op.restWrites.total(true, false, false), op.restartWrites.total(true, false, false),
-			op.cpuPerAppResync.Seconds()*1e6, float64(op.peakRSS)/(1<<20))
+	if op == nil || fl == nil {
+		return nil, nil
 	}
-	return nil
+	r := &row{
+		converged: op.converged, ready: op.ready, floor: fl.converged,
+		writes: perApp(op.untilReady.total(true, false, false), c.n), requests: perApp(op.untilReady.total(true, true, false), c.n),
+		rest: float64(op.restWrites.total(true, false, false)), restart: float64(op.restartWrites.total(true, false, false)),
+		cpu: op.cpuPerAppResync.Seconds() * 1e6, rss: float64(op.peakRSS) / (1 << 20),
+	}
+	r.ratio = r.converged.Seconds() / r.floor.Seconds()
+	fmt.Printf("\noperator / floor: converged %.2f (%s / %s), all Ready vs. the floor's Deployments available %.2f (%s / %s)\n",
+		r.ratio, round(op.converged), round(fl.converged),
+		op.ready.Seconds()/fl.available.Seconds(), round(op.ready), round(fl.available))
+	fmt.Printf("table row: %s\n", r.format(c.n))
+	return r, nil
+}
+
+// row is one run's figures, as the README's table has them.
+type row struct {
+	converged, ready, floor time.Duration
+	ratio, writes, requests float64
+	rest, restart, cpu, rss float64
+}
+
+func (r row) format(n int) string {
+	return fmt.Sprintf("| %d | %s | %s | %s | %.2f | %.1f | %.1f | %.0f / %.0f | %.0f µs | %.0f MiB |",
+		n, round(r.converged), round(r.ready), round(r.floor), r.ratio, r.writes, r.requests, r.rest, r.restart, r.cpu, r.rss)
+}
+
+// printRows prints every run's row and, for more than one, the median of each figure (each column on its own:
+// the median row need not be one run's).
+func printRows(c config, rows []row) {
+	if len(rows) < 2 {
+		return
+	}
+	fmt.Printf("\n== %d runs: N | converged | all Ready | floor | ratio | writes/WebApp | requests/WebApp | at rest / after restart | CPU per WebApp per resync | peak RSS\n", len(rows))
+	for _, r := range rows {
+		fmt.Println(r.format(c.n))
+	}
+	med := func(f func(row) float64) float64 {
+		v := make([]float64, len(rows))
+		for i, r := range rows {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	dur := func(f func(row) time.Duration) time.Duration {
+		return time.Duration(med(func(r row) float64 { return float64(f(r)) }))
+	}
+	m := row{
+		converged: dur(func(r row) time.Duration { return r.converged }), ready: dur(func(r row) time.Duration { return r.ready }),
+		floor: dur(func(r row) time.Duration { return r.floor }), ratio: med(func(r row) float64 { return r.ratio }),
+		writes: med(func(r row) float64 { return r.writes }), requests: med(func(r row) float64 { return r.requests }),
+		rest: med(func(r row) float64 { return r.rest }), restart: med(func(r row) float64 { return r.restart }),
+		cpu: med(func(r row) float64 { return r.cpu }), rss: med(func(r row) float64 { return r.rss }),
+	}
+	fmt.Printf("median: %s\n", m.format(c.n))
 }
 
 // measureFloor creates the WebApps of the floor in namespace ns of e's cluster and measures the floor there.
@@ -430,6 +504,8 @@ type opResult struct {
 	deployments, services                int
 	coldCPU                              time.Duration
 	restartSettled, restartSpent         time.Duration
+	// settled is how long after all Ready the cluster settled (no Deployment of ours changing for -quiet).
+	settled time.Duration
 }
 
 func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
@@ -455,8 +531,14 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 		return nil, err
 	}
 
-	// At rest: three resyncs, after a moment for the last events to settle.
-	time.Sleep(3 * time.Second)
+	// At rest: three resyncs, once the cluster has settled (no Deployment of ours changing: the Deployment
+	// controller's last status updates bring reconciles that are the cluster's settling, not the rest).
+	quietAfter, err := quiet(ctx, e.admin, e.ns, c.quiet)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the Deployments to settle: %w", err)
+	}
+	r.settled = quietAfter
+	logf("no Deployment of ours changed for %s (%s after all Ready)", c.quiet, round(quietAfter))
 	s0, cpu0, rec0 := e.cnt.snapshot(), cpuTime(m.cmd.Process.Pid), reconciles(m.metricsAddr)
 	logf("at rest for 3 resyncs (%s)", 3*c.resync)
 	time.Sleep(3 * c.resync)
@@ -499,6 +581,31 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 	return r, nil
 }
 
+// quiet waits until no Deployment of ours in ns has changed (by resourceVersion) for period, and returns how long
+// that took. It lists their metadata straight from the API server (not through the counting proxy) every second.
+func quiet(ctx context.Context, cl client.Client, ns string, period time.Duration) (time.Duration, error) {
+	start := time.Now()
+	var last map[string]string
+	since := start
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		deps := &metav1.PartialObjectMetadataList{}
+		deps.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
+		if err := cl.List(ctx, deps, client.InNamespace(ns), client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}); err != nil {
+			return false, nil
+		}
+		now := make(map[string]string, len(deps.Items))
+		for _, d := range deps.Items {
+			now[d.Name] = d.ResourceVersion
+		}
+		if !maps.Equal(now, last) {
+			last, since = now, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= period, nil
+	})
+	return time.Since(start) - period, err
+}
+
 func writesOnly(c counts) counts {
 	out := counts{}
 	for k, v := range c {
@@ -536,6 +643,7 @@ func (r *opResult) print(c config) {
 		perApp(r.untilReady.total(true, true, false), n), perApp(r.untilReady.total(true, true, true), n))
 	printCounts(r.untilReady, n)
 	fmt.Printf("manager CPU until all Ready: %s (%.2f ms per WebApp)\n", round(r.coldCPU), r.coldCPU.Seconds()*1e3/float64(n))
+	fmt.Printf("settled (no Deployment of ours changed for a while) %s after all Ready\n", round(r.settled))
 	fmt.Printf("at rest, 3 resyncs: %d writes (events apart), %d requests in all, %.0f reconciles\n",
 		r.restWrites.total(true, false, false), r.restAll.total(true, true, false)+r.restAll.total(true, true, true), r.restReconciles)
 	printCounts(r.restAll, 0)
