@@ -88,8 +88,8 @@ func desiredHTTPRoute(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration 
 	if e.Gateway.SectionName != "" {
 		parent.WithSectionName(gwv1.SectionName(e.Gateway.SectionName))
 	}
-	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(gwv1ac.HTTPBackendRef().
-		WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(app.Name)).WithPort(ports(app)[0].Port).WithWeight(1))
+	// No canary: the stable Service alone.
+	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(routeBackends(app, 0)...)
 	for _, p := range exposePaths(e) {
 		rule.WithMatches(gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p)))
 	}

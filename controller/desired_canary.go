@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// The canary's objects (issue 32; pure builders, not wired into the API yet). While a canary runs, the new version
+// runs beside the stable one in a Deployment of its own, <name>-canary, whose pods carry LabelCanaryOf and never
+// the stable pods' instance label behind a Gateway: the stable Service (and PodDisruptionBudget) then never select
+// them, and the route's weights between the stable and the canary Service are the traffic's split exactly. Without
+// a Gateway the canary's pods also carry the instance label, so the one Service selects both versions and the
+// split is by replicas. The canary Deployment's selector is the same in both forms (a selector is immutable): a
+// change of form rolls the canary's pods, it never needs a new Deployment.
+
+// LabelCanaryOf is on a canary's pods, with the WebApp's name; the canary Deployment and Service select by it.
+const LabelCanaryOf = "webapp.example.com/canary-of"
+
+// canaryName names the canary's Deployment and Service.
+func canaryName(app *webappv2.WebApp) string { return app.Name + "-canary" }
+
+// canaryShared: without a Gateway the canary's pods join the one Service, and the traffic is split by replicas.
+func canaryShared(app *webappv2.WebApp) bool {
+	return app.Spec.Expose == nil || app.Spec.Expose.Gateway == nil
+}
+
+// canaryReplicas is the canary's count for weight percent of the traffic beside stable pods that keep theirs
+// (never fewer, so the stable version's capacity does not dip, and an HPA's count stays its own): behind a route,
+// weight percent of the stable count (the route sends the canary its share whatever its count); sharing the one
+// Service, the count that makes weight percent of all pods. At least one.
+func canaryReplicas(stable, weight int32, shared bool) int32 {
+	if weight <= 0 {
+		return 0
+	}
+	var n int64
+	if shared {
+		// n / (n + stable) >= weight / 100, the least such n.
+		if weight >= 100 {
+			return max(stable, 1)
+		}
+		n = (int64(stable)*int64(weight) + int64(100-weight) - 1) / int64(100-weight)
+	} else {
+		n = (int64(stable)*int64(weight) + 99) / 100
+	}
+	return int32(max(n, 1))
+}
+
+// canarySelector selects a canary's pods.
+func canarySelector(app *webappv2.WebApp) map[string]string {
+	return map[string]string{LabelName: appName, LabelCanaryOf: app.Name}
+}
+
+// desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods:
+// the WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the
+// canary's count (no HPA decides it). nil while there is no canary: it must not exist.
+func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	if d.phase != phaseCanary && d.phase != phasePromoting {
+		return nil, nil
+	}
+	dep, err := desiredDeployment(app, inputs{configHash: in.configHash})
+	if err != nil {
+		return nil, err
+	}
+	labels := maps.Clone(dep.Spec.Template.Labels)
+	maps.Copy(labels, canarySelector(app))
+	if !canaryShared(app) {
+		// Behind a route: the stable Service must not select the canary's pods.
+		delete(labels, LabelInstance)
+	}
+	dep.Name = ptr.To(canaryName(app))
+	dep.Spec.Template.Labels = labels
+	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
+	dep.Spec.WithReplicas(canaryReplicas(stable, d.weight, canaryShared(app)))
+	return dep, nil
+}
+
+// desiredCanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods); nil
+// without a canary or without a Gateway (the one Service serves both).
+func desiredCanaryService(app *webappv2.WebApp, d canaryDecision) *corev1ac.ServiceApplyConfiguration {
+	if (d.phase != phaseCanary && d.phase != phasePromoting) || canaryShared(app) {
+		return nil
+	}
+	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(canarySelector(app))
+	for _, p := range ports(app) {
+		spec.WithPorts(corev1ac.ServicePort().WithName(p.Name).WithProtocol(corev1.ProtocolTCP).WithPort(p.Port).
+			WithTargetPort(intstr.FromString(p.Name)))
+	}
+	return corev1ac.Service(canaryName(app), app.Namespace).
+		WithLabels(commonLabels(app)).
+		WithOwnerReferences(ownerReference(app)).
+		WithSpec(spec)
+}
+
+// routeBackends are the route's backends for the canary's weight: the stable Service alone (weight 1, as a route
+// without a canary has always been written, so taking the strategy rewrites no route), or both Services by their
+// percentages.
+func routeBackends(app *webappv2.WebApp, weight int32) []*gwv1ac.HTTPBackendRefApplyConfiguration {
+	port := ports(app)[0].Port
+	backend := func(name string, w int32) *gwv1ac.HTTPBackendRefApplyConfiguration {
+		return gwv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(name)).WithPort(port).WithWeight(w)
+	}
+	if weight <= 0 {
+		return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 1)}
+	}
+	return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 100-weight), backend(canaryName(app), weight)}
+}

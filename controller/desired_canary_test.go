@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"maps"
+	"testing"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+func TestCanaryReplicas(t *testing.T) {
+	cases := []struct {
+		stable, weight int32
+		shared         bool
+		want           int32
+	}{
+		{stable: 4, weight: 0, want: 0},
+		{stable: 4, weight: 10, want: 1}, // behind a route: at least one
+		{stable: 4, weight: 50, want: 2},
+		{stable: 10, weight: 25, want: 3}, // 2.5 rounded up
+		{stable: 3, weight: 99, want: 3},
+		{stable: 4, weight: 10, shared: true, want: 1},  // 1 of 5 pods: 20% >= 10%
+		{stable: 4, weight: 50, shared: true, want: 4},  // 4 of 8
+		{stable: 3, weight: 25, shared: true, want: 1},  // 1 of 4
+		{stable: 9, weight: 20, shared: true, want: 3},  // 9*20/80 = 2.25 -> 3: 3 of 12 = 25%
+		{stable: 2, weight: 100, shared: true, want: 2}, // the whole share: as many as stable
+		{stable: 0, weight: 30, shared: true, want: 1},  // nothing stable: still one canary pod
+		{stable: 20, weight: 1, shared: false, want: 1}, // 0.2 rounded up
+		{stable: 1000, weight: 99, shared: true, want: 99000},
+	}
+	for _, c := range cases {
+		if got := canaryReplicas(c.stable, c.weight, c.shared); got != c.want {
+			t.Errorf("canaryReplicas(%d, %d%%, shared %v) = %d, want %d", c.stable, c.weight, c.shared, got, c.want)
+		}
+	}
+}
+
+func TestDesiredCanaryDeployment(t *testing.T) {
+	gateway := func(app *webappv2.WebApp) {
+		app.Spec.Expose = &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}}
+	}
+	cases := []struct {
+		name         string
+		set          func(*webappv2.WebApp)
+		d            canaryDecision
+		stable       int32
+		wantNil      bool
+		wantReplicas int32
+		wantInstance bool // the canary's pods carry the stable pods' instance label (the one Service selects them)
+	}{
+		{name: "no canary: none", d: canaryDecision{phase: phaseStable}, wantNil: true},
+		{name: "rolled back: none", d: canaryDecision{phase: phaseRolledBack}, wantNil: true},
+		{name: "shared Service: by replicas, selected by the one Service", d: canaryDecision{phase: phaseCanary, weight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
+		{name: "behind a route: its own pods", set: gateway, d: canaryDecision{phase: phaseCanary, weight: 50}, stable: 4, wantReplicas: 2},
+		{name: "promoting: kept at its weight", set: gateway, d: canaryDecision{phase: phasePromoting, weight: 50}, stable: 4, wantReplicas: 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			app := newApp("shop", 3, 8080, "shop:2")
+			if c.set != nil {
+				c.set(app)
+			}
+			dep, err := desiredCanaryDeployment(app, inputs{configHash: "h"}, c.d, c.stable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.wantNil {
+				if dep != nil {
+					t.Fatalf("a canary Deployment without a canary: %s", asJSON(t, dep))
+				}
+				return
+			}
+			stable, err := desiredDeployment(app, inputs{configHash: "h"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *dep.Name != "shop-canary" || *dep.Spec.Replicas != c.wantReplicas {
+				t.Errorf("name %s replicas %d, want shop-canary %d", *dep.Name, *dep.Spec.Replicas, c.wantReplicas)
+			}
+			sel := dep.Spec.Selector.MatchLabels
+			if !maps.Equal(sel, map[string]string{LabelName: appName, LabelCanaryOf: "shop"}) {
+				t.Errorf("selector %v", sel)
+			}
+			labels := dep.Spec.Template.Labels
+			for k, v := range sel {
+				if labels[k] != v {
+					t.Errorf("the template's labels %v do not match the selector %v", labels, sel)
+				}
+			}
+			_, hasInstance := labels[LabelInstance]
+			if hasInstance != c.wantInstance {
+				t.Errorf("instance label on the canary's pods: %v, want %v (labels %v)", hasInstance, c.wantInstance, labels)
+			}
+			// The stable Deployment's selector must not select the canary's pods behind a route.
+			if matches(stable.Spec.Selector.MatchLabels, labels) != c.wantInstance {
+				t.Errorf("the stable selector %v selects the canary's pods %v: %v", stable.Spec.Selector.MatchLabels, labels, !c.wantInstance)
+			}
+			// The same pod spec as the spec asks for now: the canary is the new version.
+			if asJSON(t, dep.Spec.Template.Spec) != asJSON(t, stable.Spec.Template.Spec) || asJSON(t, dep.Spec.Template.Annotations) != asJSON(t, stable.Spec.Template.Annotations) {
+				t.Errorf("the canary's pod differs from the spec's:\n%s\n%s", asJSON(t, dep.Spec.Template), asJSON(t, stable.Spec.Template))
+			}
+			// Building the canary leaves the stable Deployment's own labels alone.
+			if again, _ := desiredDeployment(app, inputs{configHash: "h"}); asJSON(t, again) != asJSON(t, stable) {
+				t.Errorf("building the canary changed the stable Deployment")
+			}
+		})
+	}
+}
+
+func matches(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDesiredCanaryServiceAndRoute(t *testing.T) {
+	app := exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}})
+	if svc := desiredCanaryService(app, canaryDecision{phase: phaseStable}); svc != nil {
+		t.Errorf("a canary Service without a canary")
+	}
+	svc := desiredCanaryService(app, canaryDecision{phase: phaseCanary, weight: 10})
+	want := `{"kind":"Service","apiVersion":"v1","metadata":{"name":"shop-canary","namespace":"ns","labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
+		`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},` +
+		`"spec":{"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":"http"},{"name":"metrics","protocol":"TCP","port":9090,"targetPort":"metrics"}],` +
+		`"selector":{"app.kubernetes.io/name":"webapp","webapp.example.com/canary-of":"shop"},"type":"ClusterIP"}}`
+	if got := asJSON(t, svc); got != want {
+		t.Errorf("canary Service:\n got %s\nwant %s", got, want)
+	}
+	shared := newApp("shop", 3, 8080, "shop:2")
+	if svc := desiredCanaryService(shared, canaryDecision{phase: phaseCanary, weight: 10}); svc != nil {
+		t.Errorf("a canary Service without a Gateway: the one Service serves both")
+	}
+
+	// The route without a canary is the route as it has always been written: taking the strategy rewrites none.
+	if got := asJSON(t, routeBackends(app, 0)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]` {
+		t.Errorf("backends without a canary: %s", got)
+	}
+	if got := asJSON(t, routeBackends(app, 30)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":70},{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":30}]` {
+		t.Errorf("backends at 30%%: %s", got)
+	}
+}
