@@ -187,6 +187,8 @@ func TestAnOwnedClaimKeepsItsData(t *testing.T) {
 	apply(t, store)
 	kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "-n", appNS, "webapp/store")
 	jsonpathEquals(t, 10*time.Second, "WebApp store", "{.metadata.ownerReferences[0].kind} {.metadata.ownerReferences[0].name}", "-n", appNS, "pvc/store")
+	// Its Service is a new one (the old went with the WebApp), at a new address.
+	url = filesURL(t, "store", "note")
 	eventually(t, 30*time.Second, "the note read back after the WebApp came back", func() error { return servesOnly(url, "written before", 3) })
 }
 
