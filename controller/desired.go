@@ -167,15 +167,7 @@ func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfigurati
 		// owned fields differ from what we send, and cost a write per reconcile.
 		c.WithPorts(corev1ac.ContainerPort().WithName(p.Name).WithContainerPort(p.Port).WithProtocol(corev1.ProtocolTCP))
 	}
-	if len(spec.Command) > 0 {
-		c.WithCommand(spec.Command...)
-	}
-	if len(spec.Args) > 0 {
-		c.WithArgs(spec.Args...)
-	}
-	if spec.ImagePullPolicy != "" {
-		c.WithImagePullPolicy(spec.ImagePullPolicy)
-	}
+	withProcess(c, spec.Command, spec.Args, spec.ImagePullPolicy)
 	c.WithVolumeMounts(volumeMounts(spec.VolumeMounts, spec.WritablePaths)...)
 	if l := drain(app); l != nil {
 		c.WithLifecycle(l)
@@ -216,6 +208,20 @@ func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfigurati
 var defaultPorts = []webappv2.Port{{Name: "http", Port: 80}}
 
 // ports are the WebApp's ports; the first is the primary one.
+// withProcess sets a container's command, args and pull policy where the spec sets them (unset, the image's and
+// the server's defaults stay theirs).
+func withProcess(c *corev1ac.ContainerApplyConfiguration, command, args []string, pull corev1.PullPolicy) {
+	if len(command) > 0 {
+		c.WithCommand(command...)
+	}
+	if len(args) > 0 {
+		c.WithArgs(args...)
+	}
+	if pull != "" {
+		c.WithImagePullPolicy(pull)
+	}
+}
+
 func ports(app *webappv2.WebApp) []webappv2.Port {
 	if len(app.Spec.Ports) == 0 {
 		return defaultPorts

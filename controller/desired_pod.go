@@ -175,15 +175,7 @@ func desiredInitContainers(app *webappv2.WebApp) ([]*corev1ac.ContainerApplyConf
 			WithName(x.Name).
 			WithImage(x.Image).
 			WithSecurityContext(containerSecurityContext(app))
-		if len(x.Command) > 0 {
-			c.WithCommand(x.Command...)
-		}
-		if len(x.Args) > 0 {
-			c.WithArgs(x.Args...)
-		}
-		if x.ImagePullPolicy != "" {
-			c.WithImagePullPolicy(x.ImagePullPolicy)
-		}
+		withProcess(c, x.Command, x.Args, x.ImagePullPolicy)
 		if x.RestartPolicy != "" {
 			c.WithRestartPolicy(x.RestartPolicy)
 		}
