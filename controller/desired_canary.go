@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -113,4 +116,27 @@ func routeBackends(app *webappv2.WebApp, weight int32) []*gwv1ac.HTTPBackendRefA
 		return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 1)}
 	}
 	return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 100-weight), backend(canaryName(app), weight)}
+}
+
+// revision names a version of the pods: a hash of the pod template the builders make (the config hash in it, so a
+// changed ConfigMap is a new version too). The same spec gives the same revision in every process.
+func revision(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16], nil
+}
+
+// splitPods tells a WebApp's pods of the stable version from the canary's (by LabelCanaryOf).
+func splitPods(app *webappv2.WebApp, pods []*corev1.Pod) (stable, canary []*corev1.Pod) {
+	for _, p := range pods {
+		if p.Labels[LabelCanaryOf] == app.Name {
+			canary = append(canary, p)
+		} else {
+			stable = append(stable, p)
+		}
+	}
+	return stable, canary
 }

@@ -2,7 +2,12 @@ package controller
 
 import (
 	"maps"
+	"slices"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
@@ -139,5 +144,64 @@ func TestDesiredCanaryServiceAndRoute(t *testing.T) {
 	}
 	if got := asJSON(t, routeBackends(app, 30)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":70},{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":30}]` {
 		t.Errorf("backends at 30%%: %s", got)
+	}
+}
+
+func TestRevision(t *testing.T) {
+	app := newApp("shop", 3, 8080, "shop:1")
+	rev := func(app *webappv2.WebApp, hash string) string {
+		t.Helper()
+		tmpl, err := desiredPodTemplate(app, hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := revision(tmpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a := rev(app, "h1")
+	if again := rev(app, "h1"); again != a || len(a) != 16 {
+		t.Errorf("the same spec: %q then %q", a, again)
+	}
+	if rev(app, "h2") == a {
+		t.Errorf("a new config hash is not a new revision")
+	}
+	next := app.DeepCopy()
+	next.Spec.Image = "shop:2"
+	if rev(next, "h1") == a {
+		t.Errorf("a new image is not a new revision")
+	}
+	scaled := app.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](7)
+	if rev(scaled, "h1") != a {
+		t.Errorf("a new count is a new revision: only the pods' template makes one")
+	}
+}
+
+func TestSplitPods(t *testing.T) {
+	app := newApp("shop", 3, 8080, "shop:1")
+	pod := func(name string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	pods := []*corev1.Pod{
+		pod("s1", map[string]string{LabelInstance: "shop"}),
+		pod("c1", map[string]string{LabelInstance: "shop", LabelCanaryOf: "shop"}),
+		pod("c2", map[string]string{LabelCanaryOf: "shop"}),
+		pod("s2", map[string]string{LabelInstance: "shop", LabelCanaryOf: "other"}),
+	}
+	stable, canary := splitPods(app, pods)
+	names := func(ps []*corev1.Pod) (out []string) {
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	if got := names(stable); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Errorf("stable %v", got)
+	}
+	if got := names(canary); !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Errorf("canary %v", got)
 	}
 }
