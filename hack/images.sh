@@ -9,9 +9,11 @@
 #   hack/images.sh finish DIR  wait for the job to end (the Dockerfile check that may follow the tarballs); exit with
 #                              its code
 #   hack/images.sh table DIR   its steps as rows of make test's table (name, seconds, result), from its log
+#   hack/images.sh stop DIR    stop the job if it still runs (its process group: the build, its dockerd, whatever
+#                              it compiles) and wait for it to end; for a run that fails before it needs the images
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmd=${1:?start, wait or table}
+cmd=${1:?start, wait, finish, table or stop}
 dir=${2:?the job directory}
 
 case "$cmd" in
@@ -20,9 +22,19 @@ start)
   rm -f "$dir/rc" "$dir/ready"
   (
     rc=0
-    WEBAPP_IMAGES_READY="$dir/ready" nice -n 10 test/images/build.sh "$dir/out" >"$dir/images.txt" 2>"$dir/build.log" || rc=$?
+    # A process group of its own (setsid), whose leader's PID is DIR/pid: stop ends all of it and nothing else.
+    WEBAPP_IMAGES_READY="$dir/ready" nice -n 10 setsid bash -c 'echo $$ >"$1/pid"; exec test/images/build.sh "$1/out"' _ "$dir" \
+      >"$dir/images.txt" 2>"$dir/build.log" || rc=$?
     echo "$rc" >"$dir/rc"
   ) </dev/null &
+  ;;
+stop)
+  if [ -s "$dir/pid" ] && [ ! -s "$dir/rc" ]; then
+    kill -TERM -- "-$(cat "$dir/pid")" 2>/dev/null || true
+    # build.sh stops its dockerd on the way out; the job writes its exit code when it has ended.
+    for _ in $(seq 600); do [ -s "$dir/rc" ] && break; sleep 0.1; done
+    if [ ! -s "$dir/rc" ]; then kill -KILL -- "-$(cat "$dir/pid")" 2>/dev/null || true; fi
+  fi
   ;;
 wait | finish)
   waited=0
@@ -51,7 +63,7 @@ table)
   done
   ;;
 *)
-  echo "usage: hack/images.sh start|wait|finish|table DIR" >&2
+  echo "usage: hack/images.sh start|wait|finish|table|stop DIR" >&2
   exit 2
   ;;
 esac

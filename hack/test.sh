@@ -33,10 +33,12 @@ cleanup() {
   rm -f "$table"
   rm -rf "$suites"
   if [ -n "$own_job" ]; then
-    # Not after an interrupt: it reached the image build too, which may not get to write its exit code.
     if [ -z "${interrupted:-}" ]; then
       if [ ! -s "$own_job/rc" ]; then echo "(waiting for the image build to end before removing $own_job)"; fi
       hack/images.sh finish "$own_job" >/dev/null 2>&1 || true
+    else
+      # Interrupted: the image build is stopped, not waited for.
+      hack/images.sh stop "$own_job" >/dev/null 2>&1 || true
     fi
     rm -rf "$own_job"
   fi
