@@ -207,7 +207,6 @@ func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfigurati
 // defaultPorts are the ports of a WebApp whose spec.ports is empty (one built in Go; the API server defaults it).
 var defaultPorts = []webappv2.Port{{Name: "http", Port: 80}}
 
-// ports are the WebApp's ports; the first is the primary one.
 // withProcess sets a container's command, args and pull policy where the spec sets them (unset, the image's and
 // the server's defaults stay theirs).
 func withProcess(c *corev1ac.ContainerApplyConfiguration, command, args []string, pull corev1.PullPolicy) {
@@ -222,6 +221,7 @@ func withProcess(c *corev1ac.ContainerApplyConfiguration, command, args []string
 	}
 }
 
+// ports are the WebApp's ports; the first is the primary one.
 func ports(app *webappv2.WebApp) []webappv2.Port {
 	if len(app.Spec.Ports) == 0 {
 		return defaultPorts
