@@ -30,10 +30,12 @@ start)
   ;;
 stop)
   if [ -s "$dir/pid" ] && [ ! -s "$dir/rc" ]; then
-    kill -TERM -- "-$(cat "$dir/pid")" 2>/dev/null || true
-    # build.sh stops its dockerd on the way out; the job writes its exit code when it has ended.
-    for _ in $(seq 600); do [ -s "$dir/rc" ] && break; sleep 0.1; done
-    if [ ! -s "$dir/rc" ]; then kill -KILL -- "-$(cat "$dir/pid")" 2>/dev/null || true; fi
+    group=$(cat "$dir/pid")
+    kill -TERM -- "-$group" 2>/dev/null || true
+    # build.sh stops its dockerd on the way out. Waited for until no process of the group is left (not for the exit
+    # code: after an interrupt the shell that writes it may be gone already).
+    for _ in $(seq 300); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$group" 2>/dev/null || true
   fi
   ;;
 wait | finish)
