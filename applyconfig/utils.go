@@ -26,6 +26,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.AutoscalingApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("AutoscalingBehavior"):
 		return &apisv2.AutoscalingBehaviorApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryCheck"):
+		return &apisv2.CanaryCheckApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryCheckFailures"):
+		return &apisv2.CanaryCheckFailuresApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanarySpec"):
+		return &apisv2.CanarySpecApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryStatus"):
+		return &apisv2.CanaryStatusApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryStep"):
+		return &apisv2.CanaryStepApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ClaimReference"):
 		return &apisv2.ClaimReferenceApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ConfigMapVolume"):
@@ -54,6 +64,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.PodSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("Port"):
 		return &apisv2.PortApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("PrometheusQuery"):
+		return &apisv2.PrometheusQueryApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("RetainedField"):
 		return &apisv2.RetainedFieldApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("RolloutSpec"):

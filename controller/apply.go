@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,6 +94,23 @@ type writeOpts struct {
 	// on, and reports whether it wrote (nil: nothing to do). It gives fields the apply is about to leave out to
 	// their next owner.
 	beforeApply func(ctx context.Context, cur client.Object) (bool, error)
+	// name is the object's name when it is not the WebApp's (a variant of a child kind, such as the canary's
+	// Deployment); the memory stays the WebApp's.
+	name string
+}
+
+// objectKey is the key of the object written for the WebApp of key.
+func (o writeOpts) objectKey(key types.NamespacedName) types.NamespacedName {
+	if o.name != "" {
+		key.Name = o.name
+	}
+	return key
+}
+
+// kindOf is the API kind of a child's id ("Deployment/canary": Deployment).
+func kindOf(id string) string {
+	kind, _, _ := strings.Cut(id, "/")
+	return kind
 }
 
 // outcome is what ensure found and did.
@@ -129,11 +147,11 @@ func (o outcome[PT]) written() written {
 func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
-	err := r.Client.Get(ctx, key, cur)
+	err := r.Client.Get(ctx, o.objectKey(key), cur)
 	if apierrors.IsNotFound(err) && (o.onlyIfExists || o.readFirst || r.mem.known(kind, key)) {
 		// Deleted, not yet in the cache, or without our label: only the API server knows. (A child never seen is
 		// most likely missing: the create-only apply below asks the server without a read first.)
-		err = r.reader().Get(ctx, key, cur)
+		err = r.reader().Get(ctx, o.objectKey(key), cur)
 	}
 	switch {
 	case apierrors.IsNotFound(err) && o.onlyIfExists:
@@ -143,7 +161,7 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 			return res, err
 		}
 	case err != nil:
-		return outcome[PT]{}, &childError{kind: kind, key: key, err: err, read: true}
+		return outcome[PT]{}, &childError{kind: kindOf(kind), key: o.objectKey(key), err: err, read: true}
 	}
 	res := outcome[PT]{obj: cur, before: cur, existed: true}
 	if r.mem.behind(kind, key, cur) {
@@ -152,7 +170,7 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		// changed it). Ask the server. (A cache that has seen it is trusted: a difference there is one on the
 		// server, or was a moment ago.)
 		fresh := PT(new(T))
-		switch err := r.reader().Get(ctx, key, fresh); {
+		switch err := r.reader().Get(ctx, o.objectKey(key), fresh); {
 		case apierrors.IsNotFound(err) && o.onlyIfExists:
 			return outcome[PT]{}, nil
 		case apierrors.IsNotFound(err):
@@ -160,7 +178,7 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 				return res, err
 			}
 		case err != nil:
-			return res, &childError{kind: kind, key: key, err: err, read: true}
+			return res, &childError{kind: kindOf(kind), key: o.objectKey(key), err: err, read: true}
 		}
 		cur = fresh
 		res.obj, res.before = fresh, fresh
@@ -176,14 +194,14 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	case err != nil:
 		return res, err
 	case same:
-		appliesTotal.WithLabelValues(kind, resultSkipped).Inc()
+		appliesTotal.WithLabelValues(kindOf(kind), resultSkipped).Inc()
 		return res, nil
 	}
 	if o.beforeApply != nil {
 		// On the object decided on (the server's when the cache is behind our own write), just before the apply.
 		handed, err := o.beforeApply(ctx, res.before)
 		if err != nil {
-			return res, &childError{kind: kind, key: key, err: err}
+			return res, &childError{kind: kindOf(kind), key: o.objectKey(key), err: err}
 		}
 		res.handedOver = handed
 	}
@@ -210,9 +228,9 @@ func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	if !errors.Is(err, errExists) {
 		return res, false, err
 	}
-	if err := r.reader().Get(ctx, key, into); err != nil {
+	if err := r.reader().Get(ctx, o.objectKey(key), into); err != nil {
 		// Gone again since the refusal (NotFound), or unreadable: retried.
-		return outcome[PT]{}, false, &childError{kind: kind, key: key, err: err, read: true}
+		return outcome[PT]{}, false, &childError{kind: kindOf(kind), key: o.objectKey(key), err: err, read: true}
 	}
 	// Remembered as seen, so the next cache miss reads it rather than trying to create it again.
 	r.mem.remember(kind, key, into, [sha256.Size]byte{})
@@ -226,7 +244,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	var want AC
 	if o.owner != "" {
 		if why := notOursReason(cur, o.owner); why != "" {
-			return want, false, &childError{kind: kind, key: key, notOurs: why}
+			return want, false, &childError{kind: kindOf(kind), key: o.objectKey(key), notOurs: why}
 		}
 	}
 	want = desired(cur)
@@ -244,7 +262,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	}
 	same, err := ownedFieldsMatch[T](want, owned)
 	if err != nil {
-		return want, false, fmt.Errorf("comparing %s %s: %w", kind, key, err)
+		return want, false, fmt.Errorf("comparing %s %s: %w", kindOf(kind), o.objectKey(key), err)
 	}
 	if same {
 		// Until the object changes, this decision holds: the next resync needs no extraction.
@@ -272,14 +290,14 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		// With a resourceVersion that no live object has, the apply can change none: a missing object is created
 		// (the server wipes the resourceVersion of an object created by an apply), an existing one refuses it.
 		if err := setResourceVersion(want, ptr.To(createOnlyVersion)); err != nil {
-			return res, fmt.Errorf("%s %s: %w", kind, key, err)
+			return res, fmt.Errorf("%s %s: %w", kindOf(kind), o.objectKey(key), err)
 		}
 	}
 	if res.existed {
 		// The UID of the object we decided on: if it was deleted since (the user's `kubectl delete`), the server
 		// refuses the apply rather than create it again, and if it was replaced, rather than change the new one.
 		if err := setUID(want, ptr.To(res.before.GetUID())); err != nil {
-			return res, fmt.Errorf("%s %s: %w", kind, key, err)
+			return res, fmt.Errorf("%s %s: %w", kindOf(kind), o.objectKey(key), err)
 		}
 	}
 	if o.status {
@@ -297,32 +315,32 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	}
 	res.sent = true
 	if err != nil {
-		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
-		ce := &childError{kind: kind, key: key, err: err}
+		appliesTotal.WithLabelValues(kindOf(kind), resultFailed).Inc()
+		ce := &childError{kind: kindOf(kind), key: o.objectKey(key), err: err}
 		if ce.waiting() {
 			r.mem.refused(kind, key, res.before, sum, ce)
 		}
 		return res, ce
 	}
-	appliesTotal.WithLabelValues(kind, resultSent).Inc()
+	appliesTotal.WithLabelValues(kindOf(kind), resultSent).Inc()
 	// The client decodes the apply response into want: it is the object as the server now has it.
 	applied := PT(new(T))
 	if err := roundTrip(want, applied); err != nil {
-		return res, fmt.Errorf("decoding applied %s %s: %w", kind, key, err)
+		return res, fmt.Errorf("decoding applied %s %s: %w", kindOf(kind), o.objectKey(key), err)
 	}
 	res.obj = applied
 	res.changed = !res.existed || res.before.GetResourceVersion() != applied.GetResourceVersion()
 	// An apply that let a deleted object go (its last finalizer removed) answers with the object as it was.
 	if !res.changed && applied.GetDeletionTimestamp() == nil {
 		// The server kept the object as it was: our comparison saw a difference the server does not.
-		noopAppliesTotal.WithLabelValues(kind).Inc()
+		noopAppliesTotal.WithLabelValues(kindOf(kind)).Inc()
 		log.FromContext(ctx).Info("apply changed nothing on the server; not sending it again until the object changes", "kind", kind)
 	}
 	r.mem.remember(kind, key, applied, sum)
 	if letsGo {
 		// The apply's answer carries no managedFields: who holds what we let go of is read from the server.
-		if err := r.reader().Get(ctx, key, applied); err == nil {
-			res.retained = retainedFields(kind, res.before, applied)
+		if err := r.reader().Get(ctx, o.objectKey(key), applied); err == nil {
+			res.retained = retainedFields(kindOf(kind), res.before, applied)
 		}
 		log.FromContext(ctx).V(1).Info("let go of fields", "kind", kind, "keptByOtherManagers", len(res.retained))
 	}
@@ -401,10 +419,11 @@ func hashOf(v any) ([sha256.Size]byte, error) {
 // re-created) or changed since our read. Only ownership changes, so no spec (even one the server refuses) can block
 // a deletion. An owner reference that another manager also owns survives that apply (a child applied or created
 // from an exported manifest); it is then removed by a guarded patch, so the garbage collector never takes a
-// released child. It reports whether it sent anything.
+// released child. name is the child's (the WebApp's, or a variant's such as the canary's). It reports whether it
+// sent anything.
 func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, app *webappv2.WebApp,
-	extract func(PT, string) (AC, error)) (bool, error) {
-	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
+	name string, extract func(PT, string) (AC, error)) (bool, error) {
+	key := types.NamespacedName{Namespace: app.Namespace, Name: name}
 	cur := PT(new(T))
 	if err := r.reader().Get(ctx, key, cur); err != nil {
 		return false, client.IgnoreNotFound(err)
@@ -446,14 +465,14 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 			return true, client.IgnoreNotFound(err)
 		}
 		if i = ownerIndex(cur, app.UID); i < 0 {
-			r.mem.forgetSent(key)
+			r.mem.forgetSent(client.ObjectKeyFromObject(app))
 			return true, nil
 		}
 	}
 	// What we own cannot be read, or another manager keeps our reference: remove exactly the entry we saw.
 	err := removeGuarded(ctx, r.Client, cur, "/metadata/ownerReferences", cur.GetOwnerReferences(), i)
 	if err == nil {
-		r.mem.forgetSent(key)
+		r.mem.forgetSent(client.ObjectKeyFromObject(app))
 	}
 	return true, err
 }

@@ -46,7 +46,7 @@ func CacheOptions(namespaces ...string) cache.Options {
 		ReaderFailOnMissingInformer: true,
 	}
 	for _, c := range children {
-		if !c.ifServed {
+		if !c.ifServed && !c.isVariant() {
 			o.ByObject[c.object()] = cache.ByObject{Label: ours, Transform: onlyOurFields}
 		}
 	}
@@ -106,8 +106,13 @@ func slimMetadata(o any) (any, error) {
 // controller's owner reference (not copied).
 func slimOwned(o any) (any, error) {
 	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+		var canaryOf map[string]string
+		if of := m.Labels[LabelCanaryOf]; of != "" {
+			// A canary's: whose canary it is (webAppOfReplicaSet).
+			canaryOf = map[string]string{LabelCanaryOf: of}
+		}
 		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-			OwnerReferences: controllerRefOnly(m.OwnerReferences)}
+			OwnerReferences: controllerRefOnly(m.OwnerReferences), Labels: canaryOf}
 	}
 	return o, nil
 }

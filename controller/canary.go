@@ -10,8 +10,7 @@ import (
 // The canary's step machine (issue 32): a pure function of the plan (the spec's strategy, defaults applied), the
 // state the rollout has reached (kept in the WebApp's status, so a restart or a leader change resumes it at the same
 // step) and what this reconcile observed. It decides the next state and the traffic the canary gets; the builders
-// turn that into both Deployments, both Services and the route's weights. Not wired into the API yet: the strategy's
-// fields, the second Deployment and the route's weights come with it.
+// turn that into both Deployments, both Services and the route's weights (canary_run.go).
 
 // Reasons of a canary rollout's end, in the Ready condition and the state.
 const (
@@ -94,8 +93,11 @@ type checkResult struct {
 type canaryDecision struct {
 	state canaryState
 	phase canaryPhase
-	// weight is the canary's share of the traffic, in percent.
+	// weight is the canary's share of the traffic, in percent: its step's once it is ready there, the step
+	// before's until then (so a route never sends traffic to pods not ready for it).
 	weight int32
+	// replicaWeight is the share the canary's pods are counted for (0: no canary Deployment).
+	replicaWeight int32
 	// after is when to look again without an event (a pause's end, a check's interval); zero: on events only.
 	after time.Duration
 }
@@ -127,7 +129,7 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 		return startCanary(plan, s, obs)
 	}
 	if s.step >= len(plan.steps) {
-		return promote(plan, s, obs)
+		return promote(plan, s, obs, now)
 	}
 	if obs.troubleReason != "" {
 		// The canary's pods cannot run: traffic goes back to stable at once.
@@ -147,9 +149,11 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 		}
 	}
 	step := plan.steps[s.step]
-	d := canaryDecision{state: s, phase: phaseCanary, weight: step.weight}
+	d := canaryDecision{state: s, phase: phaseCanary, weight: step.weight, replicaWeight: step.weight}
 	if !obs.canaryReady {
-		// The pause starts once the canary serves its weight; until then, its pods' events bring us back.
+		// The pause starts once the canary serves its weight; until then, its pods' events bring us back, and the
+		// traffic stays at the step before's.
+		d.weight = weightBefore(plan, s.step)
 		return d
 	}
 	if s.since.IsZero() {
@@ -167,10 +171,19 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 	d.state.step++
 	d.state.since = time.Time{}
 	if d.state.step >= len(plan.steps) {
-		return promote(plan, d.state, obs)
+		return promote(plan, d.state, obs, now)
 	}
-	d.weight = plan.steps[d.state.step].weight
+	// The next step's pods are not there yet: the traffic stays until they are ready.
+	d.replicaWeight = plan.steps[d.state.step].weight
 	return d
+}
+
+// weightBefore is the traffic of the step before step i (none before the first).
+func weightBefore(plan canaryPlan, i int) int32 {
+	if i <= 0 {
+		return 0
+	}
+	return plan.steps[i-1].weight
 }
 
 // startCanary starts a canary of obs.revision at the first step.
@@ -178,24 +191,39 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 func startCanary(plan canaryPlan, s canaryState, obs canaryObservation) canaryDecision {
 	s.canary, s.step, s.since, s.failures, s.reason, s.message = obs.revision, 0, time.Time{}, nil, "", ""
 	if len(plan.steps) == 0 {
-		return promote(plan, s, canaryObservation{})
+		return promote(plan, s, canaryObservation{}, time.Time{})
 	}
-	return canaryDecision{state: s, phase: phaseCanary, weight: plan.steps[0].weight}
+	return canaryDecision{state: s, phase: phaseCanary, replicaWeight: plan.steps[0].weight}
 }
 
+// canaryRetire is how long a promoted canary's pods stay after the traffic left them: the gateway follows the
+// route's new weights within moments, and requests on their way to the canary are still answered.
+const canaryRetire = 10 * time.Second
+
 // promote rolls the stable Deployment to the canary's version; the canary keeps the last step's weight until the
-// stable one has rolled out, then stable is the new version and the canary is gone.
-func promote(plan canaryPlan, s canaryState, obs canaryObservation) canaryDecision {
-	s.step = len(plan.steps)
-	if obs.stableRolledOut {
-		s.stable, s.canary, s.failed, s.step, s.since, s.failures = s.canary, "", "", 0, time.Time{}, nil
-		return canaryDecision{state: s, phase: phaseStable}
-	}
+// stable one has rolled out. Then the traffic leaves the canary, its pods stay canaryRetire longer (counted from
+// since), and stable is the new version.
+func promote(plan canaryPlan, s canaryState, obs canaryObservation, now time.Time) canaryDecision {
 	var w int32
 	if n := len(plan.steps); n > 0 {
 		w = plan.steps[n-1].weight
 	}
-	return canaryDecision{state: s, phase: phasePromoting, weight: w}
+	if s.step < len(plan.steps) {
+		// Just promoted: the stable Deployment rolls from now on.
+		s.step, s.since = len(plan.steps), time.Time{}
+		obs.stableRolledOut = false
+	}
+	if !obs.stableRolledOut {
+		return canaryDecision{state: s, phase: phasePromoting, weight: w, replicaWeight: w}
+	}
+	if s.since.IsZero() {
+		s.since = now
+	}
+	if left := s.since.Add(canaryRetire).Sub(now); left > 0 {
+		return canaryDecision{state: s, phase: phasePromoting, replicaWeight: w, after: left}
+	}
+	s.stable, s.canary, s.failed, s.step, s.since, s.failures = s.canary, "", "", 0, time.Time{}, nil
+	return canaryDecision{state: s, phase: phaseStable}
 }
 
 // rollBack stops the canary, saying why; the stable version serves everything.

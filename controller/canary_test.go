@@ -33,7 +33,7 @@ func TestNextCanary(t *testing.T) {
 		name: "the strategy taken with a new version: what runs is stable, the spec's is the canary",
 		plan: plain,
 		obs:  canaryObservation{revision: "b", deployed: "a"},
-		want: canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, weight: 10},
+		want: canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
 		name:  "at rest: nothing changes, no time to wait",
 		plan:  checked,
@@ -45,62 +45,62 @@ func TestNextCanary(t *testing.T) {
 		plan:  plain,
 		state: canaryState{stable: "a"},
 		obs:   canaryObservation{revision: "b", deployed: "a"},
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, weight: 10},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
 		name:  "a pod trouble seen as the canary starts is the old version's: not a rollback",
 		plan:  plain,
 		state: canaryState{stable: "a"},
 		obs:   canaryObservation{revision: "b", deployed: "a", troubleReason: ReasonCrashLoopBackOff},
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, weight: 10},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
 		name:  "the canary not ready yet: its pause has not started",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b"},
 		obs:   canaryObservation{revision: "b", deployed: "a"},
 		now:   t0,
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, weight: 10},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
 		name:  "the canary ready: its pause starts now, and ends in a minute",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b"},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true},
 		now:   t0,
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, after: time.Minute},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: time.Minute},
 	}, {
 		name:  "pausing: the state is unchanged (no write), the next look at the check's interval",
 		plan:  checked,
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: ok},
 		now:   t0.Add(30 * time.Second),
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, after: 10 * time.Second},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: 10 * time.Second},
 	}, {
 		name:  "the pause over: the next step, whose pause starts when the canary is ready at its weight",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true},
 		now:   t0.Add(time.Minute),
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 1}, phase: phaseCanary, weight: 50},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 1}, phase: phaseCanary, weight: 10, replicaWeight: 50},
 	}, {
 		name:  "the pause over with a check due but not taken: wait for it",
 		plan:  checked,
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true},
 		now:   t0.Add(time.Minute),
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, after: 10 * time.Second},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: 10 * time.Second},
 	}, {
 		name:  "the pause over and the check passing: the next step",
 		plan:  checked,
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: ok},
 		now:   t0.Add(time.Minute),
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 1}, phase: phaseCanary, weight: 50},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 1}, phase: phaseCanary, weight: 10, replicaWeight: 50},
 	}, {
 		name:  "a failure within the allowed: counted (a write), the step holds",
 		plan:  checked,
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: bad},
 		now:   t0.Add(time.Minute),
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0, failures: []int32{1}}, phase: phaseCanary, weight: 10, after: 10 * time.Second},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0, failures: []int32{1}}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: 10 * time.Second},
 	}, {
 		name:  "one failure more than allowed: rolled back, with the check's value",
 		plan:  checked,
@@ -144,7 +144,7 @@ func TestNextCanary(t *testing.T) {
 		plan:  plain,
 		state: canaryState{stable: "a", failed: "b", reason: ReasonCrashLoopBackOff, message: "m"},
 		obs:   canaryObservation{revision: "c", deployed: "a"},
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "c", failed: "b"}, phase: phaseCanary, weight: 10},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "c", failed: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
 		name:  "the spec set back to stable mid-canary: the canary is dropped, stable serves",
 		plan:  plain,
@@ -156,25 +156,33 @@ func TestNextCanary(t *testing.T) {
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b", step: 1, since: t0},
 		obs:   canaryObservation{revision: "c", deployed: "a", canaryReady: true},
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "c"}, phase: phaseCanary, weight: 10},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "c"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
 		name:  "the last pause over: promoting, the canary keeping its weight while stable rolls",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b", step: 1, since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true},
 		now:   t0.Add(2 * time.Minute),
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 2}, phase: phasePromoting, weight: 50},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 2}, phase: phasePromoting, weight: 50, replicaWeight: 50},
 	}, {
 		name:  "promoting: a crash seen now is not the canary's to roll back",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b", step: 2},
 		obs:   canaryObservation{revision: "b", deployed: "b", troubleReason: ReasonCrashLoopBackOff},
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 2}, phase: phasePromoting, weight: 50},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 2}, phase: phasePromoting, weight: 50, replicaWeight: 50},
 	}, {
-		name:  "promoted: the new version is stable, the canary and the failed record gone",
+		name:  "stable rolled out: the traffic leaves the canary, whose pods stay a moment longer",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b", step: 2, failed: "x"},
 		obs:   canaryObservation{revision: "b", deployed: "b", stableRolledOut: true},
+		now:   t0,
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 2, failed: "x", since: t0}, phase: phasePromoting, replicaWeight: 50, after: canaryRetire},
+	}, {
+		name:  "promoted: the new version is stable, the canary and the failed record gone",
+		plan:  plain,
+		state: canaryState{stable: "a", canary: "b", step: 2, failed: "x", since: t0},
+		obs:   canaryObservation{revision: "b", deployed: "b", stableRolledOut: true},
+		now:   t0.Add(canaryRetire),
 		want:  canaryDecision{state: canaryState{stable: "b"}, phase: phaseStable},
 	}, {
 		name:  "no steps: the new version is promoted at once",
@@ -206,7 +214,8 @@ func TestCanaryRestartResumes(t *testing.T) {
 			obs.deployed, obs.stableRolledOut = "b", true
 		}
 		d := nextCanary(plan, s, obs, now)
-		if again := nextCanary(plan, d.state, obs, now); !reflect.DeepEqual(again.weight, d.weight) && again.phase == d.phase {
+		// (Within a step: a new step's readiness is another observation.)
+		if again := nextCanary(plan, d.state, obs, now); again.weight != d.weight && again.phase == d.phase && d.state.step == s.step {
 			t.Fatalf("look %d: deciding again from the new state at the same moment moved the traffic: %+v then %+v", i, d, again)
 		}
 		s = d.state
@@ -219,7 +228,7 @@ func TestCanaryRestartResumes(t *testing.T) {
 	if s.stable != "b" || s.canary != "" {
 		t.Fatalf("not promoted: %+v, weights %v", s, weights)
 	}
-	want := []int32{20, 20, 20, 60, 60, 60, 60, 0}
+	want := []int32{0, 20, 20, 20, 60, 60, 60, 0, 0}
 	if !reflect.DeepEqual(weights, want) {
 		t.Errorf("weights %v, want %v", weights, want)
 	}

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +29,7 @@ import (
 // transform, the resync's fingerprint, the retained fields in status, and the related object of events. Adding a
 // kind is one entry here, its builder in desired.go with its table tests, and its RBAC marker in
 // webapp_controller.go.
-var children = []childKind{
+var children = expand([]childKind{
 	declare("Deployment", "apps/v1", false, func(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
 		if in.configErr != nil {
 			// Without its config hash the Deployment is left as it is: a guess would roll the pods.
@@ -37,8 +39,10 @@ var children = []childKind{
 			// Without knowing whether the HPA exists, who owns the count is not known: a guess could reset it.
 			return nil, in.hpaErr
 		}
-		return desiredDeployment(app, in)
+		return desiredStableDeployment(app, in)
 	}, appsv1ac.ExtractDeployment).
+		// With a canary strategy, the new version's Deployment beside the stable one while a canary runs.
+		alsoAs("canary", canaryName, buildCanaryDeployment).
 		// A new config hash on an existing Deployment is a config rollout, not drift.
 		withConfigHash(func(o client.Object) string {
 			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
@@ -55,7 +59,9 @@ var children = []childKind{
 		}),
 	declare("Service", "v1", false, func(app *webappv2.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
 		return desiredService(app), nil
-	}, corev1ac.ExtractService),
+	}, corev1ac.ExtractService).
+		// Behind a Gateway, the canary's own Service, the route's second backend.
+		alsoAs("canary", canaryName, buildCanaryService),
 	// With autoscaling, the HorizontalPodAutoscaler; without, it must not exist.
 	declare("HorizontalPodAutoscaler", "autoscaling/v2", true, func(app *webappv2.WebApp, _ inputs) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
 		return desiredHPA(app)
@@ -66,8 +72,13 @@ var children = []childKind{
 	}, networkingv1ac.ExtractIngress),
 	// With spec.expose.gateway, an HTTPRoute; without, it must not exist. Only where the Gateway API is served
 	// (servedAPIs): it is often installed after the operator, or not at all.
-	declare("HTTPRoute", gatewayGroup+"/v1", true, func(app *webappv2.WebApp, _ inputs) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
-		return desiredHTTPRoute(app), nil
+	declare("HTTPRoute", gatewayGroup+"/v1", true, func(app *webappv2.WebApp, in inputs) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
+		weight, err := canaryWeight(in)
+		if err != nil {
+			// The canary's share is not known: the route is left as it is.
+			return nil, err
+		}
+		return desiredHTTPRoute(app, weight), nil
 	}, gwv1ac.ExtractHTTPRoute).whereServed(),
 	// With a volume of kind claim, the PersistentVolumeClaim the WebApp owns. Without, it is released, never
 	// deleted: a spec edit never takes data away. On the WebApp's deletion it is released too, unless its
@@ -79,11 +90,20 @@ var children = []childKind{
 	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 		return desiredPDB(app), nil
 	}, policyv1ac.ExtractPodDisruptionBudget),
-}
+})
 
-// childKind is one kind of child.
+// childKind is one kind of child, or a variant of one (alsoAs): a second object of the kind per WebApp, under
+// another name.
 type childKind struct {
 	kind, apiVersion string
+	// id names the child in memory, in the outcomes and in the fingerprint: its kind, or kind/variant.
+	id string
+	// name is the child's name for a WebApp (nil: the WebApp's own).
+	name func(*webappv2.WebApp) string
+	// variants are the kind's other objects per WebApp (alsoAs), listed after it by expand.
+	variants []childKind
+	// variant declares a variant of the kind with the kind's types (see alsoAs).
+	variant func(suffix string, name func(*webappv2.WebApp) string, build any) childKind
 	// object is an empty object of the kind, as the cache keeps it.
 	object func() client.Object
 	// optional: the builder may return nil, meaning the child must not exist; one that does is deleted (with a UID
@@ -122,6 +142,8 @@ type inputs struct {
 	// decides the count; hpaErr: that could not be read.
 	hpaExists bool
 	hpaErr    error
+	// canary is the canary's decision (nil: no strategy).
+	canary *canaryRun
 }
 
 // childOutcome is what writing one child found and did.
@@ -135,15 +157,32 @@ type childOutcome struct {
 // an optional kind: must not exist), extract reads what our manager owns on an object of the kind.
 func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersion string, optional bool,
 	build func(*webappv2.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
-	c := childKind{kind: kind, apiVersion: apiVersion, optional: optional, object: func() client.Object { return PT(new(T)) }, hooks: &hooks{}}
+	return declareNamed(kind, apiVersion, kind, optional, nil, build, extract)
+}
+
+// declareNamed is declare for a child with id and name (nil: the WebApp's name).
+func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersion, id string, optional bool, name func(*webappv2.WebApp) string,
+	build func(*webappv2.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
+	c := childKind{kind: kind, apiVersion: apiVersion, id: id, name: name, optional: optional, object: func() client.Object { return PT(new(T)) }, hooks: &hooks{}}
+	c.variant = func(suffix string, name func(*webappv2.WebApp) string, build any) childKind {
+		b, ok := build.(func(*webappv2.WebApp, inputs) (AC, error))
+		if !ok {
+			panic(fmt.Sprintf("the %s variant of %s is built as %T, not as the kind's apply configuration", suffix, kind, build))
+		}
+		return declareNamed(kind, apiVersion, kind+"/"+suffix, true, name, b, extract)
+	}
 	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o writeOpts) (childOutcome, error) {
 		key := client.ObjectKeyFromObject(app)
+		o.name = c.objectName(app)
+		if o.name == app.Name {
+			o.name = ""
+		}
 		desired, err := build(app, in)
 		if err != nil {
 			// The child is left as it is, and only observed (from the cache): the status reports it rather than a
 			// missing one.
-			obj, _ := r.cachedChild(ctx, c, key, app.UID)
-			return childOutcome{obj: obj}, &childError{kind: kind, key: key, err: err, read: true}
+			obj, _ := r.cachedChild(ctx, c, app)
+			return childOutcome{obj: obj}, &childError{kind: kind, key: o.objectKey(key), err: err, read: true}
 		}
 		if optional && reflect.ValueOf(desired).IsNil() && c.hooks.kept {
 			released, err := releaseUnwanted(ctx, r, c, app)
@@ -156,7 +195,7 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 		if h := c.hooks.handover; h != nil {
 			o.beforeApply = func(ctx context.Context, cur client.Object) (bool, error) { return h(ctx, r, app, in, cur) }
 		}
-		out, err := ensure(ctx, r, kind, key, func(PT) AC { return desired }, extract, o)
+		out, err := ensure(ctx, r, id, key, func(PT) AC { return desired }, extract, o)
 		res := childOutcome{written: out.written(), retained: out.retained}
 		if out.obj != nil {
 			res.obj = out.obj
@@ -168,10 +207,40 @@ func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersio
 		return res, err
 	}
 	c.release = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error) {
-		return release(ctx, r, kind, app, extract)
+		return release(ctx, r, kind, app, c.objectName(app), extract)
 	}
 	return c
 }
+
+// alsoAs declares a variant of the kind: a second object of it per WebApp, named name(app), built by build (a
+// func(*webappv2.WebApp, inputs) (AC, error) with the kind's apply configuration AC; nil: it must not exist, so a
+// variant is always optional). It shares the kind's watch, cache and events, and has its own memory and
+// fingerprint entry (id kind/suffix).
+func (c childKind) alsoAs(suffix string, name func(*webappv2.WebApp) string, build any) childKind {
+	c.variants = append(slices.Clip(c.variants), c.variant(suffix, name, build))
+	return c
+}
+
+// expand lists each declared kind followed by its variants.
+func expand(kinds []childKind) []childKind {
+	var out []childKind
+	for _, c := range kinds {
+		out = append(out, c)
+		out = append(out, c.variants...)
+	}
+	return out
+}
+
+// objectName is the name of the WebApp's child c.
+func (c childKind) objectName(app *webappv2.WebApp) string {
+	if c.name != nil {
+		return c.name(app)
+	}
+	return app.Name
+}
+
+// isVariant: c is a second object of its kind (alsoAs), not the kind's own.
+func (c childKind) isVariant() bool { return c.id != c.kind }
 
 func (c childKind) withConfigHash(f func(client.Object) string) childKind {
 	c.configHash = f
@@ -204,11 +273,12 @@ func childKindOf(kind string) *childKind {
 	return nil
 }
 
-// cachedChild is the child of kind c and key as the cache has it, if the WebApp owner controls it (nil otherwise,
-// with the error of a read that failed other than NotFound).
-func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, key types.NamespacedName, owner types.UID) (client.Object, error) {
+// cachedChild is app's child c as the cache has it, if app controls it (nil otherwise, with the error of a read
+// that failed other than NotFound).
+func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, app *webappv2.WebApp) (client.Object, error) {
 	obj := c.object()
-	if err := r.Client.Get(ctx, key, obj); err != nil || notOursReason(obj, owner) != "" {
+	key := types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}
+	if err := r.Client.Get(ctx, key, obj); err != nil || notOursReason(obj, app.UID) != "" {
 		return nil, client.IgnoreNotFound(err)
 	}
 	return obj, nil
@@ -217,17 +287,17 @@ func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, key typ
 // releaseUnwanted releases app's child of the kept kind c that the WebApp no longer wants, if the WebApp still
 // controls one (the cache says; nothing is read from the API server otherwise), and reports whether it sent.
 func releaseUnwanted(ctx context.Context, r *WebAppReconciler, c childKind, app *webappv2.WebApp) (bool, error) {
-	obj, err := r.cachedChild(ctx, c, client.ObjectKeyFromObject(app), app.UID)
+	obj, err := r.cachedChild(ctx, c, app)
 	if obj == nil {
 		return false, err
 	}
 	sent, err := c.release(ctx, r, app)
 	if sent && err == nil {
-		ref := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: c.kind, APIVersion: c.apiVersion}, ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
-		r.event(app, ref, corev1.EventTypeNormal, "Released", "Release", "Released %s %s: the WebApp no longer uses it, and it is kept with its data", c.kind, app.Name)
+		ref := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: c.kind, APIVersion: c.apiVersion}, ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: c.objectName(app)}}
+		r.event(app, ref, corev1.EventTypeNormal, "Released", "Release", "Released %s %s: the WebApp no longer uses it, and it is kept with its data", c.kind, c.objectName(app))
 	}
 	if err != nil {
-		err = &childError{kind: c.kind, key: client.ObjectKeyFromObject(app), err: err}
+		err = &childError{kind: c.kind, key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, err: err}
 	}
 	return sent, err
 }
@@ -236,7 +306,7 @@ func releaseUnwanted(ctx context.Context, r *WebAppReconciler, c childKind, app 
 // sent the delete. Deleting is the one write that is not an apply: an object cannot be removed by applying less
 // of it. The UID precondition makes sure it deletes the object seen, never one created since.
 func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *webappv2.WebApp) (bool, error) {
-	obj, err := r.cachedChild(ctx, c, client.ObjectKeyFromObject(app), app.UID)
+	obj, err := r.cachedChild(ctx, c, app)
 	if obj == nil {
 		return false, err
 	}

@@ -414,18 +414,25 @@ func desiredService(app *webappv2.WebApp) *corev1ac.ServiceApplyConfiguration {
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(serviceType(app)).
-		WithSelector(selectorLabels(app))
+		WithSelector(selectorLabels(app)).
+		WithPorts(servicePorts(app)...)
+	return svc.
+		WithLabels(commonLabels(app)).
+		WithOwnerReferences(ownerReference(app)).
+		WithSpec(spec)
+}
+
+// servicePorts are the ports of the WebApp's Services: each named port, to the container's port of that name.
+func servicePorts(app *webappv2.WebApp) []*corev1ac.ServicePortApplyConfiguration {
+	var out []*corev1ac.ServicePortApplyConfiguration
 	for _, p := range ports(app) {
-		spec.WithPorts(corev1ac.ServicePort().
+		out = append(out, corev1ac.ServicePort().
 			WithName(p.Name).
 			WithProtocol(corev1.ProtocolTCP).
 			WithPort(p.Port).
 			WithTargetPort(intstr.FromString(p.Name)))
 	}
-	return svc.
-		WithLabels(commonLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
-		WithSpec(spec)
+	return out
 }
 
 func serviceType(app *webappv2.WebApp) corev1.ServiceType {

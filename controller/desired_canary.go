@@ -7,7 +7,6 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -18,7 +17,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-// The canary's objects (issue 32; pure builders, not wired into the API yet). While a canary runs, the new version
+// The canary's objects (spec.rollout.canary). While a canary runs, the new version
 // runs beside the stable one in a Deployment of its own, <name>-canary, whose pods carry LabelCanaryOf and never
 // the stable pods' instance label behind a Gateway: the stable Service (and PodDisruptionBudget) then never select
 // them, and the route's weights between the stable and the canary Service are the traffic's split exactly. Without
@@ -28,6 +27,10 @@ import (
 
 // LabelCanaryOf is on a canary's pods, with the WebApp's name; the canary Deployment and Service select by it.
 const LabelCanaryOf = "webapp.example.com/canary-of"
+
+// AnnotationRevision is on the Deployments of a WebApp with a canary strategy: the revision of their pod template
+// (not on the template: setting it must roll no pod).
+const AnnotationRevision = "webapp.example.com/revision"
 
 // canaryName names the canary's Deployment and Service.
 func canaryName(app *webappv2.WebApp) string { return app.Name + "-canary" }
@@ -65,9 +68,9 @@ func canarySelector(app *webappv2.WebApp) map[string]string {
 
 // desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods:
 // the WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the
-// canary's count (no HPA decides it). nil while there is no canary: it must not exist.
+// canary's count (no HPA decides it) and its revision. nil while there is no canary: it must not exist.
 func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	if d.phase != phaseCanary && d.phase != phasePromoting {
+	if d.replicaWeight <= 0 {
 		return nil, nil
 	}
 	dep, err := desiredDeployment(app, inputs{configHash: in.configHash})
@@ -83,21 +86,18 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	dep.Name = ptr.To(canaryName(app))
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
-	dep.Spec.WithReplicas(canaryReplicas(stable, d.weight, canaryShared(app)))
+	dep.Spec.WithReplicas(canaryReplicas(stable, d.replicaWeight, canaryShared(app)))
+	dep.WithAnnotations(map[string]string{AnnotationRevision: d.state.canary})
 	return dep, nil
 }
 
 // desiredCanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods); nil
 // without a canary or without a Gateway (the one Service serves both).
 func desiredCanaryService(app *webappv2.WebApp, d canaryDecision) *corev1ac.ServiceApplyConfiguration {
-	if (d.phase != phaseCanary && d.phase != phasePromoting) || canaryShared(app) {
+	if d.replicaWeight <= 0 || canaryShared(app) {
 		return nil
 	}
-	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(canarySelector(app))
-	for _, p := range ports(app) {
-		spec.WithPorts(corev1ac.ServicePort().WithName(p.Name).WithProtocol(corev1.ProtocolTCP).WithPort(p.Port).
-			WithTargetPort(intstr.FromString(p.Name)))
-	}
+	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(canarySelector(app)).WithPorts(servicePorts(app)...)
 	return corev1ac.Service(canaryName(app), app.Namespace).
 		WithLabels(commonLabels(app)).
 		WithOwnerReferences(ownerReference(app)).

@@ -54,9 +54,9 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 	}{
 		{name: "no canary: none", d: canaryDecision{phase: phaseStable}, wantNil: true},
 		{name: "rolled back: none", d: canaryDecision{phase: phaseRolledBack}, wantNil: true},
-		{name: "shared Service: by replicas, selected by the one Service", d: canaryDecision{phase: phaseCanary, weight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
-		{name: "behind a route: its own pods", set: gateway, d: canaryDecision{phase: phaseCanary, weight: 50}, stable: 4, wantReplicas: 2},
-		{name: "promoting: kept at its weight", set: gateway, d: canaryDecision{phase: phasePromoting, weight: 50}, stable: 4, wantReplicas: 2},
+		{name: "shared Service: by replicas, selected by the one Service", d: canaryDecision{phase: phaseCanary, replicaWeight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
+		{name: "behind a route: its own pods", set: gateway, d: canaryDecision{phase: phaseCanary, replicaWeight: 50}, stable: 4, wantReplicas: 2},
+		{name: "promoting: kept at its weight", set: gateway, d: canaryDecision{phase: phasePromoting, replicaWeight: 50}, stable: 4, wantReplicas: 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestDesiredCanaryServiceAndRoute(t *testing.T) {
 	if svc := desiredCanaryService(app, canaryDecision{phase: phaseStable}); svc != nil {
 		t.Errorf("a canary Service without a canary")
 	}
-	svc := desiredCanaryService(app, canaryDecision{phase: phaseCanary, weight: 10})
+	svc := desiredCanaryService(app, canaryDecision{phase: phaseCanary, replicaWeight: 10})
 	want := `{"kind":"Service","apiVersion":"v1","metadata":{"name":"shop-canary","namespace":"ns","labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
 		`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},` +
 		`"spec":{"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":"http"},{"name":"metrics","protocol":"TCP","port":9090,"targetPort":"metrics"}],` +
@@ -134,7 +134,7 @@ func TestDesiredCanaryServiceAndRoute(t *testing.T) {
 		t.Errorf("canary Service:\n got %s\nwant %s", got, want)
 	}
 	shared := newApp("shop", 3, 8080, "shop:2")
-	if svc := desiredCanaryService(shared, canaryDecision{phase: phaseCanary, weight: 10}); svc != nil {
+	if svc := desiredCanaryService(shared, canaryDecision{phase: phaseCanary, replicaWeight: 10}); svc != nil {
 		t.Errorf("a canary Service without a Gateway: the one Service serves both")
 	}
 

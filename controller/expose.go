@@ -76,7 +76,7 @@ func desiredIngress(app *webappv2.WebApp) *networkingv1ac.IngressApplyConfigurat
 // Gateway: attached to the Gateway (and listener) it names, for its hosts, one rule matching its path prefixes
 // to the Service's primary port. The fields the Gateway API's CRD defaults are set to those defaults, so what we
 // own compares equal.
-func desiredHTTPRoute(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+func desiredHTTPRoute(app *webappv2.WebApp, canaryWeight int32) *gwv1ac.HTTPRouteApplyConfiguration {
 	e := app.Spec.Expose
 	if e == nil || e.Gateway == nil {
 		return nil
@@ -88,8 +88,8 @@ func desiredHTTPRoute(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration 
 	if e.Gateway.SectionName != "" {
 		parent.WithSectionName(gwv1.SectionName(e.Gateway.SectionName))
 	}
-	// No canary: the stable Service alone.
-	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(routeBackends(app, 0)...)
+	// The stable Service, and while a canary runs, the canary's by its weight.
+	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(routeBackends(app, canaryWeight)...)
 	for _, p := range exposePaths(e) {
 		rule.WithMatches(gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p)))
 	}

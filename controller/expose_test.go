@@ -97,7 +97,7 @@ func TestDesiredHTTPRoute(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := exposed(webappv2.Expose{})
 			app.Spec.Expose = tc.expose
-			route := desiredHTTPRoute(app)
+			route := desiredHTTPRoute(app, 0)
 			if tc.want == nil {
 				if route != nil {
 					t.Fatalf("an HTTPRoute: %s", asJSON(t, route))

@@ -217,7 +217,11 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep
 	if uid == "" {
 		return nil, true
 	}
+	// The Deployment's own selector: the canary's pods do not all carry the stable pods' labels.
 	selector := client.MatchingLabels(selectorLabels(app))
+	if dep.Spec.Selector != nil {
+		selector = dep.Spec.Selector.MatchLabels
+	}
 	pods, err := listPods(ctx, r.Client, app.Namespace, selector)
 	if err != nil {
 		return nil, false
@@ -270,10 +274,11 @@ func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp
 	return wait
 }
 
-// needsPods: app's Deployment is not rolled out, so its pods may say why (a rolled-out one has every pod ready,
+// needsPods: app's Deployment is not rolled out, or a canary runs, so its pods may say why (a rolled-out one has every pod ready,
 // and a pod that stops being ready changes the Deployment's status, which brings the WebApp back).
 func needsPods(app *webappv2.WebApp, obs observation) bool {
-	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs))
+	// A canary's pods are watched for as long as it runs: their trouble rolls it back.
+	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs)) || obs.canary.running()
 }
 
 // probeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.

@@ -252,11 +252,15 @@ func indexByController(kind string) client.IndexerFunc {
 }
 
 // webAppOfReplicaSet is the WebApp whose Deployment controls the ReplicaSet rs, by name (the Deployment has the
-// WebApp's): whose pods a change of rs may change. Which pods are the WebApp's is decided by UIDs (pods).
+// WebApp's, or is its canary, whose pods carry the WebApp's name in LabelCanaryOf): whose pods a change of rs may
+// change. Which pods are the WebApp's is decided by UIDs (pods).
 func webAppOfReplicaSet(rs client.Object) []client.ObjectKey {
 	ref := metav1.GetControllerOfNoCopy(rs)
 	if ref == nil || controllerUID(rs, "Deployment") == "" {
 		return nil
+	}
+	if of := rs.GetLabels()[LabelCanaryOf]; of != "" && ref.Name == of+"-canary" {
+		return []client.ObjectKey{{Namespace: rs.GetNamespace(), Name: of}}
 	}
 	return []client.ObjectKey{{Namespace: rs.GetNamespace(), Name: ref.Name}}
 }

@@ -73,9 +73,9 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	// Our own writes are not a change: a cache behind them shows the version they returned.
 	b.WriteString(string(app.UID) + "@" + r.mem.newest(key, app.UID, app.ResourceVersion, "WebApp", "WebAppStatus"))
 	for _, c := range r.activeChildren() {
-		switch uid, rv, err := r.peek(ctx, c.kind, key); {
+		switch uid, rv, err := r.peek(ctx, c.kind, types.NamespacedName{Namespace: key.Namespace, Name: c.objectName(app)}); {
 		case err == nil:
-			b.WriteString(";" + string(uid) + "@" + r.mem.newest(key, uid, rv, c.kind))
+			b.WriteString(";" + string(uid) + "@" + r.mem.newest(key, uid, rv, c.id))
 		case apierrors.IsNotFound(err):
 			b.WriteString(";-")
 		default:
@@ -97,6 +97,11 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	// At rest (no pod watch) there are no pods to read: no Deployment is looked up for them either.
 	if r.podWatch == nil || r.podWatch.active() {
 		pods, _ = r.podsOf(ctx, app, r.cachedDeployment(ctx, key))
+		if app.Spec.Rollout.Canary != nil {
+			// A canary's pods that start crashing roll it back.
+			canary, _ := r.podsOf(ctx, app, r.cachedDeployment(ctx, types.NamespacedName{Namespace: key.Namespace, Name: canaryName(app)}))
+			pods = append(slices.Clip(pods), canary...)
+		}
 	}
 	reason, msg := podTrouble(pods, nil)
 	b.WriteString(";" + reason + ":" + msg)
@@ -142,7 +147,7 @@ func storesOf(ctx context.Context, c cache.Cache) (cacheStores, error) {
 func fingerprintKinds() []string {
 	kinds := []string{"WebApp"}
 	for _, c := range children {
-		if !c.ifServed {
+		if !c.ifServed && !c.isVariant() {
 			kinds = append(kinds, c.kind)
 		}
 	}

@@ -61,6 +61,8 @@ type observation struct {
 	// ConfigMaps and Secrets its volumes mount that do not exist (see mountTrouble).
 	claim   *corev1.PersistentVolumeClaim
 	missing []string
+	// canary is the canary's decision (nil: no strategy).
+	canary *canaryRun
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -135,6 +137,13 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	for _, f := range obs.retained {
 		st.WithRetainedFields(webappv2ac.RetainedField().WithKind(f.Kind).WithField(f.Field).WithManagers(f.Managers...))
 	}
+	switch c := obs.canary; {
+	case c != nil && c.err == nil:
+		st.WithCanary(canaryStatus(c))
+	case c != nil && cur.Status.Canary != nil:
+		// Not decided this time: the rollout's state is kept as it is, never lost.
+		st.WithCanary(keptCanaryStatus(cur.Status.Canary))
+	}
 	return webappv2ac.WebApp(app.Name, app.Namespace).WithStatus(st)
 }
 
@@ -176,7 +185,9 @@ func isNotOurs(err error) bool {
 // the state (never a timestamp), so an unchanged state yields identical conditions and no write.
 type rollout struct {
 	done, stuck, unknown bool
-	notApplied           bool // this generation's Deployment apply failed: nothing is claimed of its rollout
+	notApplied           bool   // this generation's Deployment apply failed: nothing is claimed of its rollout
+	stopped              bool   // a canary was rolled back: nothing progresses until the spec changes
+	progressReason       string // Progressing's reason when it is not RollingOut
 	retained             []webappv2.RetainedField
 	reason, msg          string
 }
@@ -217,10 +228,22 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 			msg: fmt.Sprintf("Deployment rollout in progress: %d/%d replicas updated, %d in total", dep.Status.UpdatedReplicas, want, dep.Status.Replicas)}
 	case dep.Status.AvailableReplicas != want || dep.Status.ReadyReplicas != want:
 		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
+	case obs.canary != nil && obs.canary.err == nil && obs.canary.decision.phase != phaseStable:
+		// The stable version serves, rolled out: the canary says the rest.
+		return canaryRollout(obs.canary)
 	default:
 		return rollout{done: true, reason: ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want),
 			retained: obs.retained}
 	}
+}
+
+// canaryRollout is where a canary stands, once the stable version is rolled out: a canary under way progresses, a
+// rolled-back one is stopped until the spec changes (Ready is False either way: the spec is not what serves).
+func canaryRollout(run *canaryRun) rollout {
+	if run.decision.phase == phaseRolledBack {
+		return rollout{stopped: true, reason: ReasonRolledBack, msg: canaryMessage(run)}
+	}
+	return rollout{reason: ReasonCanary, progressReason: ReasonCanary, msg: canaryMessage(run)}
 }
 
 func errorMessage(err error) string {
@@ -259,8 +282,10 @@ func progressingCondition(app *webappv2.WebApp, r rollout) metav1.Condition {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonRolloutComplete
 	case r.stuck:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonProgressDeadlineExceeded
-	case r.notApplied:
+	case r.notApplied, r.stopped:
 		c.Status, c.Reason = metav1.ConditionFalse, r.reason
+	case r.progressReason != "":
+		c.Reason = r.progressReason
 	case r.unknown:
 		c.Status, c.Reason = metav1.ConditionUnknown, r.reason
 	}

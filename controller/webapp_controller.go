@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +57,9 @@ type WebAppReconciler struct {
 	// Now is the clock for condition transition times (metav1.Now when nil).
 	Now func() metav1.Time
 
+	// CheckTransport carries a canary's check queries to Prometheus (http.DefaultTransport when nil).
+	CheckTransport http.RoundTripper
+
 	// ProgressInterval is how long a change of a WebApp's progress alone waits after its last status write
 	// (DefaultProgressInterval when zero; negative: never).
 	ProgressInterval time.Duration
@@ -66,13 +70,15 @@ type WebAppReconciler struct {
 	podWatch *podWatch
 	// apis says which kinds of child are served (nil: all, as in unit tests).
 	apis *servedAPIs
+	// checks says when each canary's checks are due.
+	checks checkClock
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=example.com,resources=webapps/status,verbs=patch
 // +kubebuilder:rbac:groups=example.com,resources=webapps/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
@@ -94,6 +100,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// Deleted: garbage collection removes the children through their owner references.
 		if apierrors.IsNotFound(err) {
 			r.mem.forget(req.NamespacedName)
+			r.checks.forget(req.NamespacedName)
 			r.watchPods(ctx, req.NamespacedName, false)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -142,6 +149,10 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
+	if c := kids.canary; c != nil && c.err == nil && c.decision.after > 0 && err == nil && (res.RequeueAfter == 0 || c.decision.after < res.RequeueAfter) {
+		// A canary's pause ends, or its checks are due: nothing else would bring it back then.
+		res.RequeueAfter = c.decision.after
+	}
 	if podsWait > 0 && err == nil && (res.RequeueAfter == 0 || podsWait < res.RequeueAfter) {
 		// The pods are being listed, or one started recently and runs unready (the kubelet's events of its probes
 		// change no object): look again soon.
@@ -152,7 +163,7 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		// Failing: remembered with what it read after its own writes, so the resync leaves it to the backoff until
 		// something else changes.
 		fp = r.fingerprint(ctx, app)
-	case applyErr != nil || statusErr != nil || held > 0 || podsWait > 0 || kids.wrote || statusWrote:
+	case applyErr != nil || statusErr != nil || held > 0 || podsWait > 0 || kids.wrote || statusWrote || kids.canary.running():
 		// Not converged, and not failing either: the next resync looks again.
 		fp = ""
 	}
@@ -183,6 +194,8 @@ type childrenOutcome struct {
 	gone     []string // kinds whose API went away during the writes (servedAPIs.recheck)
 	// replicasByHPA: the Deployment's count was left to the HorizontalPodAutoscaler (it exists).
 	replicasByHPA bool
+	// canary is the canary's decision (nil: no strategy).
+	canary *canaryRun
 }
 
 // observation is what the status may say of the Deployment, and the fields other managers keep.
@@ -196,6 +209,7 @@ func (c childrenOutcome) observation() observation {
 	obs.route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
 	obs.exposeErr = errors.Join(c.errs["Ingress"], c.errs["HTTPRoute"])
 	obs.claim, _ = c.byKind["PersistentVolumeClaim"].obj.(*corev1.PersistentVolumeClaim)
+	obs.canary = c.canary
 	return obs
 }
 
@@ -206,11 +220,13 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	in.configHash, in.configErr = r.configHash(ctx, app)
 	// Read once, for the Deployment's count and the status alike: the HPA decides the count only once it exists.
 	in.hpaExists, in.hpaErr = r.hpaExists(ctx, app)
+	// With a canary strategy: which version serves, which is tried, and the traffic each gets.
+	in.canary = r.decideCanary(ctx, app, in)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
 	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == ReasonChildNotOwned}
-	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: replicasByHPA(app, in.hpaExists)}
-	var created []string // kinds
+	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: replicasByHPA(app, in.hpaExists), canary: in.canary}
+	var created []childKind
 	var errs []error
 	for _, c := range active {
 		out, err := c.write(ctx, r, app, in, opts)
@@ -220,18 +236,18 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 			res.gone = append(res.gone, c.kind)
 			continue
 		}
-		if r.record(ctx, app, c.kind, out.written, err) {
-			created = append(created, c.kind)
+		if r.record(ctx, app, c, out.written, err) {
+			created = append(created, c)
 		}
-		res.byKind[c.kind], res.errs[c.kind] = out, err
+		res.byKind[c.id], res.errs[c.id] = out, err
 		res.wrote = res.wrote || out.sent
 		errs = append(errs, err)
 	}
 	if len(created) > 0 {
 		// One event names every child this reconcile created: a new WebApp costs one event, not one per child.
 		names := make([]string, len(created))
-		for i, kind := range created {
-			names[i] = kind + " " + app.Name
+		for i, c := range created {
+			names[i] = c.kind + " " + c.objectName(app)
 		}
 		r.event(app, childRef(app, created[0]), corev1.EventTypeNormal, "Created", "Apply", "Created %s", strings.Join(names, ", "))
 	}
@@ -254,6 +270,9 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, b
 		}
 	}
 	listed = append(slices.Clone(listed), r.mem.retainedPending(key, app.UID)...)
+	// A variant's fields are not listed: it is the operator's alone, for the length of a canary, and the list names
+	// children by kind, each with the WebApp's name.
+	active = slices.DeleteFunc(slices.Clone(active), childKind.isVariant)
 	for _, c := range active {
 		r.mem.retainedFound(key, app.UID, byKind[c.kind].retained)
 	}
@@ -292,8 +311,9 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, b
 // record tells the user, by an event on the WebApp that names the child as related object, about the writes worth
 // a `kubectl describe` line, and counts them. An apply that changed nothing on the server is no news. It reports a
 // creation rather than telling it: one event names all the children a reconcile created.
-func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, kind string, w written, err error) (created bool) {
-	name, child := kind+" "+app.Name, childRef(app, kind)
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, c childKind, w written, err error) (created bool) {
+	kind := c.kind
+	name, child := kind+" "+c.objectName(app), childRef(app, c)
 	switch {
 	case w.deleted && err != nil:
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
@@ -326,13 +346,10 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, kin
 	return created
 }
 
-// childRef names app's child of kind, as the related object of an event.
-func childRef(app *webappv2.WebApp, kind string) *metav1.PartialObjectMetadata {
-	ref := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: kind}, ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name}}
-	if c := childKindOf(kind); c != nil {
-		ref.APIVersion = c.apiVersion
-	}
-	return ref
+// childRef names app's child c, as the related object of an event.
+func childRef(app *webappv2.WebApp, c childKind) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: c.kind, APIVersion: c.apiVersion},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: c.objectName(app)}}
 }
 
 func (r *WebAppReconciler) event(app *webappv2.WebApp, related runtime.Object, eventType, reason, action, note string, args ...any) {
@@ -420,15 +437,15 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.We
 		switch {
 		case err != nil:
 			appliesTotal.WithLabelValues(c.kind, resultFailed).Inc()
-			r.event(app, childRef(app, c.kind), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", c.kind, app.Name, err)
-			errs = append(errs, &childError{kind: c.kind, key: key, err: err})
+			r.event(app, childRef(app, c), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", c.kind, c.objectName(app), err)
+			errs = append(errs, &childError{kind: c.kind, key: types.NamespacedName{Namespace: key.Namespace, Name: c.objectName(app)}, err: err})
 		case sent:
 			appliesTotal.WithLabelValues(c.kind, resultSent).Inc()
 			if app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan {
-				r.event(app, childRef(app, c.kind), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", c.kind, app.Name)
+				r.event(app, childRef(app, c), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", c.kind, c.objectName(app))
 			} else {
 				// A kind kept on deletion (the owned claim): kept for its data, not to keep running.
-				r.event(app, childRef(app, c.kind), corev1.EventTypeNormal, "Released", "Release", "Released %s %s: the WebApp is deleted, and it is kept with its data", c.kind, app.Name)
+				r.event(app, childRef(app, c), corev1.EventTypeNormal, "Released", "Release", "Released %s %s: the WebApp is deleted, and it is kept with its data", c.kind, c.objectName(app))
 			}
 		}
 	}
@@ -587,8 +604,11 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	r.apis.changed = func(ctx context.Context) { go r.resyncOnce(ctx, resync) }
 	b := ctrl.NewControllerManagedBy(mgr)
 	for _, c := range r.activeChildren() {
-		// Any change to a child (an edit, a deletion, a rollout's progress) reconciles its WebApp at once.
-		b = b.Owns(c.object())
+		// Any change to a child (an edit, a deletion, a rollout's progress) reconciles its WebApp at once. (A
+		// variant is of a kind already watched.)
+		if !c.isVariant() {
+			b = b.Owns(c.object())
+		}
 	}
 	b = b.
 		// Our own status writes do not bring the WebApp back: they change neither its generation nor its metadata.

@@ -71,6 +71,7 @@ var v2Fields = []v2Field{
 	{"spec.pod.topologySpreadConstraints", func(s *webappv2.WebAppSpec) any { return &s.Pod.TopologySpreadConstraints }},
 	{"spec.pod.priorityClassName", func(s *webappv2.WebAppSpec) any { return &s.Pod.PriorityClassName }},
 	{"spec.pod.initContainers", func(s *webappv2.WebAppSpec) any { return &s.Pod.InitContainers }},
+	{"spec.rollout.canary", func(s *webappv2.WebAppSpec) any { return &s.Rollout.Canary }},
 }
 
 // v2FieldOf is the v2-only field of path (nil: not one).
@@ -393,6 +394,13 @@ func statusToHub(s webappv1.WebAppStatus) webappv2.WebAppStatus {
 	if d := s.ConversionDropped; d != nil {
 		out.ConversionDropped = &webappv2.ConversionDropped{Generation: d.Generation, Fields: slices.Clone(d.Fields), Message: d.Message}
 	}
+	if c := s.Canary; c != nil {
+		out.Canary = &webappv2.CanaryStatus{Phase: c.Phase, StableRevision: c.StableRevision, CanaryRevision: c.CanaryRevision,
+			FailedRevision: c.FailedRevision, Step: c.Step, Weight: c.Weight, StepStartedAt: c.StepStartedAt.DeepCopy(), Reason: c.Reason, Message: c.Message}
+		for _, f := range c.Failures {
+			out.Canary.Failures = append(out.Canary.Failures, webappv2.CanaryCheckFailures{Name: f.Name, Count: f.Count})
+		}
+	}
 	return out
 }
 
@@ -415,6 +423,13 @@ func statusFromHub(s webappv2.WebAppStatus) webappv1.WebAppStatus {
 	}
 	if d := s.ConversionDropped; d != nil {
 		out.ConversionDropped = &webappv1.ConversionDropped{Generation: d.Generation, Fields: slices.Clone(d.Fields), Message: d.Message}
+	}
+	if c := s.Canary; c != nil {
+		out.Canary = &webappv1.CanaryStatus{Phase: c.Phase, StableRevision: c.StableRevision, CanaryRevision: c.CanaryRevision,
+			FailedRevision: c.FailedRevision, Step: c.Step, Weight: c.Weight, StepStartedAt: c.StepStartedAt.DeepCopy(), Reason: c.Reason, Message: c.Message}
+		for _, f := range c.Failures {
+			out.Canary.Failures = append(out.Canary.Failures, webappv1.CanaryCheckFailures{Name: f.Name, Count: f.Count})
+		}
 	}
 	return out
 }

@@ -261,6 +261,11 @@ type WebAppStatus struct {
 	// +optional
 	ConversionDropped *ConversionDropped `json:"conversionDropped,omitempty"`
 
+	// Canary is where a canary rollout is (spec.rollout.canary of v2): the revisions of the stable and the canary
+	// version, the step, and why the last canary was rolled back.
+	// +optional
+	Canary *CanaryStatus `json:"canary,omitempty"`
+
 	// ConversionData keeps, while the WebApp is read as v1, what its v2 spec says that v1 cannot (an unset field
 	// that v1 shows with its default, more ports, autoscaling, expose, volumes and the rest of the pod), as JSON.
 	// The conversion to v2 restores it.
@@ -334,4 +339,64 @@ type WebAppList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []WebApp `json:"items"`
+}
+
+// CanaryStatus is where a canary rollout is. A revision is a hash of the pods' template (with the config hash).
+type CanaryStatus struct {
+	// Phase is Stable (no canary), Canary (a canary runs at a step), Promoting (every step passed; the stable
+	// Deployment rolls to the canary's version) or RolledBack (the canary was stopped; the stable version serves
+	// until the spec changes).
+	// +kubebuilder:validation:Enum=Stable;Canary;Promoting;RolledBack
+	Phase string `json:"phase"`
+
+	// StableRevision is the version that serves, from the WebApp's own Deployment.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	StableRevision string `json:"stableRevision,omitempty"`
+
+	// CanaryRevision is the version being tried, in <name>-canary.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	CanaryRevision string `json:"canaryRevision,omitempty"`
+
+	// FailedRevision is the last version rolled back: applying it again does not start it again.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	FailedRevision string `json:"failedRevision,omitempty"`
+
+	// Step is the index of the canary's step in spec.rollout.canary.steps.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+
+	// Weight is the canary's share of the traffic now, in percent.
+	// +optional
+	Weight int32 `json:"weight,omitempty"`
+
+	// StepStartedAt is when the step's pause started: when the canary was first seen serving its weight.
+	// +optional
+	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
+
+	// Failures counts each check's failed evaluations in this canary.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=5
+	// +optional
+	Failures []CanaryCheckFailures `json:"failures,omitempty"`
+
+	// Reason and Message say why the last canary was rolled back: its pods' trouble (ImagePullFailed,
+	// CrashLoopBackOff, ...) or CheckFailed, with the check's value.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// CanaryCheckFailures is how often a check failed in the current canary.
+type CanaryCheckFailures struct {
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count"`
 }

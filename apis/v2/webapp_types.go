@@ -51,7 +51,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.volumeMounts) || self.container.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every container.volumeMounts[].name must name a volume of spec.volumes"
 // +kubebuilder:validation:XValidation:rule="!has(self.pod) || !has(self.pod.initContainers) || self.pod.initContainers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name)))",message="every pod.initContainers[].volumeMounts[].name must name a volume of spec.volumes"
 // +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.filter(v, has(v.claim)).size() <= 1",message="a WebApp owns at most one claim (volumes[].claim); mount more through persistentVolumeClaim"
-// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || !self.volumes.exists(v, has(v.claim) && (!has(v.claim.accessMode) || v.claim.accessMode == 'ReadWriteOnce' || v.claim.accessMode == 'ReadWriteOncePod')) || ((!has(self.replicas) || self.replicas == 1) && !has(self.autoscaling) && (!has(self.rollout) || (!has(self.rollout.maxSurge) && !has(self.rollout.maxUnavailable))))",message="a ReadWriteOnce or ReadWriteOncePod claim is mounted by one pod at a time: the WebApp runs one replica (no autoscaling) and rolls out by Recreate (no rollout.maxSurge or rollout.maxUnavailable); use ReadWriteMany for more"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || !self.volumes.exists(v, has(v.claim) && (!has(v.claim.accessMode) || v.claim.accessMode == 'ReadWriteOnce' || v.claim.accessMode == 'ReadWriteOncePod')) || ((!has(self.replicas) || self.replicas == 1) && !has(self.autoscaling) && (!has(self.rollout) || (!has(self.rollout.maxSurge) && !has(self.rollout.maxUnavailable) && !has(self.rollout.canary))))",message="a ReadWriteOnce or ReadWriteOncePod claim is mounted by one pod at a time: the WebApp runs one replica (no autoscaling) and rolls out by Recreate (no rollout.maxSurge, rollout.maxUnavailable or rollout.canary); use ReadWriteMany for more"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
@@ -558,6 +558,94 @@ type RolloutSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// Canary, when set, rolls each new version of the pods (a change of the pod template, or of a ConfigMap or
+	// Secret it uses) out as a canary: the version that serves keeps its Deployment, the new one runs beside it in
+	// <name>-canary, and its share of the traffic moves step by step. Through expose.gateway the HTTPRoute's backend
+	// weights split the traffic exactly; without a Gateway (a Service only, or an Ingress) the split is by replicas
+	// behind the one Service. The canary is rolled back at once when its pods show trouble, or when a check fails
+	// more often than it may; status.canary says where the rollout is.
+	// +optional
+	Canary *CanarySpec `json:"canary,omitempty"`
+}
+
+// CanarySpec is a canary rollout's steps and the checks that gate them.
+type CanarySpec struct {
+	// Steps are the canary's shares of the traffic, in order; after the last one the new version is promoted (the
+	// stable Deployment rolls to it) and the canary removed.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	Steps []CanaryStep `json:"steps"`
+
+	// Checks are queries each step must pass before the next one: all of them are evaluated every
+	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over.
+	// +kubebuilder:validation:MaxItems=5
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Checks []CanaryCheck `json:"checks,omitempty"`
+
+	// CheckIntervalSeconds is how often the checks are evaluated while a step runs (default 10).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	CheckIntervalSeconds int32 `json:"checkIntervalSeconds,omitempty"`
+}
+
+// CanaryStep sends weight percent of the traffic to the canary, then pauses once the canary serves it.
+type CanaryStep struct {
+	// Weight is the canary's share of the traffic, in percent.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	Weight int32 `json:"weight"`
+
+	// PauseSeconds is how long the step lasts once the canary serves its weight (0: it passes as soon as the
+	// canary is ready and the checks pass).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	PauseSeconds int32 `json:"pauseSeconds,omitempty"`
+}
+
+// CanaryCheck is a query whose value must not exceed max.
+type CanaryCheck struct {
+	// Name names the check in the status and events.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Prometheus is the query's source.
+	Prometheus PrometheusQuery `json:"prometheus"`
+
+	// Max is the greatest value that passes, a decimal number such as 0.01. A query with no value (no series)
+	// fails: a check never passes on missing data.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	Max string `json:"max"`
+
+	// FailuresAllowed is how many failed evaluations one canary may have before it is rolled back (default 0: the
+	// first failure rolls it back).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	FailuresAllowed int32 `json:"failuresAllowed,omitempty"`
+}
+
+// PrometheusQuery is a PromQL query on a Prometheus server.
+type PrometheusQuery struct {
+	// Address is the Prometheus server's base URL, e.g. http://prometheus.monitoring:9090.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	Address string `json:"address"`
+
+	// Query is an instant PromQL query whose result is a scalar or a single series, e.g. the canary's ratio of
+	// 5xx answers.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
 }
 
 // ServiceSpec configures the WebApp's Service.
@@ -634,6 +722,11 @@ type WebAppStatus struct {
 	// nothing refused removes it.
 	// +optional
 	ConversionDropped *ConversionDropped `json:"conversionDropped,omitempty"`
+
+	// Canary is where a canary rollout is (spec.rollout.canary of v2): the revisions of the stable and the canary
+	// version, the step, and why the last canary was rolled back.
+	// +optional
+	Canary *CanaryStatus `json:"canary,omitempty"`
 }
 
 // ConversionDropped names what a write through v1 carried that v2's schema refuses, and why.
@@ -700,4 +793,64 @@ type WebAppList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []WebApp `json:"items"`
+}
+
+// CanaryStatus is where a canary rollout is. A revision is a hash of the pods' template (with the config hash).
+type CanaryStatus struct {
+	// Phase is Stable (no canary), Canary (a canary runs at a step), Promoting (every step passed; the stable
+	// Deployment rolls to the canary's version) or RolledBack (the canary was stopped; the stable version serves
+	// until the spec changes).
+	// +kubebuilder:validation:Enum=Stable;Canary;Promoting;RolledBack
+	Phase string `json:"phase"`
+
+	// StableRevision is the version that serves, from the WebApp's own Deployment.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	StableRevision string `json:"stableRevision,omitempty"`
+
+	// CanaryRevision is the version being tried, in <name>-canary.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	CanaryRevision string `json:"canaryRevision,omitempty"`
+
+	// FailedRevision is the last version rolled back: applying it again does not start it again.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	FailedRevision string `json:"failedRevision,omitempty"`
+
+	// Step is the index of the canary's step in spec.rollout.canary.steps.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+
+	// Weight is the canary's share of the traffic now, in percent.
+	// +optional
+	Weight int32 `json:"weight,omitempty"`
+
+	// StepStartedAt is when the step's pause started: when the canary was first seen serving its weight.
+	// +optional
+	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
+
+	// Failures counts each check's failed evaluations in this canary.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=5
+	// +optional
+	Failures []CanaryCheckFailures `json:"failures,omitempty"`
+
+	// Reason and Message say why the last canary was rolled back: its pods' trouble (ImagePullFailed,
+	// CrashLoopBackOff, ...) or CheckFailed, with the check's value.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// CanaryCheckFailures is how often a check failed in the current canary.
+type CanaryCheckFailures struct {
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count"`
 }

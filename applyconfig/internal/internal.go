@@ -58,6 +58,97 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scaleUp
       type:
         namedType: com.github.example.webapp-operator.apis.v2.ScalingRules
+- name: com.github.example.webapp-operator.apis.v2.CanaryCheck
+  map:
+    fields:
+    - name: failuresAllowed
+      type:
+        scalar: numeric
+    - name: max
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+    - name: prometheus
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.PrometheusQuery
+- name: com.github.example.webapp-operator.apis.v2.CanaryCheckFailures
+  map:
+    fields:
+    - name: count
+      type:
+        scalar: numeric
+    - name: name
+      type:
+        scalar: string
+- name: com.github.example.webapp-operator.apis.v2.CanarySpec
+  map:
+    fields:
+    - name: checkIntervalSeconds
+      type:
+        scalar: numeric
+    - name: checks
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.CanaryCheck
+          elementRelationship: associative
+          keys:
+          - name
+    - name: steps
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.CanaryStep
+          elementRelationship: atomic
+- name: com.github.example.webapp-operator.apis.v2.CanaryStatus
+  map:
+    fields:
+    - name: canaryRevision
+      type:
+        scalar: string
+    - name: failedRevision
+      type:
+        scalar: string
+    - name: failures
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.CanaryCheckFailures
+          elementRelationship: associative
+          keys:
+          - name
+    - name: message
+      type:
+        scalar: string
+    - name: phase
+      type:
+        scalar: string
+    - name: reason
+      type:
+        scalar: string
+    - name: stableRevision
+      type:
+        scalar: string
+    - name: step
+      type:
+        scalar: numeric
+    - name: stepStartedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: weight
+      type:
+        scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.CanaryStep
+  map:
+    fields:
+    - name: pauseSeconds
+      type:
+        scalar: numeric
+    - name: weight
+      type:
+        scalar: numeric
 - name: com.github.example.webapp-operator.apis.v2.ClaimDeletionPolicy
   scalar: string
 - name: com.github.example.webapp-operator.apis.v2.ClaimReference
@@ -393,6 +484,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: port
       type:
         scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.PrometheusQuery
+  map:
+    fields:
+    - name: address
+      type:
+        scalar: string
+    - name: query
+      type:
+        scalar: string
 - name: com.github.example.webapp-operator.apis.v2.RetainedField
   map:
     fields:
@@ -411,6 +511,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.RolloutSpec
   map:
     fields:
+    - name: canary
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.CanarySpec
     - name: maxSurge
       type:
         namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
@@ -610,6 +713,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: availableReplicas
       type:
         scalar: numeric
+    - name: canary
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.CanaryStatus
     - name: conditions
       type:
         list:

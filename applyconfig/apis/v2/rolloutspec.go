@@ -26,6 +26,13 @@ type RolloutSpecApplyConfiguration struct {
 	// ProgressDeadlineSeconds is how long a rollout may make no progress before the Deployment, and the WebApp's
 	// Progressing and Ready conditions, report ProgressDeadlineExceeded (default 600).
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+	// Canary, when set, rolls each new version of the pods (a change of the pod template, or of a ConfigMap or
+	// Secret it uses) out as a canary: the version that serves keeps its Deployment, the new one runs beside it in
+	// <name>-canary, and its share of the traffic moves step by step. Through expose.gateway the HTTPRoute's backend
+	// weights split the traffic exactly; without a Gateway (a Service only, or an Ingress) the split is by replicas
+	// behind the one Service. The canary is rolled back at once when its pods show trouble, or when a check fails
+	// more often than it may; status.canary says where the rollout is.
+	Canary *CanarySpecApplyConfiguration `json:"canary,omitempty"`
 }
 
 // RolloutSpecApplyConfiguration constructs a declarative configuration of the RolloutSpec type for use with
@@ -63,5 +70,13 @@ func (b *RolloutSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *R
 // If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
 func (b *RolloutSpecApplyConfiguration) WithProgressDeadlineSeconds(value int32) *RolloutSpecApplyConfiguration {
 	b.ProgressDeadlineSeconds = &value
+	return b
+}
+
+// WithCanary sets the Canary field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Canary field is set to the value of the last call.
+func (b *RolloutSpecApplyConfiguration) WithCanary(value *CanarySpecApplyConfiguration) *RolloutSpecApplyConfiguration {
+	b.Canary = value
 	return b
 }

@@ -47,6 +47,9 @@ type WebAppStatusApplyConfiguration struct {
 	// one port, no autoscaling, no expose), never with the refused data. The next write through v1 that carries
 	// nothing refused removes it.
 	ConversionDropped *ConversionDroppedApplyConfiguration `json:"conversionDropped,omitempty"`
+	// Canary is where a canary rollout is (spec.rollout.canary of v2): the revisions of the stable and the canary
+	// version, the step, and why the last canary was rolled back.
+	Canary *CanaryStatusApplyConfiguration `json:"canary,omitempty"`
 }
 
 // WebAppStatusApplyConfiguration constructs a declarative configuration of the WebAppStatus type for use with
@@ -152,5 +155,13 @@ func (b *WebAppStatusApplyConfiguration) WithRetainedFields(values ...*RetainedF
 // If called multiple times, the ConversionDropped field is set to the value of the last call.
 func (b *WebAppStatusApplyConfiguration) WithConversionDropped(value *ConversionDroppedApplyConfiguration) *WebAppStatusApplyConfiguration {
 	b.ConversionDropped = value
+	return b
+}
+
+// WithCanary sets the Canary field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Canary field is set to the value of the last call.
+func (b *WebAppStatusApplyConfiguration) WithCanary(value *CanaryStatusApplyConfiguration) *WebAppStatusApplyConfiguration {
+	b.Canary = value
 	return b
 }

@@ -27,9 +27,19 @@
   - ""
   resources:
   - persistentvolumeclaims
+  verbs:
+  - create
+  - get
+  - list
+  - patch
+  - watch
+- apiGroups:
+  - ""
+  resources:
   - services
   verbs:
   - create
+  - delete
   - get
   - list
   - patch
@@ -40,6 +50,7 @@
   - deployments
   verbs:
   - create
+  - delete
   - get
   - list
   - patch

@@ -1,0 +1,391 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
+)
+
+// A reconcile's part in a canary rollout (spec.rollout.canary): it observes both versions, asks the step machine
+// (canary.go) what follows, and hands the builders (desired_canary.go) what they need. The rollout's state is the
+// WebApp's status.canary, so a restart or a new leader resumes it where it was.
+
+// ReasonCanary is the Ready and Progressing reason while a canary runs.
+const ReasonCanary = "Canary"
+
+// defaultCheckInterval is how often a canary's checks are evaluated when the spec does not say.
+const defaultCheckInterval = 10 * time.Second
+
+// canaryRun is a reconcile's canary: what was decided, and what the builders need of it.
+type canaryRun struct {
+	plan     canaryPlan
+	decision canaryDecision
+	// revision is the spec's pod template's.
+	revision string
+	// held is the stable Deployment's pod template as our manager owns it, while the stable version keeps serving
+	// beside a canary or after a rollback (nil: the stable Deployment follows the spec).
+	held *corev1ac.PodTemplateSpecApplyConfiguration
+	// stableReplicas is the stable Deployment's count, which the canary's follows.
+	stableReplicas int32
+	// err: the canary could not be decided (its inputs unknown); its objects are left as they are.
+	err error
+}
+
+// planOf is the spec's strategy with its defaults.
+func planOf(spec *webappv2.CanarySpec) canaryPlan {
+	interval := defaultCheckInterval
+	if spec.CheckIntervalSeconds > 0 {
+		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
+	}
+	var p canaryPlan
+	for _, s := range spec.Steps {
+		p.steps = append(p.steps, canaryStep{weight: s.Weight, pause: time.Duration(s.PauseSeconds) * time.Second})
+	}
+	for _, c := range spec.Checks {
+		// The CRD's pattern admits decimal numbers only.
+		limit, _ := strconv.ParseFloat(c.Max, 64)
+		p.checks = append(p.checks, canaryCheck{name: c.Name, max: limit, interval: interval, failuresAllowed: c.FailuresAllowed})
+	}
+	return p
+}
+
+// stateOf is the state a status keeps (failures in the plan's order, by name).
+func stateOf(st *webappv2.CanaryStatus, plan canaryPlan) canaryState {
+	if st == nil {
+		return canaryState{}
+	}
+	s := canaryState{stable: st.StableRevision, canary: st.CanaryRevision, failed: st.FailedRevision, step: int(st.Step),
+		reason: st.Reason, message: st.Message}
+	if st.StepStartedAt != nil {
+		s.since = st.StepStartedAt.Time
+	}
+	for _, f := range st.Failures {
+		for i, c := range plan.checks {
+			if c.name == f.Name && f.Count > 0 {
+				s.failures = countFailures(s.failures, len(plan.checks), i, f.Count)
+			}
+		}
+	}
+	return s
+}
+
+func countFailures(failures []int32, n, i int, count int32) []int32 {
+	out := make([]int32, n)
+	copy(out, failures)
+	out[i] = count
+	return out
+}
+
+// canaryStatus is the status of a decision.
+func canaryStatus(run *canaryRun) *webappv2ac.CanaryStatusApplyConfiguration {
+	d := run.decision
+	s := d.state
+	st := webappv2ac.CanaryStatus().WithPhase(string(d.phase))
+	// Zero values left out, as the server drops them (see desiredStatus).
+	if s.stable != "" {
+		st.WithStableRevision(s.stable)
+	}
+	if s.canary != "" {
+		st.WithCanaryRevision(s.canary)
+	}
+	if s.failed != "" {
+		st.WithFailedRevision(s.failed)
+	}
+	if s.step != 0 {
+		st.WithStep(int32(s.step))
+	}
+	if d.weight != 0 {
+		st.WithWeight(d.weight)
+	}
+	if !s.since.IsZero() {
+		st.WithStepStartedAt(metav1.NewTime(s.since))
+	}
+	for i, n := range s.failures {
+		if n > 0 && i < len(run.plan.checks) {
+			st.WithFailures(webappv2ac.CanaryCheckFailures().WithName(run.plan.checks[i].name).WithCount(n))
+		}
+	}
+	if s.reason != "" {
+		st.WithReason(s.reason)
+	}
+	if s.message != "" {
+		st.WithMessage(truncateTo(s.message, 1000))
+	}
+	return st
+}
+
+// keptCanaryStatus is the status as it is, for a reconcile that could not decide the canary.
+func keptCanaryStatus(c *webappv2.CanaryStatus) *webappv2ac.CanaryStatusApplyConfiguration {
+	st := webappv2ac.CanaryStatus()
+	_ = roundTrip(c, st)
+	return st
+}
+
+// canaryMessage says where a canary is, for the Ready condition: only what changes with the state (no clock).
+func canaryMessage(run *canaryRun) string {
+	d, s := run.decision, run.decision.state
+	switch d.phase {
+	case phaseRolledBack:
+		return fmt.Sprintf("Revision %s was rolled back (%s): %s; revision %s serves. Apply a new spec to try again.", s.failed, s.reason, s.message, s.stable)
+	case phasePromoting:
+		if d.weight == 0 {
+			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.canary)
+		}
+		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %d%% of the traffic meanwhile", s.canary, d.weight)
+	}
+	return fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.canary, s.step+1, len(run.plan.steps), d.weight, s.stable)
+}
+
+// decideCanary observes app's two versions and decides the canary's next state; nil without a strategy.
+func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebApp, in inputs) *canaryRun {
+	spec := app.Spec.Rollout.Canary
+	if spec == nil {
+		return nil
+	}
+	run := &canaryRun{plan: planOf(spec)}
+	if in.configErr != nil || in.hpaErr != nil {
+		// Which version the spec is, or the count the canary follows, is not known.
+		run.err = errors.Join(in.configErr, in.hpaErr)
+		return run
+	}
+	want, err := desiredDeployment(app, in)
+	if err == nil {
+		run.revision, err = revision(want.Spec.Template)
+	}
+	if err != nil {
+		run.err = err
+		return run
+	}
+	state, err := r.canaryState(ctx, app, run.plan)
+	if err != nil {
+		run.err = err
+		return run
+	}
+	stable := r.cachedDeploymentOf(ctx, app, app.Name)
+	canary := r.cachedDeploymentOf(ctx, app, canaryName(app))
+	run.stableReplicas = webAppReplicas(app)
+	if replicasByHPA(app, in.hpaExists) && stable != nil && stable.Spec.Replicas != nil {
+		// The HPA's count is the stable version's; the canary's comes on top of it, never out of it.
+		run.stableReplicas = *stable.Spec.Replicas
+	}
+	now := r.now().Time
+	obs := canaryObservation{revision: run.revision, deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
+	trying := state.canary == run.revision && state.canary != ""
+	if trying && state.step < len(run.plan.steps) {
+		n := canaryReplicas(run.stableReplicas, run.plan.steps[state.step].weight, canaryShared(app))
+		obs.canaryReady = runs(canary, state.canary) && rolledOut(canary, n)
+	}
+	if trying && state.step < len(run.plan.steps) && runs(canary, state.canary) {
+		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
+		pods, _ := r.podsOf(ctx, app, canary)
+		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
+		obs.troubleReason, obs.troubleMessage = podTrouble(pods, probes)
+	}
+	if trying && state.step >= len(run.plan.steps) {
+		obs.stableRolledOut = runs(stable, state.canary) && rolledOut(stable, run.stableReplicas)
+	}
+	if trying && obs.canaryReady && len(run.plan.checks) > 0 {
+		var pauseEnd time.Time
+		if !state.since.IsZero() {
+			pauseEnd = state.since.Add(run.plan.steps[state.step].pause)
+		}
+		if r.checks.due(client.ObjectKeyFromObject(app), state.canary, state.step, run.plan.checks[0].interval, pauseEnd, now) {
+			for i, c := range spec.Checks {
+				if i < len(run.plan.checks) {
+					obs.checks = append(obs.checks, queryCheck(ctx, r.checkTransport(), c.Prometheus.Address, c.Prometheus.Query, now))
+				}
+			}
+		}
+	}
+	run.decision = nextCanary(run.plan, state, obs, now)
+	if hold := run.decision.phase == phaseCanary || run.decision.phase == phaseRolledBack; hold && stable != nil {
+		// The stable version keeps its pods: the template our manager owns on its Deployment, applied as it is.
+		if owned, err := appsv1ac.ExtractDeployment(stable, FieldManager); err == nil && owned.Spec != nil && owned.Spec.Template != nil {
+			run.held = owned.Spec.Template
+		}
+	}
+	r.tellCanary(app, state, run)
+	return run
+}
+
+// canaryState is the state app's status keeps: the status we last wrote when the cache has not seen it yet.
+func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp, plan canaryPlan) (canaryState, error) {
+	key := client.ObjectKeyFromObject(app)
+	if !r.mem.behind("WebAppStatus", key, app) {
+		return stateOf(app.Status.Canary, plan), nil
+	}
+	live := &webappv2.WebApp{}
+	if err := r.reader().Get(ctx, key, live); err != nil {
+		return canaryState{}, &childError{kind: "WebApp", key: key, err: err, read: true}
+	}
+	return stateOf(live.Status.Canary, plan), nil
+}
+
+// cachedDeploymentOf is app's Deployment of that name as the cache has it, if app controls it (nil otherwise).
+func (r *WebAppReconciler) cachedDeploymentOf(ctx context.Context, app *webappv2.WebApp, name string) *appsv1.Deployment {
+	dep := r.cachedDeployment(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name})
+	if ownedDeployment(app, dep) == "" {
+		return nil
+	}
+	return dep
+}
+
+// runs: dep is of revision and its controller has seen its spec.
+func runs(dep *appsv1.Deployment, revision string) bool {
+	return dep != nil && dep.Annotations[AnnotationRevision] == revision && dep.Status.ObservedGeneration >= dep.Generation
+}
+
+// deployedRevision is the revision the stable Deployment runs: its annotation, or for one written before the
+// strategy was taken, the spec's revision when the template our manager owns is the spec's, another otherwise ("":
+// none runs).
+func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecApplyConfiguration, rev string) string {
+	if dep == nil {
+		return ""
+	}
+	if r := dep.Annotations[AnnotationRevision]; r != "" {
+		return r
+	}
+	owned, err := appsv1ac.ExtractDeployment(dep, FieldManager)
+	if err != nil || owned.Spec == nil || owned.Spec.Template == nil {
+		return "unknown"
+	}
+	if same, err := ownedFieldsMatch[corev1.PodTemplateSpec](want, owned.Spec.Template); err == nil && same {
+		return rev
+	}
+	other, err := revision(owned.Spec.Template)
+	if err != nil {
+		return "unknown"
+	}
+	return other
+}
+
+// tellCanary records an event when the canary starts, moves to another step, is promoted or rolled back.
+func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canaryState, run *canaryRun) {
+	d, s := run.decision, run.decision.state
+	switch {
+	case d.phase == phaseRolledBack && was.canary != "":
+		r.event(app, nil, corev1.EventTypeWarning, ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.failed, s.reason, truncateTo(s.message, 800))
+	case d.phase == phaseStable && was.canary != "" && s.stable == was.canary:
+		r.event(app, nil, corev1.EventTypeNormal, "Promoted", "Canary", "Revision %s is promoted: it serves all the traffic", s.stable)
+	case d.phase == phaseCanary && s.canary != was.canary:
+		r.event(app, nil, corev1.EventTypeNormal, "CanaryStarted", "Canary", "Canary of revision %s started beside revision %s", s.canary, s.stable)
+	case d.phase == phasePromoting && was.step < len(run.plan.steps):
+		r.event(app, nil, corev1.EventTypeNormal, "Promoting", "Canary", "Revision %s passed every step: rolling the Deployment to it", s.canary)
+	case d.phase == phaseCanary && s.step != was.step:
+		r.event(app, nil, corev1.EventTypeNormal, "CanaryStep", "Canary", "Revision %s passed step %d of %d", s.canary, was.step+1, len(run.plan.steps))
+	}
+}
+
+// desiredStableDeployment is the WebApp's own Deployment: the spec's, or with a canary the stable version's,
+// carrying its revision.
+func desiredStableDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	dep, err := desiredDeployment(app, in)
+	if err != nil || in.canary == nil {
+		return dep, err
+	}
+	if in.canary.err != nil {
+		return nil, in.canary.err
+	}
+	rev := in.canary.revision
+	if in.canary.held != nil {
+		dep.Spec.Template = in.canary.held
+		rev = in.canary.decision.state.stable
+	}
+	return dep.WithAnnotations(map[string]string{AnnotationRevision: rev}), nil
+}
+
+// buildCanaryDeployment is the canary variant of the Deployment (nil: none must exist).
+func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	switch {
+	case in.canary == nil:
+		return nil, nil
+	case in.canary.err != nil:
+		return nil, in.canary.err
+	}
+	return desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
+}
+
+// buildCanaryService is the canary variant of the Service (nil: none must exist).
+func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApplyConfiguration, error) {
+	switch {
+	case in.canary == nil:
+		return nil, nil
+	case in.canary.err != nil:
+		return nil, in.canary.err
+	}
+	return desiredCanaryService(app, in.canary.decision), nil
+}
+
+// canaryWeight is the traffic the route sends to the canary (0: the stable Service alone).
+func canaryWeight(in inputs) (int32, error) {
+	switch {
+	case in.canary == nil:
+		return 0, nil
+	case in.canary.err != nil:
+		return 0, in.canary.err
+	}
+	return in.canary.decision.weight, nil
+}
+
+// checkClock says when a canary's checks are due: each WebApp's last evaluation, in this process (after a restart
+// they are due at once).
+type checkClock struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]checkedAt
+}
+
+type checkedAt struct {
+	revision string
+	step     int
+	at       time.Time
+}
+
+// due reports whether key's checks are due at now (and if so, takes them as evaluated): at the first look at a
+// step, every interval, and once the step's pause is over (at pauseEnd; zero: its pause has not started).
+func (c *checkClock) due(key types.NamespacedName, revision string, step int, interval time.Duration, pauseEnd, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.last[key]
+	pauseOver := !pauseEnd.IsZero() && !now.Before(pauseEnd) && last.at.Before(pauseEnd)
+	if ok && last.revision == revision && last.step == step && now.Sub(last.at) < interval && !pauseOver {
+		return false
+	}
+	if c.last == nil {
+		c.last = map[types.NamespacedName]checkedAt{}
+	}
+	c.last[key] = checkedAt{revision: revision, step: step, at: now}
+	return true
+}
+
+func (c *checkClock) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.last, key)
+}
+
+func (r *WebAppReconciler) checkTransport() http.RoundTripper {
+	if r.CheckTransport != nil {
+		return r.CheckTransport
+	}
+	return http.DefaultTransport
+}
+
+// running: a canary runs (its decision may change with time alone, not only with an event).
+func (run *canaryRun) running() bool {
+	return run != nil && run.err == nil && (run.decision.phase == phaseCanary || run.decision.phase == phasePromoting)
+}
