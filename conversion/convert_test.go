@@ -71,6 +71,10 @@ func filler(s int64) *randfill.Filler {
 			if s.Expose != nil {
 				s.Expose = g.Expose()
 			}
+			// A canary strategy as v2 accepts it.
+			if s.Rollout.Canary != nil {
+				s.Rollout.Canary = g.Canary()
+			}
 			// The rest of the pod as v2 accepts it, or none of it.
 			s.Volumes = nil
 			s.Container.VolumeMounts, s.Container.ReadOnlyRootFilesystem, s.Container.WritablePaths = nil, false, nil

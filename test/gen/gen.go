@@ -352,10 +352,36 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	if g.chance(0.4) {
 		hub.Spec.Expose = g.Expose()
 	}
+	if g.chance(0.3) {
+		hub.Spec.Rollout.Canary = g.Canary()
+	}
 	if g.chance(0.6) {
 		g.Pod(&hub.Spec)
 	}
 	return hub, Spoke(hub)
+}
+
+// Canary draws a canary strategy: one to three steps, with or without checks, every field in every accepted form.
+func (g *Gen) Canary() *webappv2.CanarySpec {
+	c := &webappv2.CanarySpec{}
+	for range 1 + g.intn(3) {
+		c.Steps = append(c.Steps, webappv2.CanaryStep{Weight: g.between(1, 99), PauseSeconds: int32(g.pick2(0, 1, 30, 3600, 86400))})
+	}
+	for _, name := range g.subset("errors", "latency-p99", "5xx") {
+		c.Checks = append(c.Checks, webappv2.CanaryCheck{
+			Name: name,
+			Prometheus: webappv2.PrometheusQuery{
+				Address: g.pick("http://prometheus.monitoring:9090", "https://prom.example.com/prometheus", "http://10.0.0.9:9090"),
+				Query:   g.pick("vector(0)", `sum(rate(http_requests_total{code=~"5.."}[1m])) / sum(rate(http_requests_total[1m]))`, "scalar(up)"),
+			},
+			Max:             g.pick("0", "0.01", "5", "-1.5", "100", "0.000001"),
+			FailuresAllowed: int32(g.intn(4)),
+		})
+	}
+	if g.chance(0.5) {
+		c.CheckIntervalSeconds = g.between(1, 3600)
+	}
+	return c
 }
 
 // Spoke is hub's v1 form, with what v1 cannot say in the conversion data of its status (Manifest prints it whole).
@@ -497,7 +523,7 @@ func (g *Gen) Pod(s *webappv2.WebAppSpec) {
 				c.StorageClassName = ptr.To(g.pick("", "standard", "local-storage"))
 			}
 			c.AccessMode = corev1.PersistentVolumeAccessMode(g.pick("", "ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyMany"))
-			onePod := (s.Replicas == nil || *s.Replicas == 1) && s.Autoscaling == nil && s.Rollout.MaxSurge == nil && s.Rollout.MaxUnavailable == nil
+			onePod := (s.Replicas == nil || *s.Replicas == 1) && s.Autoscaling == nil && s.Rollout.MaxSurge == nil && s.Rollout.MaxUnavailable == nil && s.Rollout.Canary == nil
 			if !onePod && (c.AccessMode == "" || c.AccessMode == corev1.ReadWriteOnce || c.AccessMode == corev1.ReadWriteOncePod) {
 				c.AccessMode = corev1.ReadWriteMany
 			}

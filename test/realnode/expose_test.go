@@ -89,6 +89,7 @@ spec:
         - --providers.kubernetesgateway=true
         - --providers.kubernetesingress=true
         - --providers.kubernetesingress.ingressendpoint.ip=10.0.0.10
+        - --metrics.prometheus=true
         ports:
         - {name: web, containerPort: 8000}
         - {name: websecure, containerPort: 8443}
@@ -108,6 +109,7 @@ spec:
   ports:
   - {name: web, port: 80, targetPort: web}
   - {name: websecure, port: 443, targetPort: websecure}
+  - {name: admin, port: 8080, targetPort: 8080}
 ---
 apiVersion: networking.k8s.io/v1
 kind: IngressClass

@@ -24,7 +24,7 @@ import (
 func TestPrometheusScrapesTheOperatorAndAlertsOnANotReadyWebApp(t *testing.T) {
 	ensureAppNamespace(t)
 	const notReadyFor = "20s"
-	base := deployPrometheus(t, notReadyFor)
+	base := deployPrometheus(t, notReadyFor, "")
 
 	// Both replicas are scraped through their authenticated endpoint.
 	eventually(t, 2*time.Minute, "both operator replicas scraped", func() error {
@@ -88,8 +88,10 @@ func TestPrometheusScrapesTheOperatorAndAlertsOnANotReadyWebApp(t *testing.T) {
 }
 
 // deployPrometheus runs Prometheus in the namespace monitoring with the chart's alert rules (WebAppNotReady after
-// notReadyFor) and a scrape configuration made from the chart's ServiceMonitor, and returns its URL.
-func deployPrometheus(t *testing.T, notReadyFor string) string {
+// notReadyFor) and a scrape configuration made from the chart's ServiceMonitor (and extraScrape, more jobs of the
+// scrape_configs list), and returns its URL. Its namespace is gone again when the test ends (another test makes
+// it anew).
+func deployPrometheus(t *testing.T, notReadyFor, extraScrape string) string {
 	t.Helper()
 	home := t.TempDir()
 	rules, err := monitoring.RulesFromChart(home, "metrics.prometheusRule.notReadyFor="+notReadyFor)
@@ -105,7 +107,7 @@ func deployPrometheus(t *testing.T, notReadyFor string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := "global: {scrape_interval: 5s, evaluation_interval: 5s}\nrule_files: [/etc/prometheus/rules.yaml]\nscrape_configs:\n" + scrape
+	config := "global: {scrape_interval: 5s, evaluation_interval: 5s}\nrule_files: [/etc/prometheus/rules.yaml]\nscrape_configs:\n" + scrape + extraScrape
 	data, err := json.Marshal(map[string]string{"prometheus.yml": config, "rules.yaml": string(rules)})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ spec:
   ports: [{name: web, port: 9090, targetPort: web}]
 `)
 	t.Cleanup(func() {
-		_, _ = kubectlErr("delete", "namespace", "monitoring", "--wait=false")
+		_, _ = kubectlErr("delete", "namespace", "monitoring", "--wait=true", "--timeout=120s")
 		_, _ = kubectlErr("delete", "clusterrolebinding", "prometheus-webapp-operator-metrics")
 		_, _ = kubectlErr("delete", "-n", operatorNS, "role,rolebinding", "prometheus-discovery")
 	})

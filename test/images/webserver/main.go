@@ -32,6 +32,7 @@ type reply struct {
 func main() {
 	listen := flag.String("listen", ":8080", "address to serve on")
 	failHealthz := flag.Bool("fail-healthz", false, "answer /healthz with 500, so a readiness probe on it fails")
+	failRoot := flag.Bool("fail-root", false, "answer GET / with 500 (and /healthz with 200): a version that runs ready and fails its users")
 	listenAfter := flag.Duration("listen-after", 0, "wait this long before listening, as an app that starts slowly")
 	files := flag.String("files", "", "serve GET /files/NAME from this directory, and store PUT /files/NAME in it")
 	scratch := flag.String("scratch", "", "comma-separated directories to write a file into before listening (exit if one cannot be)")
@@ -49,6 +50,10 @@ func main() {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, _ *http.Request) {
+		if *failRoot {
+			http.Error(w, "failing: started with --fail-root", http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(me)
 	})

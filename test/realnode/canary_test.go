@@ -1,0 +1,252 @@
+package realnode
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/example/webapp-operator/test/cluster"
+)
+
+// sample is one request through the Gateway: when it was answered, by which version, and whether it failed.
+type sample struct {
+	at     time.Time
+	canary bool
+	failed bool
+}
+
+// recorder sends continuous load through the Gateway from 4 clients and keeps every answer.
+type recorder struct {
+	mu      sync.Mutex
+	samples []sample
+	first   string // the first failure
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+func record(url, host, canaryPrefix string) *recorder {
+	r := &recorder{stop: make(chan struct{})}
+	for range 4 {
+		r.done.Add(1)
+		go func() {
+			defer r.done.Done()
+			for {
+				select {
+				case <-r.stop:
+					return
+				default:
+				}
+				code, body, err := getWithHost(url, host, nil)
+				s := sample{at: time.Now(), failed: err != nil || code != http.StatusOK}
+				var rep reply
+				if !s.failed && json.Unmarshal([]byte(body), &rep) == nil {
+					s.canary = strings.HasPrefix(rep.Hostname, canaryPrefix)
+				}
+				r.mu.Lock()
+				r.samples = append(r.samples, s)
+				if s.failed && r.first == "" {
+					r.first = fmt.Sprintf("%d %q %v", code, body, err)
+				}
+				r.mu.Unlock()
+			}
+		}()
+	}
+	return r
+}
+
+func (r *recorder) end() {
+	close(r.stop)
+	r.done.Wait()
+}
+
+// between counts the answers in [from, to): all, the canary's, and the failed.
+func (r *recorder) between(from, to time.Time) (n, canary, failed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.samples {
+		if s.at.Before(from) || !s.at.Before(to) {
+			continue
+		}
+		n++
+		if s.canary {
+			canary++
+		}
+		if s.failed {
+			failed++
+		}
+	}
+	return n, canary, failed
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.samples)
+}
+
+// canaryPhase is the WebApp's status.canary as phase/step/weight/stepStartedAt.
+func canaryPhase(t *testing.T, name string) string {
+	return jsonpath(t, "{.status.canary.phase}/{.status.canary.step}/{.status.canary.weight}/{.status.canary.stepStartedAt}", "-n", appNS, "webapp/"+name)
+}
+
+// TestCanaryThroughTheGateway: through Traefik's Gateway under continuous load, a good version is promoted step by
+// step with no failed request and each step's split measured; a version that crash-loops is rolled back within
+// seconds of its first back-off; one that answers 500s is rolled back by a Prometheus check on the gateway's own
+// metrics. The failed client requests of each are printed.
+func TestCanaryThroughTheGateway(t *testing.T) {
+	ensureAppNamespace(t)
+	installGatewayAPI(t)
+	apply(t, traefikManifests)
+	kubectl(t, "rollout", "status", "-n", traefikNS, "deployment/traefik", "--timeout=120s")
+	jsonpathEquals(t, time.Minute, "True", `{.status.conditions[?(@.type=="Programmed")].status}`, "-n", traefikNS, "gateway/public")
+	traefik := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", traefikNS, "service/traefik") + "/"
+	// Traefik's own metrics, which the 500s check reads.
+	prom := deployPrometheus(t, "1h", "- job_name: traefik\n  static_configs: [{targets: ['"+jsonpath(t, "{.spec.clusterIP}", "-n", traefikNS, "service/traefik")+":8080']}]\n")
+	defer deleteWebApps(t, "cny")
+
+	spec := func(image, args, checks string, pause int) string {
+		return webAppV2(appNS, "cny", image, 4, `  container:
+    healthCheckPath: /healthz
+    drainSeconds: 5
+`+args+`  expose: {hosts: [cny.shop.test], gateway: {name: public, namespace: traefik-system}}
+  rollout:
+    canary:
+      steps: [{weight: 20, pauseSeconds: `+fmt.Sprint(pause)+`}, {weight: 50, pauseSeconds: `+fmt.Sprint(pause)+`}]
+`+checks)
+	}
+	apply(t, spec(cluster.WebserverImage, "", "", 15))
+	kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "-n", appNS, "webapp/cny")
+	jsonpathEquals(t, time.Minute, "True", `{.status.conditions[?(@.type=="Exposed")].status}`, "-n", appNS, "webapp/cny")
+	eventually(t, time.Minute, "cny answers through the Gateway", func() error { return servesThrough(traefik, "cny.shop.test") })
+
+	t.Run("a good version is promoted step by step with no failed request", func(t *testing.T) {
+		load := record(traefik, "cny.shop.test", "cny-canary-")
+		start := time.Now()
+		apply(t, spec("webapp-test/webserver:2", "", "", 15))
+		// Each step's window: from when its pause started (the canary ready at its weight) to the next change.
+		type window struct {
+			weight   int
+			from, to time.Time
+		}
+		var windows []window
+		last := ""
+		eventually(t, 4*time.Minute, "promoted", func() error {
+			st := canaryPhase(t, "cny")
+			if st != last {
+				now := time.Now()
+				if n := len(windows); n > 0 && windows[n-1].to.IsZero() {
+					windows[n-1].to = now
+				}
+				var w int
+				if parts := strings.Split(st, "/"); parts[0] == "Canary" && parts[3] != "" {
+					_, _ = fmt.Sscan(parts[2], &w)
+					windows = append(windows, window{weight: w, from: now})
+				}
+				last = st
+			}
+			if !strings.HasPrefix(st, "Stable/") || time.Since(start) < 5*time.Second {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		took := time.Since(start)
+		// A moment more of load on the promoted version alone.
+		time.Sleep(3 * time.Second)
+		load.end()
+		n, _, failed := load.between(start, time.Now())
+		fmt.Printf("realnode: canary: promoted through 20%% and 50%% in %.0fs; %d of %d requests through the Gateway failed (first: %s)\n", took.Seconds(), failed, n, load.first)
+		if failed != 0 {
+			t.Errorf("%d of %d requests failed during the canary; the first: %s", failed, n, load.first)
+		}
+		if len(windows) != 2 {
+			t.Fatalf("step windows %+v, want one for each of the 2 steps", windows)
+		}
+		for _, w := range windows {
+			n, canary, _ := load.between(w.from, w.to)
+			share := 100 * float64(canary) / float64(max(n, 1))
+			fmt.Printf("realnode: canary: step at %d%%: %d of %d requests (%.1f%%) answered by the canary\n", w.weight, canary, n, share)
+			if n < 1000 || share < float64(w.weight)-5 || share > float64(w.weight)+5 {
+				t.Errorf("step at %d%%: %d of %d requests (%.1f%%) by the canary, want within 5 points over at least 1,000", w.weight, canary, n, share)
+			}
+		}
+		jsonpathEquals(t, time.Minute, "webapp-test/webserver:2", "{.spec.template.spec.containers[0].image}", "-n", appNS, "deployment/cny")
+		eventually(t, time.Minute, "the canary gone", func() error {
+			if out, err := kubectlErr("get", "-n", appNS, "deployment/cny-canary", "service/cny-canary"); err == nil {
+				return fmt.Errorf("still there: %s", out)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a version that crash-loops is rolled back within seconds of its first back-off", func(t *testing.T) {
+		load := record(traefik, "cny.shop.test", "cny-canary-")
+		start := time.Now()
+		apply(t, spec("webapp-test/webserver:2", "    args: [--listen=nowhere]\n", "", 15))
+		var backOff time.Time
+		eventually(t, 3*time.Minute, "rolled back", func() error {
+			if backOff.IsZero() && strings.Contains(jsonpath(t, "{.items[*].status.containerStatuses[*].state.waiting.reason}", "-n", appNS, "pods", "-l", "webapp.example.com/canary-of=cny"), "CrashLoopBackOff") {
+				backOff = time.Now()
+			}
+			if st := canaryPhase(t, "cny"); !strings.HasPrefix(st, "RolledBack/") {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		rolledBack := time.Now()
+		load.end()
+		n, _, failed := load.between(start, rolledBack)
+		reason := jsonpath(t, "{.status.canary.reason}: {.status.canary.message}", "-n", appNS, "webapp/cny")
+		after := "before any pod showed CrashLoopBackOff to a 200 ms poll"
+		if !backOff.IsZero() {
+			after = fmt.Sprintf("%.1fs after the first CrashLoopBackOff seen", rolledBack.Sub(backOff).Seconds())
+		}
+		fmt.Printf("realnode: canary: crash loop rolled back %.1fs after the apply, %s (%s); %d of %d requests failed\n",
+			rolledBack.Sub(start).Seconds(), after, reason, failed, n)
+		if !backOff.IsZero() && rolledBack.Sub(backOff) > 15*time.Second {
+			t.Errorf("rolled back %s, want within 15s", after)
+		}
+		if !strings.HasPrefix(reason, "CrashLoopBackOff") {
+			t.Errorf("status.canary says %q, want the reason CrashLoopBackOff", reason)
+		}
+		if failed != 0 {
+			t.Errorf("%d of %d requests failed: a canary that is never ready must get no traffic (first: %s)", failed, n, load.first)
+		}
+		jsonpathEquals(t, time.Minute, "webapp-test/webserver:2//", "{.spec.template.spec.containers[0].image}/{.spec.template.spec.containers[0].args}/", "-n", appNS, "deployment/cny")
+	})
+
+	t.Run("a version that answers 500s is rolled back by a Prometheus check on the gateway's metrics", func(t *testing.T) {
+		// The canary's share of 5xx answers, as Traefik counts them for its Service (0 while it has no traffic yet).
+		query := `(sum(rate(traefik_service_requests_total{service=~".*cny-canary.*",code=~"5.."}[20s])) / sum(rate(traefik_service_requests_total{service=~".*cny-canary.*"}[20s]))) or vector(0)`
+		checks := fmt.Sprintf(`      checks: [{name: errors, prometheus: {address: %q, query: %q}, max: "0.05", failuresAllowed: 1}]
+      checkIntervalSeconds: 5
+`, prom, query)
+		load := record(traefik, "cny.shop.test", "cny-canary-")
+		start := time.Now()
+		apply(t, spec("webapp-test/webserver:2", "    args: [--fail-root]\n", checks, 60))
+		eventually(t, 3*time.Minute, "rolled back", func() error {
+			if st := canaryPhase(t, "cny"); !strings.HasPrefix(st, "RolledBack/") || jsonpath(t, "{.status.canary.reason}", "-n", appNS, "webapp/cny") != "CheckFailed" {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		rolledBack := time.Now()
+		time.Sleep(3 * time.Second)
+		load.end()
+		n, _, failed := load.between(start, rolledBack)
+		_, _, after := load.between(rolledBack.Add(2*time.Second), time.Now())
+		msg := jsonpath(t, "{.status.canary.message}", "-n", appNS, "webapp/cny")
+		fmt.Printf("realnode: canary: 500s rolled back by the check %.1fs after the apply (%s); %d of %d requests failed before, %d after\n",
+			rolledBack.Sub(start).Seconds(), msg, failed, n, after)
+		if !strings.Contains(msg, "check errors") {
+			t.Errorf("status.canary.message %q does not name the check", msg)
+		}
+		if after != 0 {
+			t.Errorf("%d requests failed after the rollback", after)
+		}
+		jsonpathEquals(t, time.Minute, "[]", "[{.spec.template.spec.containers[0].args}]", "-n", appNS, "deployment/cny")
+	})
+}
