@@ -194,7 +194,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
 		pods, _ := r.podsOf(ctx, app, canary)
 		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
-		obs.troubleReason, obs.troubleMessage = podTrouble(pods, probes)
+		obs.troubleReason, obs.troubleMessage = podTrouble(pods, settledProbes(pods, probes, now))
 	}
 	if trying && state.step >= len(run.plan.steps) {
 		obs.stableRolledOut = runs(stable, state.canary) && rolledOut(stable, run.stableReplicas)
@@ -221,6 +221,21 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	}
 	r.tellCanary(app, state, run)
 	return run
+}
+
+// canaryReadinessGrace is how long a canary's container may run unready before its failing readiness probe rolls
+// it back: an app that starts slowly refuses its first probes (the other troubles roll back at once).
+const canaryReadinessGrace = 30 * time.Second
+
+// settledProbes are the failed probes of the pods that have run for canaryReadinessGrace.
+func settledProbes(pods []*corev1.Pod, probes probeFailures, now time.Time) probeFailures {
+	out := probeFailures{}
+	for _, p := range pods {
+		if words := probes[p.UID]; words != "" && now.Sub(runningSince(p)) >= canaryReadinessGrace {
+			out[p.UID] = words
+		}
+	}
+	return out
 }
 
 // canaryState is the state app's status keeps: the status we last wrote when the cache has not seen it yet.

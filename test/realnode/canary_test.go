@@ -82,10 +82,17 @@ func (r *recorder) between(from, to time.Time) (n, canary, failed int) {
 	return n, canary, failed
 }
 
-func (r *recorder) count() int {
+// failedAt are the times of the failed answers.
+func (r *recorder) failedAt() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.samples)
+	var out []string
+	for _, s := range r.samples {
+		if s.failed {
+			out = append(out, s.at.Format("15:04:05.000"))
+		}
+	}
+	return out
 }
 
 // canaryPhase is the WebApp's status.canary as phase/step/weight/stepStartedAt.
@@ -99,11 +106,7 @@ func canaryPhase(t *testing.T, name string) string {
 // metrics. The failed client requests of each are printed.
 func TestCanaryThroughTheGateway(t *testing.T) {
 	ensureAppNamespace(t)
-	installGatewayAPI(t)
-	apply(t, traefikManifests)
-	kubectl(t, "rollout", "status", "-n", traefikNS, "deployment/traefik", "--timeout=120s")
-	jsonpathEquals(t, time.Minute, "True", `{.status.conditions[?(@.type=="Programmed")].status}`, "-n", traefikNS, "gateway/public")
-	traefik := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", traefikNS, "service/traefik") + "/"
+	traefik := startGateway(t)
 	// Traefik's own metrics, which the 500s check reads.
 	prom := deployPrometheus(t, "1h", "- job_name: traefik\n  static_configs: [{targets: ['"+jsonpath(t, "{.spec.clusterIP}", "-n", traefikNS, "service/traefik")+":8080']}]\n")
 	defer deleteWebApps(t, "cny")
@@ -111,7 +114,7 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 	spec := func(image, args, checks string, pause int) string {
 		return webAppV2(appNS, "cny", image, 4, `  container:
     healthCheckPath: /healthz
-    drainSeconds: 5
+    drainSeconds: 10
 `+args+`  expose: {hosts: [cny.shop.test], gateway: {name: public, namespace: traefik-system}}
   rollout:
     canary:
@@ -133,11 +136,13 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			from, to time.Time
 		}
 		var windows []window
+		var changes []string
 		last := ""
 		eventually(t, 4*time.Minute, "promoted", func() error {
 			st := canaryPhase(t, "cny")
 			if st != last {
 				now := time.Now()
+				changes = append(changes, now.Format("15:04:05.000")+" "+st)
 				if n := len(windows); n > 0 && windows[n-1].to.IsZero() {
 					windows[n-1].to = now
 				}
@@ -154,19 +159,21 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			return nil
 		})
 		took := time.Since(start)
+		fmt.Printf("realnode: canary: step windows %v (status changes at %s)\n", windows, strings.Join(changes, ", "))
 		// A moment more of load on the promoted version alone.
 		time.Sleep(3 * time.Second)
 		load.end()
 		n, _, failed := load.between(start, time.Now())
 		fmt.Printf("realnode: canary: promoted through 20%% and 50%% in %.0fs; %d of %d requests through the Gateway failed (first: %s)\n", took.Seconds(), failed, n, load.first)
 		if failed != 0 {
-			t.Errorf("%d of %d requests failed during the canary; the first: %s", failed, n, load.first)
+			t.Errorf("%d of %d requests failed during the canary; the first: %s; at %v", failed, n, load.first, load.failedAt())
 		}
 		if len(windows) != 2 {
 			t.Fatalf("step windows %+v, want one for each of the 2 steps", windows)
 		}
 		for _, w := range windows {
-			n, canary, _ := load.between(w.from, w.to)
+			// From when the gateway has followed the route (Traefik applies a provider's changes within 2 s).
+			n, canary, _ := load.between(w.from.Add(3*time.Second), w.to)
 			share := 100 * float64(canary) / float64(max(n, 1))
 			fmt.Printf("realnode: canary: step at %d%%: %d of %d requests (%.1f%%) answered by the canary\n", w.weight, canary, n, share)
 			if n < 1000 || share < float64(w.weight)-5 || share > float64(w.weight)+5 {

@@ -133,6 +133,17 @@ spec:
     allowedRoutes: {namespaces: {from: All}}
 `
 
+// startGateway installs the Gateway API and Traefik, waits until Traefik has programmed the Gateway public, and
+// returns Traefik's URL.
+func startGateway(t *testing.T) string {
+	t.Helper()
+	installGatewayAPI(t)
+	apply(t, traefikManifests)
+	kubectl(t, "rollout", "status", "-n", traefikNS, "deployment/traefik", "--timeout=120s")
+	jsonpathEquals(t, time.Minute, "True", `{.status.conditions[?(@.type=="Programmed")].status}`, "-n", traefikNS, "gateway/public")
+	return "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", traefikNS, "service/traefik") + "/"
+}
+
 // installGatewayAPI applies the Gateway API's standard CRDs from the module go.mod pins (read from the module
 // cache: the node's namespace reaches no proxy).
 func installGatewayAPI(t *testing.T) {
@@ -152,10 +163,7 @@ func installGatewayAPI(t *testing.T) {
 func TestExposedThroughARealGatewayAndIngressController(t *testing.T) {
 	ensureAppNamespace(t)
 	start := time.Now()
-	installGatewayAPI(t)
-	apply(t, traefikManifests)
-	kubectl(t, "rollout", "status", "-n", traefikNS, "deployment/traefik", "--timeout=120s")
-	jsonpathEquals(t, time.Minute, "True", `{.status.conditions[?(@.type=="Programmed")].status}`, "-n", traefikNS, "gateway/public")
+	startGateway(t)
 	fmt.Printf("realnode: Traefik programmed the Gateway %.0fs after the CRDs' apply\n", time.Since(start).Seconds())
 
 	// The certificate of the Ingress's host, signed by a CA of this test's own.

@@ -250,11 +250,7 @@ func load(url, host string, least int64, stop <-chan struct{}) (sent, failed int
 // drain period is printed, to show what it buys.
 func TestNoRequestFailsWhileRollingAndScalingDown(t *testing.T) {
 	ensureAppNamespace(t)
-	installGatewayAPI(t)
-	apply(t, traefikManifests)
-	kubectl(t, "rollout", "status", "-n", traefikNS, "deployment/traefik", "--timeout=120s")
-	jsonpathEquals(t, time.Minute, "True", `{.status.conditions[?(@.type=="Programmed")].status}`, "-n", traefikNS, "gateway/public")
-	traefik := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", traefikNS, "service/traefik") + "/"
+	traefik := startGateway(t)
 	defer deleteWebApps(t, "steady")
 
 	run := func(drain string) (int64, int64, string) {
