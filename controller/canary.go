@@ -159,6 +159,12 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 	if s.since.IsZero() {
 		d.state.since = now
 	}
+	if warm := d.state.since.Add(canaryWarmup).Sub(now); warm > 0 {
+		// Ready just now: the gateway learns the new pods' endpoints first, then gets the route's new weight.
+		d.weight = weightBefore(plan, s.step)
+		d.after = warm
+		return d
+	}
 	if left := d.state.since.Add(step.pause).Sub(now); left > 0 {
 		d.after = min(left, nextCheck(plan))
 		return d
@@ -195,6 +201,11 @@ func startCanary(plan canaryPlan, s canaryState, obs canaryObservation) canaryDe
 	}
 	return canaryDecision{state: s, phase: phaseCanary, replicaWeight: plan.steps[0].weight}
 }
+
+// canaryWarmup is how long after a canary's pods are ready at a step's count its weight reaches the route: the
+// time a gateway takes to learn new endpoints (Traefik applies a provider's changes every 2 s), so no request is
+// sent to a backend the gateway still knows no server of. The step's pause includes it.
+const canaryWarmup = 5 * time.Second
 
 // canaryRetire is how long a promoted canary's pods stay after the traffic left them: the gateway follows the
 // route's new weights within moments, and requests on their way to the canary are still answered.

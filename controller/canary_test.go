@@ -60,12 +60,19 @@ func TestNextCanary(t *testing.T) {
 		now:   t0,
 		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
-		name:  "the canary ready: its pause starts now, and ends in a minute",
+		name:  "the canary ready: its pause starts now; its weight once the gateway knows its pods",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b"},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true},
 		now:   t0,
-		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: time.Minute},
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, replicaWeight: 10, after: canaryWarmup},
+	}, {
+		name:  "warmed up: its weight, the pause ending a minute after it started",
+		plan:  plain,
+		state: canaryState{stable: "a", canary: "b", since: t0},
+		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true},
+		now:   t0.Add(canaryWarmup),
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: time.Minute - canaryWarmup},
 	}, {
 		name:  "pausing: the state is unchanged (no write), the next look at the check's interval",
 		plan:  checked,
@@ -228,7 +235,8 @@ func TestCanaryRestartResumes(t *testing.T) {
 	if s.stable != "b" || s.canary != "" {
 		t.Fatalf("not promoted: %+v, weights %v", s, weights)
 	}
-	want := []int32{0, 20, 20, 20, 60, 60, 60, 0, 0}
+	// (Each look 30 s after the last: a step's first ready look is within its warm-up, at the weight before.)
+	want := []int32{0, 0, 20, 20, 20, 60, 60, 0, 0}
 	if !reflect.DeepEqual(weights, want) {
 		t.Errorf("weights %v, want %v", weights, want)
 	}

@@ -59,7 +59,7 @@ func TestCanary(t *testing.T) {
 
 	t.Run("a new version runs beside the stable one, which keeps its pods", func(t *testing.T) {
 		applyV2(t, ns, "web", canarySpec("app:2", 3600, ""))
-		kubectl(t, "wait", "-n", ns, "--for=jsonpath={.status.canary.stepStartedAt}", "--timeout=60s", "webapp/web")
+		kubectl(t, "wait", "-n", ns, "--for=jsonpath={.status.canary.weight}=25", "--timeout=60s", "webapp/web")
 		jsonpathEquals(t, "-n="+ns+" webapp/web", `{.status.canary.phase}/{.status.canary.step}/{.status.canary.weight}/{.status.conditions[?(@.type=="Ready")].reason}`,
 			"Canary//25/Canary")
 		// Without a Gateway the split is by replicas behind the one Service: 2 canary pods beside 4 stable ones.

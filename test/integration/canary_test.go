@@ -1,0 +1,205 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/test/testutil"
+)
+
+// canaryPhase waits until the WebApp's status.canary reads want (phase/step/weight) and returns the WebApp.
+func canaryPhase(t *testing.T, ns, name, want string) *webappv2.WebApp {
+	t.Helper()
+	app := &webappv2.WebApp{}
+	testutil.Eventually(t, 30*time.Second, "status.canary "+want, func(ctx context.Context) error {
+		if err := get(ctx, ns, name, app); err != nil {
+			return err
+		}
+		c := app.Status.Canary
+		if c == nil {
+			return fmt.Errorf("no status.canary")
+		}
+		if got := fmt.Sprintf("%s/%d/%d", c.Phase, c.Step, c.Weight); got != want {
+			return fmt.Errorf("status.canary %s (%+v)", got, c)
+		}
+		return nil
+	})
+	return app
+}
+
+// backends are the route's backends as name=weight.
+func backends(t *testing.T, ns, name string) string {
+	t.Helper()
+	route := &gwv1.HTTPRoute{}
+	if err := get(context.Background(), ns, name, route); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, b := range route.Spec.Rules[0].BackendRefs {
+		out = append(out, fmt.Sprintf("%s=%d", b.Name, ptr.Deref(b.Weight, 1)))
+	}
+	return strings.Join(out, ",")
+}
+
+// TestCanaryOwnershipAndRestartAtEachStep walks a canary through a Gateway on the real API server, the Deployment
+// controller's part played by the test: at each step a fresh operator sends nothing, the stable Deployment keeps
+// its version until promotion, the route's weights follow the canary's readiness, fields other managers set on
+// the canary's objects and the route stay theirs, and a Deployment a user made under the canary's name is never
+// taken over.
+func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
+	installGatewayAPI(t)
+	ns := newNamespace(t)
+	op := startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](4), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 25, PauseSeconds: 1}, {Weight: 50, PauseSeconds: 3600}}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	stable := canaryPhase(t, ns, "web", "Stable/0/0").Status.Canary.StableRevision
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Another manager's fields on the route: kept through every step.
+	theirs := client.FieldOwner("someone")
+	route := &gwv1.HTTPRoute{TypeMeta: metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{"team.example/owner": "shop"}}}
+	if err := k8s.Patch(ctx, route, client.Apply, theirs); err != nil {
+		t.Fatal(err)
+	}
+
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	t.Run("a new version: the canary runs beside, no traffic until it is ready", func(t *testing.T) {
+		canaryPhase(t, ns, "web", "Canary/0/0")
+		dep, canary := &appsv1.Deployment{}, &appsv1.Deployment{}
+		testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", canary) })
+		if err := get(ctx, ns, "web", dep); err != nil {
+			t.Fatal(err)
+		}
+		if img := dep.Spec.Template.Spec.Containers[0].Image; img != "shop:1" || dep.Annotations["webapp.example.com/revision"] != stable {
+			t.Errorf("the stable Deployment runs %s (revision %s), want shop:1 (%s)", img, dep.Annotations["webapp.example.com/revision"], stable)
+		}
+		if img, n := canary.Spec.Template.Spec.Containers[0].Image, *canary.Spec.Replicas; img != "shop:2" || n != 1 {
+			t.Errorf("the canary runs %d of %s, want 1 of shop:2", n, img)
+		}
+		if _, shared := canary.Spec.Template.Labels["app.kubernetes.io/instance"]; shared {
+			t.Errorf("behind a route the canary's pods carry the stable Service's selector: %v", canary.Spec.Template.Labels)
+		}
+		if err := get(ctx, ns, "web-canary", &corev1.Service{}); err != nil {
+			t.Errorf("the canary's Service: %v", err)
+		}
+		if got := backends(t, ns, "web"); got != "web=1" {
+			t.Errorf("route backends %s before the canary is ready, want web=1", got)
+		}
+		// Another manager's label on the canary Deployment stays its own.
+		mine := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary", Labels: map[string]string{"team.example/cost-center": "42"}}}
+		if err := k8s.Patch(ctx, mine, client.Apply, theirs); err != nil {
+			t.Fatal(err)
+		}
+		op = restartCostsNoWrites(t, op, ns)
+	})
+
+	t.Run("ready at each step: the route follows, the pause holds at no write", func(t *testing.T) {
+		markAvailable(t, ns, "web-canary")
+		// Step 1 after the first's pause of 1 s: 2 canary pods for 50%, the route at 25% until they are ready.
+		canaryPhase(t, ns, "web", "Canary/1/25")
+		if got := backends(t, ns, "web"); got != "web=75,web-canary=25" {
+			t.Errorf("route backends %s, want web=75,web-canary=25", got)
+		}
+		markAvailable(t, ns, "web-canary")
+		paused := canaryPhase(t, ns, "web", "Canary/1/50")
+		if paused.Status.Canary.StepStartedAt == nil {
+			t.Fatalf("the pause has no start")
+		}
+		if got := backends(t, ns, "web"); got != "web=50,web-canary=50" {
+			t.Errorf("route backends %s, want web=50,web-canary=50", got)
+		}
+		op = restartCostsNoWrites(t, op, ns)
+		again := canaryPhase(t, ns, "web", "Canary/1/50")
+		if !again.Status.Canary.StepStartedAt.Equal(paused.Status.Canary.StepStartedAt) {
+			t.Errorf("the pause restarted: %v, was %v", again.Status.Canary.StepStartedAt, paused.Status.Canary.StepStartedAt)
+		}
+	})
+
+	t.Run("promotion: the stable Deployment rolls, then the canary goes", func(t *testing.T) {
+		update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary.Steps[1].PauseSeconds = 0 })
+		canaryPhase(t, ns, "web", "Promoting/2/50")
+		dep := &appsv1.Deployment{}
+		testutil.Eventually(t, wait10s, "the stable Deployment at shop:2", func(ctx context.Context) error {
+			if err := get(ctx, ns, "web", dep); err != nil {
+				return err
+			}
+			if img := dep.Spec.Template.Spec.Containers[0].Image; img != "shop:2" {
+				return fmt.Errorf("image %s", img)
+			}
+			return nil
+		})
+		markAvailable(t, ns, "web")
+		final := &webappv2.WebApp{}
+		testutil.Eventually(t, 30*time.Second, "promoted", func(ctx context.Context) error {
+			if err := get(ctx, ns, "web", final); err != nil {
+				return err
+			}
+			if c := final.Status.Canary; c == nil || c.Phase != "Stable" {
+				return fmt.Errorf("status.canary %+v", c)
+			}
+			return nil
+		})
+		if final.Status.Canary.StableRevision == stable {
+			t.Errorf("stableRevision unchanged after promotion")
+		}
+		testutil.Eventually(t, wait10s, "the canary gone", func(ctx context.Context) error {
+			if err := get(ctx, ns, "web-canary", &appsv1.Deployment{}); err == nil {
+				return fmt.Errorf("the canary Deployment is still there")
+			}
+			if err := get(ctx, ns, "web-canary", &corev1.Service{}); err == nil {
+				return fmt.Errorf("the canary Service is still there")
+			}
+			return nil
+		})
+		if got := backends(t, ns, "web"); got != "web=1" {
+			t.Errorf("route backends %s after promotion, want web=1", got)
+		}
+		r := &gwv1.HTTPRoute{}
+		if err := get(ctx, ns, "web", r); err != nil || r.Annotations["team.example/owner"] != "shop" {
+			t.Errorf("another manager's annotation on the route is gone: %v %v", r.Annotations, err)
+		}
+		op = restartCostsNoWrites(t, op, ns)
+	})
+
+	t.Run("a Deployment of the canary's name that is not ours is never taken over", func(t *testing.T) {
+		theirDep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"}, Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "theirs"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "theirs"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "theirs:1"}}}}}}
+		if err := k8s.Create(ctx, theirDep); err != nil {
+			t.Fatal(err)
+		}
+		rv := theirDep.ResourceVersion
+		update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:3" })
+		waitReady(t, ns, "web", metav1.ConditionFalse, "ChildNotOwned", "web-canary")
+		if err := get(ctx, ns, "web-canary", theirDep); err != nil || theirDep.ResourceVersion != rv {
+			t.Errorf("their Deployment was written: resourceVersion %s, was %s (%v)", theirDep.ResourceVersion, rv, err)
+		}
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, "web", dep); err != nil || dep.Spec.Template.Spec.Containers[0].Image != "shop:2" {
+			t.Errorf("the stable Deployment left its version while the canary cannot run: %v", err)
+		}
+	})
+}
