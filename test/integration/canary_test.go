@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -64,7 +65,7 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 	ctx := context.Background()
 	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
 		Image: "shop:1", Replicas: ptr.To[int32](4), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-		Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}},
+		Expose:  &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}},
 		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 25, PauseSeconds: 1}, {Weight: 50, PauseSeconds: 3600}}}},
 	}}
 	if err := k8s.Create(ctx, app); err != nil {
@@ -76,15 +77,11 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 	op = restartCostsNoWrites(t, op, ns)
 
 	// Another manager's fields on the route: kept through every step.
-	theirs := client.FieldOwner("someone")
-	route := &gwv1.HTTPRoute{TypeMeta: metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{"team.example/owner": "shop"}}}
-	if err := k8s.Patch(ctx, route, client.Apply, theirs); err != nil {
-		t.Fatal(err)
-	}
+	applyTheirs(t, "gateway.networking.k8s.io/v1", "HTTPRoute", ns, "web", "annotations", "team.example/owner", "shop")
 
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
-	t.Run("a new version: the canary runs beside, no traffic until it is ready", func(t *testing.T) {
+	// A new version: the canary runs beside, no traffic until it is ready.
+	{
 		canaryPhase(t, ns, "web", "Canary/0/0")
 		dep, canary := &appsv1.Deployment{}, &appsv1.Deployment{}
 		testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", canary) })
@@ -107,15 +104,16 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 			t.Errorf("route backends %s before the canary is ready, want web=1", got)
 		}
 		// Another manager's label on the canary Deployment stays its own.
-		mine := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary", Labels: map[string]string{"team.example/cost-center": "42"}}}
-		if err := k8s.Patch(ctx, mine, client.Apply, theirs); err != nil {
-			t.Fatal(err)
-		}
+		applyTheirs(t, "apps/v1", "Deployment", ns, "web-canary", "labels", "team.example/cost-center", "42")
 		op = restartCostsNoWrites(t, op, ns)
-	})
+	}
 
-	t.Run("ready at each step: the route follows, the pause holds at no write", func(t *testing.T) {
+	// Ready at each step: the route follows, the pause holds at no write.
+	{
+		canary := &appsv1.Deployment{}
+		if err := get(ctx, ns, "web-canary", canary); err != nil || canary.Labels["team.example/cost-center"] != "42" {
+			t.Errorf("another manager's label on the canary Deployment is gone: %v %v", canary.Labels, err)
+		}
 		markAvailable(t, ns, "web-canary")
 		// Step 1 after the first's pause of 1 s: 2 canary pods for 50%, the route at 25% until they are ready.
 		canaryPhase(t, ns, "web", "Canary/1/25")
@@ -135,9 +133,10 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 		if !again.Status.Canary.StepStartedAt.Equal(paused.Status.Canary.StepStartedAt) {
 			t.Errorf("the pause restarted: %v, was %v", again.Status.Canary.StepStartedAt, paused.Status.Canary.StepStartedAt)
 		}
-	})
+	}
 
-	t.Run("promotion: the stable Deployment rolls, then the canary goes", func(t *testing.T) {
+	// Promotion: the stable Deployment rolls, then the canary goes.
+	{
 		update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary.Steps[1].PauseSeconds = 0 })
 		canaryPhase(t, ns, "web", "Promoting/2/50")
 		dep := &appsv1.Deployment{}
@@ -176,14 +175,16 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 		if got := backends(t, ns, "web"); got != "web=1" {
 			t.Errorf("route backends %s after promotion, want web=1", got)
 		}
+		// (The canary Deployment went with another manager's label on it: it was the operator's object.)
 		r := &gwv1.HTTPRoute{}
 		if err := get(ctx, ns, "web", r); err != nil || r.Annotations["team.example/owner"] != "shop" {
 			t.Errorf("another manager's annotation on the route is gone: %v %v", r.Annotations, err)
 		}
 		op = restartCostsNoWrites(t, op, ns)
-	})
+	}
 
-	t.Run("a Deployment of the canary's name that is not ours is never taken over", func(t *testing.T) {
+	// A Deployment of the canary's name that is not ours is never taken over.
+	{
 		theirDep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"}, Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "theirs"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "theirs"}},
@@ -201,5 +202,15 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 		if err := get(ctx, ns, "web", dep); err != nil || dep.Spec.Template.Spec.Containers[0].Image != "shop:2" {
 			t.Errorf("the stable Deployment left its version while the canary cannot run: %v", err)
 		}
-	})
+	}
+}
+
+// applyTheirs applies, as the field manager "someone", one entry of an object's labels or annotations (field).
+func applyTheirs(t *testing.T, apiVersion, kind, ns, name, field, key, value string) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
+		"metadata": map[string]any{"namespace": ns, "name": name, field: map[string]any{key: value}}}}
+	if err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
 }
