@@ -3,19 +3,23 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -212,5 +216,78 @@ func applyTheirs(t *testing.T, apiVersion, kind, ns, name, field, key, value str
 		"metadata": map[string]any{"namespace": ns, "name": name, field: map[string]any{key: value}}}}
 	if err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("someone")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCanaryBesideAnHPA: with autoscaling, the HPA keeps deciding the stable Deployment's count through a canary
+// (never written by the operator, never dipping), and the canary's count follows it: without a Gateway, the fewest
+// pods that make the step's share of all pods.
+func TestCanaryBesideAnHPA(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	startOperator(t, ns, time.Second)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auto"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](5), Autoscaling: &webappv2.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 12},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 25, PauseSeconds: 3600}}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	testutil.Eventually(t, 30*time.Second, "the HPA, and the count no longer ours", func(ctx context.Context) error {
+		if err := get(ctx, ns, "auto", hpa); err != nil {
+			return err
+		}
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, "auto", dep); err != nil {
+			return err
+		}
+		if owners := replicaOwners(dep); strings.Contains(owners, controller.FieldManager+"/Apply/;") {
+			return fmt.Errorf("spec.replicas still owned by our main apply: %s", owners)
+		}
+		return nil
+	})
+	seen := watchReplicas(t, cs, ns, "auto")
+	scaleAsHPA(t, cs, ns, 6)
+	markAvailable(t, ns, "auto")
+	canaryPhase(t, ns, "auto", "Stable/0/0")
+	if err := get(ctx, ns, "auto", hpa); err != nil {
+		t.Fatal(err)
+	}
+
+	update(t, ns, "auto", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	canaryCount := func(want int32) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("the canary at %d", want), func(ctx context.Context) error {
+			dep := &appsv1.Deployment{}
+			if err := get(ctx, ns, "auto-canary", dep); err != nil {
+				return err
+			}
+			if n := ptr.Deref(dep.Spec.Replicas, 0); n != want {
+				return fmt.Errorf("at %d", n)
+			}
+			return nil
+		})
+	}
+	// 6 stable pods: 2 canary pods make 25% of 8.
+	canaryCount(2)
+	// The HPA scales the stable Deployment mid-canary: the canary follows (3 of 12).
+	scaleAsHPA(t, cs, ns, 9)
+	canaryCount(3)
+	deploymentReplicas(t, cs, ns, 9)
+	if got := seen(); !slices.Equal(got, []int32{5, 6, 9}) {
+		t.Errorf("the stable Deployment's counts %v, want the HPA's alone: [5 6 9]", got)
+	}
+	dep := &appsv1.Deployment{}
+	if err := get(ctx, ns, "auto", dep); err != nil {
+		t.Fatal(err)
+	}
+	if owners := replicaOwners(dep); strings.Contains(owners, controller.FieldManager) || !strings.Contains(owners, "kube-controller-manager/Update/scale;") {
+		t.Errorf("the stable count's owners %q, want the HPA's, never ours", owners)
+	}
+	after := &autoscalingv2.HorizontalPodAutoscaler{}
+	if err := get(ctx, ns, "auto", after); err != nil || after.ResourceVersion != hpa.ResourceVersion || after.Spec.ScaleTargetRef.Name != "auto" {
+		t.Errorf("the HPA was written during the canary (resourceVersion %s, was %s; target %s; %v)", after.ResourceVersion, hpa.ResourceVersion, after.Spec.ScaleTargetRef.Name, err)
 	}
 }
