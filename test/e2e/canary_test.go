@@ -10,10 +10,10 @@ import (
 	"github.com/example/webapp-operator/test/testutil"
 )
 
-// applyV2 applies a v2 WebApp as kubectl would from a file.
-func applyV2(t *testing.T, ns, name, spec string) {
+// applyV2 applies the v2 WebApp canary/web as kubectl would from a file.
+func applyV2(t *testing.T, spec string) {
 	t.Helper()
-	doc := fmt.Sprintf(`{"apiVersion":"example.com/v2","kind":"WebApp","metadata":{"name":%q,"namespace":%q},"spec":%s}`, name, ns, spec)
+	doc := fmt.Sprintf(`{"apiVersion":"example.com/v2","kind":"WebApp","metadata":{"name":"web","namespace":"canary"},"spec":%s}`, spec)
 	if _, err := kubectlIn(doc, "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestCanary(t *testing.T) {
 	outer := t
 	setup(t, ns)
 	mgr := startManager(t, "canary-manager-1", "--requeue-after=2s")
-	applyV2(t, ns, "web", canarySpec("app:1", 3600, ""))
+	applyV2(t, canarySpec("app:1", 3600, ""))
 	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
 	stable := kubectl(t, "get", "-n", ns, "webapp/web", "-o", "jsonpath={.status.canary.phase}/{.status.canary.stableRevision}")
 	if !strings.HasPrefix(stable, "Stable/") || len(stable) != len("Stable/")+16 {
@@ -58,7 +58,7 @@ func TestCanary(t *testing.T) {
 	jsonpathEquals(t, "-n="+ns+" deployment/web", `{.metadata.annotations.webapp\.example\.com/revision}`, first)
 
 	t.Run("a new version runs beside the stable one, which keeps its pods", func(t *testing.T) {
-		applyV2(t, ns, "web", canarySpec("app:2", 3600, ""))
+		applyV2(t, canarySpec("app:2", 3600, ""))
 		kubectl(t, "wait", "-n", ns, "--for=jsonpath={.status.canary.weight}=25", "--timeout=60s", "webapp/web")
 		jsonpathEquals(t, "-n="+ns+" webapp/web", `{.status.canary.phase}/{.status.canary.step}/{.status.canary.weight}/{.status.conditions[?(@.type=="Ready")].reason}`,
 			"Canary//25/Canary")
@@ -83,7 +83,7 @@ func TestCanary(t *testing.T) {
 
 	t.Run("a shorter pause lets it through the steps to promotion", func(t *testing.T) {
 		// The pause is not part of the pods' template: the same canary goes on.
-		applyV2(t, ns, "web", canarySpec("app:2", 1, ""))
+		applyV2(t, canarySpec("app:2", 1, ""))
 		kubectl(t, "wait", "-n", ns, "--for=jsonpath={.status.canary.phase}=Stable", "--timeout=90s", "webapp/web")
 		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
 		waitDeleted(t, ns, "deployment/web-canary")
@@ -101,7 +101,7 @@ func TestCanary(t *testing.T) {
 
 	refused := `,"checks":[{"name":"errors","prometheus":{"address":"http://127.0.0.1:1","query":"vector(0)"},"max":"0.01"}],"checkIntervalSeconds":1`
 	t.Run("a check that cannot be evaluated rolls the canary back", func(t *testing.T) {
-		applyV2(t, ns, "web", canarySpec("app:3", 3600, refused))
+		applyV2(t, canarySpec("app:3", 3600, refused))
 		kubectl(t, "wait", "-n", ns, "--for=jsonpath={.status.canary.phase}=RolledBack", "--timeout=60s", "webapp/web")
 		jsonpathEquals(t, "-n="+ns+" webapp/web",
 			`{.status.canary.reason}/{.status.conditions[?(@.type=="Ready")].status}/{.status.conditions[?(@.type=="Ready")].reason}/{.status.conditions[?(@.type=="Progressing")].status}`,
@@ -114,7 +114,7 @@ func TestCanary(t *testing.T) {
 	})
 
 	t.Run("the failed version applied again stays rolled back, at no write", func(t *testing.T) {
-		applyV2(t, ns, "web", canarySpec("app:3", 3600, refused))
+		applyV2(t, canarySpec("app:3", 3600, refused))
 		objs := []string{"webapp/web", "deployment/web"}
 		if before, after := waitQuiet(t, mgr, 3, ns, objs); before != after {
 			t.Errorf("writes while rolled back:\nbefore %s\nafter  %s", before, after)
@@ -125,7 +125,7 @@ func TestCanary(t *testing.T) {
 	})
 
 	t.Run("a new version starts a new canary", func(t *testing.T) {
-		applyV2(t, ns, "web", canarySpec("app:4", 1, ""))
+		applyV2(t, canarySpec("app:4", 1, ""))
 		kubectl(t, "wait", "-n", ns, "--for=jsonpath={.status.canary.phase}=Stable", "--timeout=90s", "webapp/web")
 		jsonpathEquals(t, "-n="+ns+" deployment/web", "{.spec.template.spec.containers[0].image}", "app:4")
 		jsonpathEquals(t, "-n="+ns+" webapp/web", "{.status.canary.failedRevision}", "")

@@ -43,8 +43,9 @@ func canaryPhase(t *testing.T, ns, name, want string) *webappv2.WebApp {
 	return app
 }
 
-// backends are the route's backends as name=weight.
-func backends(t *testing.T, ns, name string) string {
+// backends are the backends of the route of the WebApp web as name=weight.
+func backends(t *testing.T, ns string) string {
+	const name = "web"
 	t.Helper()
 	route := &gwv1.HTTPRoute{}
 	if err := get(context.Background(), ns, name, route); err != nil {
@@ -104,7 +105,7 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 		if err := get(ctx, ns, "web-canary", &corev1.Service{}); err != nil {
 			t.Errorf("the canary's Service: %v", err)
 		}
-		if got := backends(t, ns, "web"); got != "web=1" {
+		if got := backends(t, ns); got != "web=1" {
 			t.Errorf("route backends %s before the canary is ready, want web=1", got)
 		}
 		// Another manager's label on the canary Deployment stays its own.
@@ -121,7 +122,7 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 		markAvailable(t, ns, "web-canary")
 		// Step 1 after the first's pause of 1 s: 2 canary pods for 50%, the route at 25% until they are ready.
 		canaryPhase(t, ns, "web", "Canary/1/25")
-		if got := backends(t, ns, "web"); got != "web=75,web-canary=25" {
+		if got := backends(t, ns); got != "web=75,web-canary=25" {
 			t.Errorf("route backends %s, want web=75,web-canary=25", got)
 		}
 		markAvailable(t, ns, "web-canary")
@@ -129,7 +130,7 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 		if paused.Status.Canary.StepStartedAt == nil {
 			t.Fatalf("the pause has no start")
 		}
-		if got := backends(t, ns, "web"); got != "web=50,web-canary=50" {
+		if got := backends(t, ns); got != "web=50,web-canary=50" {
 			t.Errorf("route backends %s, want web=50,web-canary=50", got)
 		}
 		op = restartCostsNoWrites(t, op, ns)
@@ -176,7 +177,7 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 			}
 			return nil
 		})
-		if got := backends(t, ns, "web"); got != "web=1" {
+		if got := backends(t, ns); got != "web=1" {
 			t.Errorf("route backends %s after promotion, want web=1", got)
 		}
 		// (The canary Deployment went with another manager's label on it: it was the operator's object.)
@@ -185,6 +186,7 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 			t.Errorf("another manager's annotation on the route is gone: %v %v", r.Annotations, err)
 		}
 		op = restartCostsNoWrites(t, op, ns)
+		op.writes.take()
 	}
 
 	// A Deployment of the canary's name that is not ours is never taken over.
