@@ -122,10 +122,21 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 		s.canary, s.step, s.since, s.failures = "", 0, time.Time{}, nil
 		return canaryDecision{state: s, phase: phaseStable}
 	case obs.revision == s.failed:
-		// The version rolled back is applied again: it stays rolled back, rather than loop.
+		// The version rolled back (applied again, or still): it stays rolled back, rather than loop. Its pods stay
+		// canaryRetire after the traffic left them, counted from since.
+		if !s.since.IsZero() {
+			if left := s.since.Add(canaryRetire).Sub(now); left > 0 {
+				return canaryDecision{state: s, phase: phaseRolledBack, replicaWeight: plan.steps[min(s.step, len(plan.steps)-1)].weight, after: left}
+			}
+			s.step, s.since = 0, time.Time{}
+		}
 		return canaryDecision{state: s, phase: phaseRolledBack}
 	case obs.revision != s.canary:
-		// A new version (or one changed mid-canary): its canary starts from the first step.
+		// A new version (or one changed mid-canary): its canary starts from the first step. One that comes while
+		// another is promoted starts beside it: the stable Deployment already runs (or rolls to) the promoted one.
+		if s.canary != "" && s.step >= len(plan.steps) {
+			s.stable = s.canary
+		}
 		return startCanary(plan, s, obs)
 	}
 	if s.step >= len(plan.steps) {
@@ -133,7 +144,7 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 	}
 	if obs.troubleReason != "" {
 		// The canary's pods cannot run: traffic goes back to stable at once.
-		return rollBack(s, obs.troubleReason, obs.troubleMessage)
+		return rollBack(plan, s, obs.troubleReason, obs.troubleMessage, now)
 	}
 	failing := ""
 	for i, c := range plan.checks {
@@ -143,7 +154,7 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 		if ok, said := passes(c, obs.checks[i]); !ok {
 			s.failures = countFailure(s.failures, len(plan.checks), i)
 			if s.failures[i] > c.failuresAllowed {
-				return rollBack(s, ReasonCheckFailed, fmt.Sprintf("check %s: %s (failures %d, allowed %d)", c.name, said, s.failures[i], c.failuresAllowed))
+				return rollBack(plan, s, ReasonCheckFailed, fmt.Sprintf("check %s: %s (failures %d, allowed %d)", c.name, said, s.failures[i], c.failuresAllowed), now)
 			}
 			failing = c.name
 		}
@@ -237,11 +248,12 @@ func promote(plan canaryPlan, s canaryState, obs canaryObservation, now time.Tim
 	return canaryDecision{state: s, phase: phaseStable}
 }
 
-// rollBack stops the canary, saying why; the stable version serves everything.
-func rollBack(s canaryState, reason, message string) canaryDecision {
-	s.failed, s.canary, s.step, s.since, s.failures = s.canary, "", 0, time.Time{}, nil
+// rollBack stops the canary, saying why: the stable version serves everything from now, and the canary's pods go
+// canaryRetire later (the gateway follows the route first); step stays the one it failed at.
+func rollBack(plan canaryPlan, s canaryState, reason, message string, now time.Time) canaryDecision {
+	s.failed, s.canary, s.since, s.failures = s.canary, "", now, nil
 	s.reason, s.message = reason, message
-	return canaryDecision{state: s, phase: phaseRolledBack}
+	return canaryDecision{state: s, phase: phaseRolledBack, replicaWeight: plan.steps[min(s.step, len(plan.steps)-1)].weight, after: canaryRetire}
 }
 
 // passes reports whether a check's result passes, and what it said.

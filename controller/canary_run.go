@@ -37,8 +37,9 @@ type canaryRun struct {
 	decision canaryDecision
 	// revision is the spec's pod template's.
 	revision string
-	// held is the stable Deployment's pod template as our manager owns it, while the stable version keeps serving
-	// beside a canary or after a rollback (nil: the stable Deployment follows the spec).
+	// hold: the stable version keeps serving beside a canary or after a rollback; held is then its Deployment's
+	// pod template as our manager owns it (nil: unknown, the Deployment missing or unreadable).
+	hold bool
 	held *corev1ac.PodTemplateSpecApplyConfiguration
 	// stableReplicas is the stable Deployment's count, which the canary's follows.
 	stableReplicas int32
@@ -69,7 +70,7 @@ func stateOf(st *webappv2.CanaryStatus, plan canaryPlan) canaryState {
 	if st == nil {
 		return canaryState{}
 	}
-	s := canaryState{stable: st.StableRevision, canary: st.CanaryRevision, failed: st.FailedRevision, step: int(st.Step),
+	s := canaryState{stable: st.StableRevision, canary: st.CanaryRevision, failed: st.FailedRevision, step: max(int(st.Step), 0),
 		reason: st.Reason, message: st.Message}
 	if st.StepStartedAt != nil {
 		s.since = st.StepStartedAt.Time
@@ -194,7 +195,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
 		pods, _ := r.podsOf(ctx, app, canary)
 		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
-		obs.troubleReason, obs.troubleMessage = podTrouble(pods, settledProbes(pods, probes, now))
+		obs.troubleReason, obs.troubleMessage = podTrouble(settledPods(pods, now), settledProbes(pods, probes, now))
 	}
 	if trying && state.step >= len(run.plan.steps) {
 		obs.stableRolledOut = runs(stable, state.canary) && rolledOut(stable, run.stableReplicas)
@@ -213,8 +214,16 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		}
 	}
 	run.decision = nextCanary(run.plan, state, obs, now)
-	if hold := run.decision.phase == phaseCanary || run.decision.phase == phaseRolledBack; hold && stable != nil {
-		// The stable version keeps its pods: the template our manager owns on its Deployment, applied as it is.
+	run.hold = run.decision.phase == phaseCanary || run.decision.phase == phaseRolledBack
+	if run.hold && stable != nil {
+		// The stable version keeps its pods: the template our manager owns on its Deployment, applied as it is (as
+		// the server has it when the cache has not seen our last write of it).
+		if r.mem.behind("Deployment", client.ObjectKeyFromObject(app), stable) {
+			fresh := &appsv1.Deployment{}
+			if err := r.reader().Get(ctx, client.ObjectKeyFromObject(stable), fresh); err == nil {
+				stable = fresh
+			}
+		}
 		if owned, err := appsv1ac.ExtractDeployment(stable, FieldManager); err == nil && owned.Spec != nil && owned.Spec.Template != nil {
 			run.held = owned.Spec.Template
 		}
@@ -234,6 +243,22 @@ func settledProbes(pods []*corev1.Pod, probes probeFailures, now time.Time) prob
 		if words := probes[p.UID]; words != "" && now.Sub(runningSince(p)) >= canaryReadinessGrace {
 			out[p.UID] = words
 		}
+	}
+	return out
+}
+
+// canaryPendingGrace is how long a canary's pod may wait for a node before that rolls the canary back: its pods
+// come on top of the stable ones, and a cluster autoscaler may need a minute to add a node.
+const canaryPendingGrace = time.Minute
+
+// settledPods are pods less those that wait for a node since less than canaryPendingGrace.
+func settledPods(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if reason, _ := oneTrouble(p); reason == ReasonUnschedulable && now.Sub(p.CreationTimestamp.Time) < canaryPendingGrace {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -317,12 +342,20 @@ func desiredStableDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploym
 		return nil, in.canary.err
 	}
 	rev := in.canary.revision
-	if in.canary.held != nil {
+	switch {
+	case in.canary.hold && in.canary.held == nil:
+		// Never the untried (or failed) version in its place: the stable one's template is not known.
+		return nil, errStableUnknown
+	case in.canary.hold:
 		dep.Spec.Template = in.canary.held
 		rev = in.canary.decision.state.stable
 	}
 	return dep.WithAnnotations(map[string]string{AnnotationRevision: rev}), nil
 }
+
+// errStableUnknown stops the stable Deployment's write while a canary holds it and its template is gone.
+var errStableUnknown = errors.New("the stable version's pod template is not known (its Deployment was deleted, or our fields on it cannot be read) " +
+	"while spec.rollout.canary holds it: set the spec back to the stable version, or remove spec.rollout.canary to run the spec's version")
 
 // buildCanaryDeployment is the canary variant of the Deployment (nil: none must exist).
 func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
@@ -400,7 +433,21 @@ func (r *WebAppReconciler) checkTransport() http.RoundTripper {
 	return http.DefaultTransport
 }
 
-// running: a canary runs (its decision may change with time alone, not only with an event).
+// running: a canary runs, or a rolled-back one's pods retire (its decision may change with time alone, not only
+// with an event).
 func (run *canaryRun) running() bool {
-	return run != nil && run.err == nil && (run.decision.phase == phaseCanary || run.decision.phase == phasePromoting)
+	return run != nil && run.err == nil && (run.decision.phase == phaseCanary || run.decision.phase == phasePromoting || run.decision.replicaWeight > 0)
+}
+
+// changedFrom: the canary's state differs from stored (its status must be written, never held back: the children
+// were written by it).
+func (run *canaryRun) changedFrom(stored *webappv2.CanaryStatus) bool {
+	if run == nil || run.err != nil {
+		return false
+	}
+	if stored == nil {
+		return true
+	}
+	same, err := ownedFieldsMatch[webappv2.CanaryStatus](canaryStatus(run), stored)
+	return err != nil || !same
 }

@@ -87,7 +87,12 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
 	dep.Spec.WithReplicas(canaryReplicas(stable, d.replicaWeight, canaryShared(app)))
-	dep.WithAnnotations(map[string]string{AnnotationRevision: d.state.canary})
+	// The version it runs: the canary's, or the one rolled back while its pods retire.
+	rev := d.state.canary
+	if rev == "" {
+		rev = d.state.failed
+	}
+	dep.WithAnnotations(map[string]string{AnnotationRevision: rev})
 	return dep, nil
 }
 

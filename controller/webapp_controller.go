@@ -457,14 +457,17 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.We
 // is held back: it returns how long, and the status is not written now (the condition statuses, reasons,
 // observedGeneration and retained fields are never held).
 func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp, obs observation, applyErr error) (time.Duration, bool, error) {
-	if obs.podsPending {
+	// A canary's new state is written at once: its children were written by it, and the next reconcile decides from
+	// the status.
+	canaryChanged := obs.canary.changedFrom(app.Status.Canary)
+	if obs.podsPending && !canaryChanged {
 		// The pods it is computed from are being listed: it waits for them rather than be written twice.
 		return podsRecheck, false, nil
 	}
 	now := r.now()
 	key := client.ObjectKeyFromObject(app)
 	// The shape of the status (what is never held back) does not depend on the current transition times.
-	if held := r.mem.statusWait(key, app.UID, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 {
+	if held := r.mem.statusWait(key, app.UID, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 && !canaryChanged {
 		return held, false, nil
 	}
 	var sent *webappv2ac.WebAppApplyConfiguration

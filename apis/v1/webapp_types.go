@@ -365,10 +365,14 @@ type CanaryStatus struct {
 	FailedRevision string `json:"failedRevision,omitempty"`
 
 	// Step is the index of the canary's step in spec.rollout.canary.steps.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
 	// +optional
 	Step int32 `json:"step,omitempty"`
 
 	// Weight is the canary's share of the traffic now, in percent.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
 	// +optional
 	Weight int32 `json:"weight,omitempty"`
 

@@ -776,6 +776,8 @@ type RetainedField struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit) because it also names the Service",fieldPath=.metadata
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.rollout) || !has(self.spec.rollout.canary) || size(self.metadata.name) <= 56",message="with spec.rollout.canary, metadata.name must be at most 56 characters: the canary's Service is named <name>-canary",fieldPath=.metadata
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.rollout) || !has(self.spec.rollout.canary) || !has(oldSelf.spec.rollout) || !has(oldSelf.spec.rollout.canary) || (has(self.spec.ports) == has(oldSelf.spec.ports) && (!has(self.spec.ports) || self.spec.ports == oldSelf.spec.ports))",message="spec.ports cannot change while spec.rollout.canary is set: the stable version's Service keeps serving its ports during a canary; remove the strategy, change the ports, then set it again"
 type WebApp struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -819,10 +821,14 @@ type CanaryStatus struct {
 	FailedRevision string `json:"failedRevision,omitempty"`
 
 	// Step is the index of the canary's step in spec.rollout.canary.steps.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
 	// +optional
 	Step int32 `json:"step,omitempty"`
 
 	// Weight is the canary's share of the traffic now, in percent.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
 	// +optional
 	Weight int32 `json:"weight,omitempty"`
 

@@ -47,6 +47,12 @@ func TestCanary(t *testing.T) {
 	const ns = "canary"
 	outer := t
 	setup(t, ns)
+	// Gone when the test ends: other tests count the cluster's WebApps in the operator's metrics.
+	t.Cleanup(func() {
+		if out, err := kubectlIn("", "delete", "namespace", ns, "--wait=true", "--timeout=60s"); err != nil {
+			t.Errorf("deleting namespace %s: %v %s", ns, err, out)
+		}
+	})
 	mgr := startManager(t, "canary-manager-1", "--requeue-after=2s")
 	applyV2(t, canarySpec("app:1", 3600, ""))
 	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "--timeout=60s", "webapp/web")
