@@ -293,3 +293,41 @@ func TestCanaryBesideAnHPA(t *testing.T) {
 		t.Errorf("the HPA was written during the canary (resourceVersion %s, was %s; target %s; %v)", after.ResourceVersion, hpa.ResourceVersion, after.Spec.ScaleTargetRef.Name, err)
 	}
 }
+
+// TestCanaryRefusals: what would break a canary later is refused by the API server, with its reason.
+func TestCanaryRefusals(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	strategy := webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}}}
+	long := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a" + strings.Repeat("b", 56)},
+		Spec: webappv2.WebAppSpec{Image: "shop:1", Rollout: strategy}}
+	if err := k8s.Create(ctx, long); err == nil || !strings.Contains(err.Error(), "at most 56 characters") {
+		t.Errorf("a 57-character name with a canary: %v, want refused", err)
+	}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: webappv2.WebAppSpec{Image: "shop:1", Ports: []webappv2.Port{{Name: "http", Port: 8080}}, Rollout: strategy}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	app.Spec.Ports[0].Name = "web"
+	if err := k8s.Update(ctx, app); err == nil || !strings.Contains(err.Error(), "spec.ports cannot change while spec.rollout.canary is set") {
+		t.Errorf("a ports change with a canary: %v, want refused", err)
+	}
+	// Without the strategy, the same change is accepted.
+	if err := get(ctx, ns, "web", app); err != nil {
+		t.Fatal(err)
+	}
+	app.Spec.Rollout.Canary, app.Spec.Ports[0].Name = nil, "web"
+	if err := k8s.Update(ctx, app); err != nil {
+		t.Errorf("a ports change without a canary: %v", err)
+	}
+	bad := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 100}},
+			Checks: []webappv2.CanaryCheck{{Name: "e", Prometheus: webappv2.PrometheusQuery{Address: "prometheus:9090", Query: "up"}, Max: "1e3"}}}}}}
+	err := k8s.Create(ctx, bad)
+	for _, want := range []string{"steps[0].weight", "prometheus.address", "checks[0].max"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal of a weight of 100, an address without a scheme and max 1e3: %v, want it to name %s", err, want)
+		}
+	}
+}
