@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -53,7 +54,9 @@ func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	if err != nil {
 		return false, err
 	}
-	if owned.Spec == nil || owned.Spec.Replicas == nil {
+	if owned.Spec == nil || owned.Spec.Replicas == nil || scaleHeld(dep) {
+		// Nothing of ours to hand over, or handed over already: our scale entry holds the count (an apply the
+		// server refused after an earlier handover, tried again, must not repeat it).
 		return false, nil
 	}
 	n := *owned.Spec.Replicas
@@ -100,4 +103,14 @@ func webAppReplicas(app *webappv2.WebApp) int32 {
 		n = min(max(n, ptr.Deref(a.MinReplicas, 1)), a.MaxReplicas)
 	}
 	return n
+}
+
+// scaleHeld: our field manager's entry of the scale subresource owns dep's spec.replicas.
+func scaleHeld(dep *appsv1.Deployment) bool {
+	for _, e := range dep.ManagedFields {
+		if e.Manager == FieldManager && e.Subresource == "scale" && e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:replicas"`) {
+			return true
+		}
+	}
+	return false
 }
