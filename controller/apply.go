@@ -318,7 +318,14 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		appliesTotal.WithLabelValues(kindOf(kind), resultFailed).Inc()
 		ce := &childError{kind: kindOf(kind), key: o.objectKey(key), err: err}
 		if ce.waiting() {
-			r.mem.refused(kind, key, res.before, sum, ce)
+			refusedOn := client.Object(res.before)
+			if res.handedOver {
+				// The handover changed the object: the refusal holds for it as it is now, not as it was decided on.
+				if fresh := PT(new(T)); r.reader().Get(ctx, o.objectKey(key), fresh) == nil {
+					refusedOn = fresh
+				}
+			}
+			r.mem.refused(kind, key, refusedOn, sum, ce)
 		}
 		return res, ce
 	}
