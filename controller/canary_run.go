@@ -189,7 +189,8 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	trying := state.canary == run.revision && state.canary != ""
 	if trying && state.step < len(run.plan.steps) {
 		n := canaryReplicas(run.stableReplicas, run.plan.steps[state.step].weight, canaryShared(app))
-		obs.canaryReady = runs(canary, state.canary) && rolledOut(canary, n)
+		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
+		obs.canaryReady = runs(canary, state.canary) && rolledOut(canary, n) && (canaryShared(app) || r.hasCanaryService(ctx, app))
 	}
 	if trying && state.step < len(run.plan.steps) && runs(canary, state.canary) {
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
@@ -283,6 +284,16 @@ func (r *WebAppReconciler) cachedDeploymentOf(ctx context.Context, app *webappv2
 		return nil
 	}
 	return dep
+}
+
+// hasCanaryService: app's canary Service exists in the cache, and app controls it.
+func (r *WebAppReconciler) hasCanaryService(ctx context.Context, app *webappv2.WebApp) bool {
+	c := childOf("Service/canary")
+	if c == nil {
+		return false
+	}
+	obj, _ := r.cachedChild(ctx, *c, app)
+	return obj != nil
 }
 
 // runs: dep is of revision and its controller has seen its spec.

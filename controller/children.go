@@ -263,6 +263,16 @@ func (c childKind) withHandover(f func(context.Context, *WebAppReconciler, *weba
 	return c
 }
 
+// childOf is the declaration of the child of id (a kind, or kind/variant; nil for none).
+func childOf(id string) *childKind {
+	for i := range children {
+		if children[i].id == id {
+			return &children[i]
+		}
+	}
+	return nil
+}
+
 // childKindOf is the declaration of kind (nil for a kind that is not a child).
 func childKindOf(kind string) *childKind {
 	for i := range children {

@@ -209,6 +209,38 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 			t.Errorf("the stable Deployment left its version while the canary cannot run: %v", err)
 		}
 	}
+
+	// A Service of the canary's name that is not ours: the canary runs, and the route gives that Service nothing.
+	{
+		if err := k8s.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"}}); err != nil {
+			t.Fatal(err)
+		}
+		theirSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+		if err := k8s.Create(ctx, theirSvc); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 30*time.Second, "our canary Deployment", func(ctx context.Context) error {
+			canary := &appsv1.Deployment{}
+			if err := get(ctx, ns, "web-canary", canary); err != nil {
+				return err
+			}
+			if metav1.GetControllerOf(canary) == nil {
+				return fmt.Errorf("still theirs")
+			}
+			return nil
+		})
+		markAvailable(t, ns, "web-canary")
+		waitReady(t, ns, "web", metav1.ConditionFalse, "ChildNotOwned", "Service", "web-canary")
+		// Never counted ready: no step starts, and over three resyncs the route keeps the stable Service alone.
+		waitResyncs(t, 3, 30*time.Second)
+		if got := backends(t, ns); got != "web=1" {
+			t.Errorf("route backends %s with a canary Service that is not ours, want web=1", got)
+		}
+		if st := canaryPhase(t, ns, "web", "Canary/0/0"); st.Status.Canary.StepStartedAt != nil {
+			t.Errorf("a step started with a canary Service that is not ours: %+v", st.Status.Canary)
+		}
+	}
 }
 
 // applyTheirs applies, as the field manager "someone", one entry of an object's labels or annotations (field).
