@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -195,6 +196,8 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	if trying && state.step < len(run.plan.steps) && runs(canary, state.canary) {
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
 		pods, _ := r.podsOf(ctx, app, canary)
+		// Only this canary's: the pods of one rolled back just before may still be going.
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return p.Labels[LabelCanaryRevision] != state.canary })
 		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
 		obs.troubleReason, obs.troubleMessage = podTrouble(settledPods(pods, now), settledProbes(pods, probes, now))
 	}

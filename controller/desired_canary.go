@@ -28,6 +28,9 @@ import (
 // LabelCanaryOf is on a canary's pods, with the WebApp's name; the canary Deployment and Service select by it.
 const LabelCanaryOf = "webapp.example.com/canary-of"
 
+// LabelCanaryRevision is on a canary's pods: the revision they run.
+const LabelCanaryRevision = "webapp.example.com/canary-revision"
+
 // AnnotationRevision is on the Deployments of a WebApp with a canary strategy: the revision of their pod template
 // (not on the template: setting it must roll no pod).
 const AnnotationRevision = "webapp.example.com/revision"
@@ -77,8 +80,15 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	if err != nil {
 		return nil, err
 	}
+	// The version it runs: the canary's, or the one rolled back while its pods retire.
+	rev := d.state.canary
+	if rev == "" {
+		rev = d.state.failed
+	}
 	labels := maps.Clone(dep.Spec.Template.Labels)
 	maps.Copy(labels, canarySelector(app))
+	// Its pods say which version they are: a new canary's pods are told from the last one's still going.
+	labels[LabelCanaryRevision] = rev
 	if !canaryShared(app) {
 		// Behind a route: the stable Service must not select the canary's pods.
 		delete(labels, LabelInstance)
@@ -87,11 +97,6 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
 	dep.Spec.WithReplicas(canaryReplicas(stable, d.replicaWeight, canaryShared(app)))
-	// The version it runs: the canary's, or the one rolled back while its pods retire.
-	rev := d.state.canary
-	if rev == "" {
-		rev = d.state.failed
-	}
 	dep.WithAnnotations(map[string]string{AnnotationRevision: rev})
 	return dep, nil
 }

@@ -54,7 +54,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 	}{
 		{name: "no canary: none", d: canaryDecision{phase: phaseStable}, wantNil: true},
 		{name: "rolled back: none", d: canaryDecision{phase: phaseRolledBack}, wantNil: true},
-		{name: "shared Service: by replicas, selected by the one Service", d: canaryDecision{phase: phaseCanary, replicaWeight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
+		{name: "shared Service: by replicas, selected by the one Service", d: canaryDecision{state: canaryState{canary: "r2"}, phase: phaseCanary, replicaWeight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
 		{name: "behind a route: its own pods", set: gateway, d: canaryDecision{phase: phaseCanary, replicaWeight: 50}, stable: 4, wantReplicas: 2},
 		{name: "promoting: kept at its weight", set: gateway, d: canaryDecision{phase: phasePromoting, replicaWeight: 50}, stable: 4, wantReplicas: 2},
 	}
@@ -90,6 +90,9 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 				if labels[k] != v {
 					t.Errorf("the template's labels %v do not match the selector %v", labels, sel)
 				}
+			}
+			if labels[LabelCanaryRevision] != c.d.state.canary {
+				t.Errorf("the canary's pods say revision %q, want %q", labels[LabelCanaryRevision], c.d.state.canary)
 			}
 			_, hasInstance := labels[LabelInstance]
 			if hasInstance != c.wantInstance {
