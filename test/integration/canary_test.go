@@ -45,7 +45,12 @@ func canaryPhase(t *testing.T, ns, name, want string) *webappv2.WebApp {
 
 // backends are the backends of the route of the WebApp web as name=weight.
 func backends(t *testing.T, ns string) string {
-	const name = "web"
+	t.Helper()
+	return routeBackends(t, ns, "web")
+}
+
+// routeBackends are the backends of the WebApp name's route as name=weight.
+func routeBackends(t *testing.T, ns, name string) string {
 	t.Helper()
 	route := &gwv1.HTTPRoute{}
 	if err := get(context.Background(), ns, name, route); err != nil {
@@ -212,32 +217,32 @@ func TestCanaryOwnershipAndRestartAtEachStep(t *testing.T) {
 
 	// A Service of the canary's name that is not ours: the canary runs, and the route gives that Service nothing.
 	{
-		if err := k8s.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"}}); err != nil {
+		other := app.DeepCopy()
+		other.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "svc"}
+		other.Spec.Image = "shop:1"
+		if err := k8s.Create(ctx, other); err != nil {
 			t.Fatal(err)
 		}
-		theirSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"},
+		waitChildren(t, ns, "svc")
+		markAvailable(t, ns, "svc")
+		canaryPhase(t, ns, "svc", "Stable/0/0")
+		theirSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc-canary"},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 80}}}}
 		if err := k8s.Create(ctx, theirSvc); err != nil {
 			t.Fatal(err)
 		}
+		update(t, ns, "svc", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
 		testutil.Eventually(t, 30*time.Second, "our canary Deployment", func(ctx context.Context) error {
-			canary := &appsv1.Deployment{}
-			if err := get(ctx, ns, "web-canary", canary); err != nil {
-				return err
-			}
-			if metav1.GetControllerOf(canary) == nil {
-				return fmt.Errorf("still theirs")
-			}
-			return nil
+			return get(ctx, ns, "svc-canary", &appsv1.Deployment{})
 		})
-		markAvailable(t, ns, "web-canary")
-		waitReady(t, ns, "web", metav1.ConditionFalse, "ChildNotOwned", "Service", "web-canary")
+		markAvailable(t, ns, "svc-canary")
+		waitReady(t, ns, "svc", metav1.ConditionFalse, "ChildNotOwned", "Service", "svc-canary")
 		// Never counted ready: no step starts, and over three resyncs the route keeps the stable Service alone.
 		waitResyncs(t, 3, 30*time.Second)
-		if got := backends(t, ns); got != "web=1" {
-			t.Errorf("route backends %s with a canary Service that is not ours, want web=1", got)
+		if got := routeBackends(t, ns, "svc"); got != "svc=1" {
+			t.Errorf("route backends %s with a canary Service that is not ours, want svc=1", got)
 		}
-		if st := canaryPhase(t, ns, "web", "Canary/0/0"); st.Status.Canary.StepStartedAt != nil {
+		if st := canaryPhase(t, ns, "svc", "Canary/0/0"); st.Status.Canary.StepStartedAt != nil {
 			t.Errorf("a step started with a canary Service that is not ours: %+v", st.Status.Canary)
 		}
 	}
