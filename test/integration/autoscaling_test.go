@@ -57,14 +57,7 @@ func TestAutoscalingHandsReplicasOverWithoutADip(t *testing.T) {
 		if hpa.Spec.MaxReplicas != 8 || ptr.Deref(hpa.Spec.MinReplicas, 0) != 2 || hpa.Spec.ScaleTargetRef.Name != "auto" || len(hpa.Spec.Metrics) != 1 {
 			return fmt.Errorf("hpa spec %+v", hpa.Spec)
 		}
-		dep := &appsv1.Deployment{}
-		if err := get(ctx, ns, "auto", dep); err != nil {
-			return err
-		}
-		if owners := replicaOwners(dep); strings.Contains(owners, controller.FieldManager+"/Apply/;") {
-			return fmt.Errorf("spec.replicas still owned by our main apply: %s", owners)
-		}
-		return nil
+		return countNotOurs(ctx, ns)
 	})
 	deploymentReplicas(t, cs, ns, 5)
 
@@ -481,4 +474,16 @@ func TestAHandoverNeverTakesBackACountTheHPAWrote(t *testing.T) {
 	if got := seen(); !slices.Equal(got, []int32{5, 7}) {
 		t.Errorf("every count the Deployment had: %v, want [5 7]", got)
 	}
+}
+
+// countNotOurs fails while our main apply still owns the count of the Deployment auto.
+func countNotOurs(ctx context.Context, ns string) error {
+	dep := &appsv1.Deployment{}
+	if err := get(ctx, ns, "auto", dep); err != nil {
+		return err
+	}
+	if owners := replicaOwners(dep); strings.Contains(owners, controller.FieldManager+"/Apply/;") {
+		return fmt.Errorf("spec.replicas still owned by our main apply: %s", owners)
+	}
+	return nil
 }

@@ -278,14 +278,7 @@ func TestCanaryBesideAnHPA(t *testing.T) {
 		if err := get(ctx, ns, "auto", hpa); err != nil {
 			return err
 		}
-		dep := &appsv1.Deployment{}
-		if err := get(ctx, ns, "auto", dep); err != nil {
-			return err
-		}
-		if owners := replicaOwners(dep); strings.Contains(owners, controller.FieldManager+"/Apply/;") {
-			return fmt.Errorf("spec.replicas still owned by our main apply: %s", owners)
-		}
-		return nil
+		return countNotOurs(ctx, ns)
 	})
 	seen := watchReplicas(t, cs, ns, "auto")
 	scaleAsHPA(t, cs, ns, 6)

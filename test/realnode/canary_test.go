@@ -1,10 +1,8 @@
 package realnode
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,19 +24,7 @@ type sample struct {
 // request can wait seconds for CPU (an operator restart, a rollout's new pods starting), which is latency, not a
 // failed request; the slowest answers are printed.
 func patientGet(url, host string) (int, string, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Host = host
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	return requestWithin(10*time.Second, url, host, "", nil)
 }
 
 // slow counts the answers in [from, to) that took over a second, and the slowest.
