@@ -349,11 +349,15 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canaryState, run
 // carrying its revision.
 func desiredStableDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	dep, err := desiredDeployment(app, in)
-	if err != nil || in.canary == nil {
-		return dep, err
+	if err != nil {
+		return nil, err
 	}
-	if in.canary.err != nil {
-		return nil, in.canary.err
+	if _, ok, err := in.canary.decided(); !ok {
+		// No strategy: the spec's (nil error), or the canary undecided: left as it is.
+		if err != nil {
+			return nil, err
+		}
+		return dep, nil
 	}
 	rev := in.canary.revision
 	switch {
@@ -373,35 +377,37 @@ var errStableUnknown = errors.New("the stable version's pod template is not know
 
 // buildCanaryDeployment is the canary variant of the Deployment (nil: none must exist).
 func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	switch {
-	case in.canary == nil:
-		return nil, nil
-	case in.canary.err != nil:
-		return nil, in.canary.err
+	if _, ok, err := in.canary.decided(); !ok {
+		return nil, err
 	}
 	return desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
 }
 
 // buildCanaryService is the canary variant of the Service (nil: none must exist).
 func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApplyConfiguration, error) {
-	switch {
-	case in.canary == nil:
-		return nil, nil
-	case in.canary.err != nil:
-		return nil, in.canary.err
+	d, ok, err := in.canary.decided()
+	if !ok {
+		return nil, err
 	}
-	return desiredCanaryService(app, in.canary.decision), nil
+	return desiredCanaryService(app, d), nil
 }
 
 // canaryWeight is the traffic the route sends to the canary (0: the stable Service alone).
 func canaryWeight(in inputs) (int32, error) {
+	d, _, err := in.canary.decided()
+	return d.weight, err
+}
+
+// decided is run's decision; ok is false without a strategy (run nil, err nil) or when the canary could not be
+// decided (err says why: its objects are left as they are).
+func (run *canaryRun) decided() (d canaryDecision, ok bool, err error) {
 	switch {
-	case in.canary == nil:
-		return 0, nil
-	case in.canary.err != nil:
-		return 0, in.canary.err
+	case run == nil:
+		return d, false, nil
+	case run.err != nil:
+		return d, false, run.err
 	}
-	return in.canary.decision.weight, nil
+	return run.decision, true, nil
 }
 
 // checkClock says when a canary's checks are due: each WebApp's last evaluation, in this process (after a restart
