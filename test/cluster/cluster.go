@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -63,13 +62,6 @@ type Cluster struct {
 	real  *realNode // the real node's state, for its teardown; nil with kwok
 	// stopConversion stops the WebApp conversion webhook this process serves for the CRD it installed.
 	stopConversion context.CancelFunc
-}
-
-// process is a component the harness started itself.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when it has exited
 }
 
 // Start brings up etcd and kube-apiserver (through envtest), then kube-controller-manager (the Deployment,
@@ -154,40 +146,6 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	return c, nil
-}
-
-// startProcess runs bin/name with args, its output in LogDir/name.log.
-func (c *Cluster) startProcess(name string, args []string, dieWithParent bool) error {
-	return c.startPath(name, filepath.Join(c.Bin, name), args, dieWithParent)
-}
-
-// startPath runs the binary at path with args, its output in LogDir/name.log.
-func (c *Cluster) startPath(name, path string, args []string, dieWithParent bool) error {
-	out, err := logFile(c.LogDir, name+".log")
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if c.real != nil {
-		// Each of the real node's components holds the machine's lock too: if the process that started them dies
-		// without a teardown, no other real node starts while they run.
-		cmd.ExtraFiles = []*os.File{c.real.lock.f}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if dieWithParent {
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	c.procs = append(c.procs, p)
-	return nil
 }
 
 // registerFakeNode creates a node that kwok manages and waits until kwok reports it Ready.
@@ -299,7 +257,7 @@ func (c *Cluster) exited() error {
 // Stop stops every component, the ones started last first; each gets 10 s after SIGTERM before SIGKILL.
 func (c *Cluster) Stop() error {
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		Terminate(c.procs[i].cmd.Process, c.procs[i].done, 10*time.Second)
+		c.procs[i].stop(10 * time.Second)
 	}
 	c.procs = nil
 	if c.stopConversion != nil {
