@@ -28,8 +28,9 @@ U ?= 5000
 RESYNC ?= 10s
 WORKERS ?= 8
 FLOOR ?= 1
-# How many times bench-scale measures (the median of each figure is printed).
+# How many times bench-scale measures (the median of each figure is printed), and when it gives up.
 RUNS ?= 3
+BENCH_TIMEOUT ?= 3h
 # How long the whole test run may take (go test -timeout).
 TEST_TIMEOUT ?= 40m
 # The local cluster's node: kwok (a fake node, fast) or real (containerd, kubelet, kube-proxy; needs root).
@@ -134,9 +135,9 @@ bench: ## Run the benchmarks and print their figures.
 	go test -run '^$$' -bench . -benchmem ./controller/... ./conversion/...
 
 .PHONY: bench-scale
-bench-scale: build ## Measure N WebApps beside U Deployments against the floor, RUNS times, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=1|same|0 RUNS=3; minutes).
+bench-scale: build ## Measure N WebApps beside U Deployments against the floor, RUNS times, on local clusters (N= U= RESYNC= WORKERS= ARGS= FLOOR=1|same|0 RUNS=3 BENCH_TIMEOUT=3h; minutes).
 	bin=$$(test/tools/install.sh) && go build -o bin/benchscale ./test/cmd/benchscale && \
-		WEBAPP_TOOLS_BIN="$$bin" bin/benchscale -n $(N) -u $(U) -resync $(RESYNC) -workers $(WORKERS) -runs $(RUNS) \
+		WEBAPP_TOOLS_BIN="$$bin" bin/benchscale -n $(N) -u $(U) -resync $(RESYNC) -workers $(WORKERS) -runs $(RUNS) -timeout $(BENCH_TIMEOUT) \
 		-floor=$$( [ "$(FLOOR)" = 0 ] && echo false || echo true ) -fresh-floor=$$( [ "$(FLOOR)" = same ] && echo false || echo true ) \
 		-args "$(ARGS)"
 

@@ -19,10 +19,12 @@ func TestUnobservedFirst(t *testing.T) {
 		"test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	pq := q.(priorityqueue.PriorityQueue[reconcile.Request])
-	req := func(name string) reconcile.Request { return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}} }
+	req := func(name string) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}
+	}
 	low, high := handler.LowPriority, 200
 	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &low}, req("listed"), req("new")) // the initial list
-	q.Add(req("child-event"))                                                       // a child's change
+	q.Add(req("child-event"))                                                        // a child's change
 	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &low}, req("changed"))
 	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &high}, req("urgent"))
 	want := []struct {

@@ -71,7 +71,7 @@ func main() {
 	flag.IntVar(&c.replicas, "replicas", 1, "replicas of each WebApp")
 	flag.IntVar(&c.workers, "workers", 8, "--max-concurrent-reconciles of the manager, and the floor client's concurrency")
 	flag.DurationVar(&c.resync, "resync", 10*time.Second, "--requeue-after of the manager; the rest is measured over three of them")
-	flag.DurationVar(&c.timeout, "timeout", 40*time.Minute, "give up after this long")
+	flag.DurationVar(&c.timeout, "timeout", 3*time.Hour, "give up after this long (all runs)")
 	flag.IntVar(&c.runs, "runs", 3, "measure this many times (fresh clusters each time) and print the median of each figure")
 	flag.DurationVar(&c.quiet, "quiet", 5*time.Second, "the rest is measured once no Deployment of ours has changed for this long")
 	flag.StringVar(&c.manager, "manager", "bin/manager", "the manager binary")
@@ -634,7 +634,8 @@ func countChildren(ctx context.Context, cl client.Client, ns string) (int, int, 
 
 func (r *opResult) print(c config) {
 	n := c.n
-	fmt.Printf("\n== operator (manager flags %q, workers %d)\n", c.managerArgs, c.workers)
+	fmt.Printf("\n== operator (manager flags %q, workers %d; GOMEMLIMIT %s, GOGC %s)\n", c.managerArgs, c.workers,
+		envOr("GOMEMLIMIT", "unset"), envOr("GOGC", "unset: the manager's default"))
 	fmt.Printf("converged (children exist, status observed): %s\n", round(r.converged))
 	fmt.Printf("all Ready:                                   %s\n", round(r.ready))
 	fmt.Printf("children: %d Deployments, %d Services with our label\n", r.deployments, r.services)
@@ -794,4 +795,12 @@ func floorService(app *webappv1.WebApp) *corev1ac.ServiceApplyConfiguration {
 		WithSpec(corev1ac.ServiceSpec().
 			WithSelector(map[string]string{controller.LabelName: "webapp", controller.LabelInstance: app.Name}).
 			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(app.Spec.Port).WithProtocol(corev1.ProtocolTCP)))
+}
+
+// envOr is the environment variable name (the manager inherits the benchmark's environment), or def when unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
 }
