@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,12 +31,9 @@ type unobservedFirst struct {
 
 // newQueue returns controller-runtime's priority queue (as the controller would make it) wrapped by
 // unobservedFirst.
-func newQueue(log logr.Logger, unobserved func(types.NamespacedName) bool) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+func newQueue(unobserved func(types.NamespacedName) bool) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 	return func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-		q := priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
-			o.Log = log.WithValues("controller", name)
-			o.RateLimiter = rl
-		})
+		q := priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) { o.RateLimiter = rl })
 		return unobservedFirst{PriorityQueue: q, unobserved: unobserved}
 	}
 }
@@ -47,13 +43,6 @@ func (q unobservedFirst) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile
 	var rest []reconcile.Request
 	for _, item := range items {
 		if !q.unobserved(item.NamespacedName) {
-			if o.Priority != nil && *o.Priority == PriorityUnobserved {
-				// The controller adds an item back (a requeue, an error) at the priority it was taken at: a
-				// WebApp raised while unobserved is not kept above the rest once its status observes its spec.
-				o.Priority = nil
-				q.PriorityQueue.AddWithOpts(o, item)
-				continue
-			}
 			rest = append(rest, item)
 			continue
 		}
@@ -93,12 +82,9 @@ func (r *WebAppReconciler) unobserved(key types.NamespacedName) bool {
 		item, _, _ := s.GetByKey(key.Namespace + "/" + key.Name)
 		app, _ = item.(*webappv2.WebApp)
 	} else {
-		// A cache restricted to namespaces keeps no single store: its reader, without a copy, waiting little for
-		// an informer not synced yet (event handlers call this).
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
+		// A cache restricted to namespaces keeps no single store: its reader, without a copy.
 		app = &webappv2.WebApp{}
-		if r.Client.Get(ctx, key, app, client.UnsafeDisableDeepCopy) != nil {
+		if r.Client.Get(context.Background(), key, app, client.UnsafeDisableDeepCopy) != nil {
 			app = nil
 		}
 	}

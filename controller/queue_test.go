@@ -3,7 +3,6 @@ package controller
 import (
 	"testing"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -16,7 +15,7 @@ import (
 // with (and never lowered); the others as added.
 func TestUnobservedFirst(t *testing.T) {
 	unobserved := map[string]bool{"new": true, "changed": true}
-	q := newQueue(logr.Discard(), func(key types.NamespacedName) bool { return unobserved[key.Name] })(
+	q := newQueue(func(key types.NamespacedName) bool { return unobserved[key.Name] })(
 		"test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	pq := q.(priorityqueue.PriorityQueue[reconcile.Request])
@@ -38,13 +37,5 @@ func TestUnobservedFirst(t *testing.T) {
 			t.Fatalf("got %s at priority %d, want %s at %d", got.Name, priority, w.name, w.priority)
 		}
 		q.Done(got)
-	}
-	// Taken at PriorityUnobserved and added back by the controller at that priority once its status observes its
-	// spec, a WebApp goes at the default priority again.
-	delete(unobserved, "new")
-	raised := PriorityUnobserved
-	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &raised}, req("new"))
-	if got, priority, _ := pq.GetWithPriority(); got.Name != "new" || priority != 0 {
-		t.Fatalf("got %s at priority %d, want new at 0", got.Name, priority)
 	}
 }
