@@ -21,14 +21,15 @@ type process struct {
 	stopping bool      // stop has begun: no exit is started again
 }
 
-// kwokRace is what the Go runtime prints when kwok aborts in its known race: kwok v0.8.0 builds each stage's CEL
-// environment lazily from several workers at once, and easycel v0.6.0 (the latest there is) caches types in global
-// maps without a lock. It happens while the first node or pods are matched (CI saw it once, as the fake node
-// registered). kwok keeps no state of its own: started again it lists and goes on, as its Deployment's restart
-// would on a cluster. Any other exit stays an exit.
-var kwokRace = []byte("fatal error: concurrent map")
+// restartOn says, per component, the words in its log of an abort after which it is started again; any other exit
+// stays an exit. kwok's: what the Go runtime prints when kwok aborts in its known race (kwok v0.8.0 builds each
+// stage's CEL environment lazily from several workers at once, and easycel v0.6.0, the latest there is, caches
+// types in global maps without a lock). It happens while the first node or pods are matched (CI saw it once, as
+// the fake node registered). kwok keeps no state of its own: started again it lists and goes on, as its
+// Deployment's restart would on a cluster.
+var restartOn = map[string][]byte{"kwok": []byte("fatal error: concurrent map")}
 
-// raceRestarts bounds how often one component is started again after that race.
+// raceRestarts bounds how often one component is started again after such an abort.
 const raceRestarts = 3
 
 // startProcess runs bin/name with args, its output in LogDir/name.log.
@@ -36,10 +37,11 @@ func (c *Cluster) startProcess(name string, args []string, dieWithParent bool) e
 	return c.startPath(name, filepath.Join(c.Bin, name), args, dieWithParent)
 }
 
-// startPath runs the binary at path with args, its output in LogDir/name.log. kwok is started again when it
-// aborts in its known race (kwokRace).
+// startPath runs the binary at path with args, its output in LogDir/name.log. It is started again after an abort
+// restartOn names for it.
 func (c *Cluster) startPath(name, path string, args []string, dieWithParent bool) error {
 	logPath := filepath.Join(c.LogDir, name+".log")
+	abort := restartOn[name]
 	start := func() (*exec.Cmd, error) {
 		out, err := logFile(c.LogDir, name+".log")
 		if err != nil {
@@ -73,14 +75,14 @@ func (c *Cluster) startPath(name, path string, args []string, dieWithParent bool
 		for restarts := 0; ; restarts++ {
 			waitErr := cmd.Wait()
 			p.mu.Lock()
-			if p.stopping || name != "kwok" || restarts == raceRestarts || races(logPath) <= restarts {
+			if p.stopping || abort == nil || restarts == raceRestarts || aborts(logPath, abort) <= restarts {
 				p.mu.Unlock()
 				return
 			}
 			// Said in its log, where whoever reads why kwok's output starts over looks.
 			if f, err := logFile(c.LogDir, name+".log"); err == nil {
-				// (Not quoting the race's words: races counts them.)
-				_, _ = fmt.Fprintf(f, "\n=== the test cluster: %s exited (%v) in its known race; starting it again\n\n",
+				// (Not quoting the abort's words: aborts counts them.)
+				_, _ = fmt.Fprintf(f, "\n=== the test cluster: %s exited (%v) in a known abort; starting it again\n\n",
 					name, waitErr)
 				_ = f.Close()
 			}
@@ -97,13 +99,13 @@ func (c *Cluster) startPath(name, path string, args []string, dieWithParent bool
 	return nil
 }
 
-// races counts kwok's known race in the log at path.
-func races(path string) int {
+// aborts counts the words of an abort in the log at path.
+func aborts(path string, words []byte) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
-	return bytes.Count(b, kwokRace)
+	return bytes.Count(b, words)
 }
 
 // stop terminates the process's current run (Terminate) and keeps it from being started again.
