@@ -125,6 +125,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	first.stop()
 	restart := time.Now()
 	second := startOperatorWith(t, ns, promiseRequeue, operatorOptions{workers: 4})
+	waitRetried(t, second, refused, count)
 	resyncs(t, count)
 	failIfWrites(t, "after a restart", second.writes.take(), eventsSince(t, ns, restart), apps, refused)
 
@@ -181,6 +182,7 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 	second.stop()
 	restart = time.Now()
 	second = startOperatorWith(t, ns, promiseRequeue, operatorOptions{workers: 4})
+	waitRetried(t, second, refusedAfter, count)
 	resyncs(t, count)
 	failIfWrites(t, "after a restart after the changes", second.writes.take(), eventsSince(t, ns, restart), apps, refusedAfter)
 
@@ -224,6 +226,28 @@ func TestEveryAcceptedWebAppConvergesThenCostsZeroWrites(t *testing.T) {
 
 // promiseRequeue is the promise test's resync period.
 const promiseRequeue = 2 * time.Second
+
+// waitRetried waits until op, just started, has tried each refused WebApp's Deployment once more (a restarted
+// operator remembers no refusal), so that try is judged in its own phase: the resync's walks only enqueue, and a
+// queue that serves changed WebApps first may reach an unchanged one after the next phase has begun.
+func waitRetried(t *testing.T, op *operator, refused map[string]bool, count int) {
+	t.Helper()
+	testutil.Eventually(t, time.Minute+time.Duration(count)*100*time.Millisecond, "one more try of each refused Deployment", func(context.Context) error {
+		tried := map[string]bool{}
+		for _, w := range op.writes.snapshot() {
+			if method, p, _ := strings.Cut(w, " "); method == "PATCH" && path.Base(path.Dir(p)) == "deployments" {
+				// A canary's Deployment is its WebApp's child too.
+				tried[strings.TrimSuffix(path.Base(p), "-canary")] = true
+			}
+		}
+		for name := range refused {
+			if !tried[name] {
+				return fmt.Errorf("%s's Deployment not tried yet", name)
+			}
+		}
+		return nil
+	})
+}
 
 // resyncs waits for three resyncs of count WebApps, resynced every promiseRequeue.
 func resyncs(t *testing.T, count int) {
