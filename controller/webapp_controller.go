@@ -627,8 +627,9 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.failingWebAppsIn), builder.OnlyMetadata).
 		// The periodic resync: WebApps a reconcile could decide differently for, from resyncLoop.
 		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
-		Named("webapp").
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)})
+		Named("webapp")
+	// WebApps whose status does not describe their spec yet go first (queue.go).
+	b = b.WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1), NewQueue: newQueue(mgr.GetLogger(), r.unobserved)})
 	if len(r.Namespaces) == 0 {
 		// A relabelled namespace may be what fixes a denied write (a webhook may select namespaces by label). A
 		// namespaced install cannot read Namespaces (cluster-scoped): its WebApps retry on their backoff instead.
