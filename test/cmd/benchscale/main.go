@@ -37,6 +37,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -83,6 +84,14 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "where the clusters' logs and the manager's log go (default: a new temporary directory)")
 	flag.Parse()
 	c.managerArgs = strings.Fields(args)
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		// The manager runs with the soft memory limit the manifests give it (GOMEMLIMIT=off measures without).
+		limit, err := manifestMemoryLimit("manifests/manager/deployment.yaml")
+		if err != nil {
+			fatal(err)
+		}
+		_ = os.Setenv("GOMEMLIMIT", limit)
+	}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "benchscale-")
 		if err != nil {
@@ -798,6 +807,26 @@ func floorService(app *webappv1.WebApp) *corev1ac.ServiceApplyConfiguration {
 }
 
 // envOr is the environment variable name (the manager inherits the benchmark's environment), or def when unset.
+// manifestMemoryLimit is the GOMEMLIMIT the manager's container gets in the Deployment manifest at path.
+func manifestMemoryLimit(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	dep := &appsv1.Deployment{}
+	if err := yaml.Unmarshal(data, dep); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	for _, ctr := range dep.Spec.Template.Spec.Containers {
+		for _, env := range ctr.Env {
+			if env.Name == "GOMEMLIMIT" && env.Value != "" {
+				return env.Value, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s sets no GOMEMLIMIT", path)
+}
+
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok {
 		return v
