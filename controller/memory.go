@@ -136,24 +136,17 @@ func (m *memory) leftAlone(key types.NamespacedName, fp string) bool {
 }
 
 // settle records how a reconcile of key ended: with err (returned, so retried with backoff) when its inputs were
-// fp, converged at fp, or neither (fp ""), for the next resync to look at again. Every reconcile of an existing
-// WebApp ends here, so a WebApp without a record was never reconciled by this process (see unreconciled).
+// fp, converged at fp, or neither (fp ""), for the next resync to look at again.
 func (m *memory) settle(key types.NamespacedName, fp string, err error) {
 	if err != nil {
 		fp = retrying + fp
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.record(key, true).converged = fp
+	if rec := m.record(key, fp != ""); rec != nil {
+		rec.converged = fp
+	}
 	m.setFailing(key, err != nil)
-}
-
-// unreconciled reports whether no reconcile of the WebApp of key has ended since this process started (or since it
-// was forgotten): the informer's event for it is in the queue.
-func (m *memory) unreconciled(key types.NamespacedName) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.record(key, false) == nil
 }
 
 // setFailing keeps the failing index of key. The caller holds m.mu.

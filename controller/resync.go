@@ -27,8 +27,7 @@ import (
 // resyncLoop is the periodic resync. Every period it walks the cached WebApps and enqueues those a reconcile could
 // decide differently for: those whose inputs changed since their last reconcile that sent nothing and failed
 // nowhere, and those without one (written to, waiting, refused, failing, being deleted). A converged WebApp costs
-// a few cache lookups per period instead of a reconcile, and one not reconciled yet (still queued) one lookup. Like
-// the controller, it runs only while leading.
+// a few cache lookups per period instead of a reconcile. Like the controller, it runs only while leading.
 func (r *WebAppReconciler) resyncLoop(enqueue chan<- event.GenericEvent) manager.RunnableFunc {
 	return func(ctx context.Context) error {
 		tick := time.NewTicker(r.requeueAfter())
@@ -52,13 +51,7 @@ func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.
 		return
 	}
 	for _, app := range apps {
-		key := client.ObjectKeyFromObject(app)
-		if r.mem.unreconciled(key) {
-			// Its informer's event queued it and no worker has taken it yet: in a cold start of thousands, its
-			// fingerprint would be paid for nothing at every period until then.
-			continue
-		}
-		if r.mem.leftAlone(key, r.fingerprint(ctx, app)) {
+		if r.mem.leftAlone(client.ObjectKeyFromObject(app), r.fingerprint(ctx, app)) {
 			continue
 		}
 		select {
