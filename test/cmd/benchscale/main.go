@@ -806,7 +806,6 @@ func floorService(app *webappv1.WebApp) *corev1ac.ServiceApplyConfiguration {
 			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(app.Spec.Port).WithProtocol(corev1.ProtocolTCP)))
 }
 
-// envOr is the environment variable name (the manager inherits the benchmark's environment), or def when unset.
 // manifestMemoryLimit is the GOMEMLIMIT the manager's container gets in the Deployment manifest at path.
 func manifestMemoryLimit(path string) (string, error) {
 	data, err := os.ReadFile(path)
@@ -827,6 +826,7 @@ func manifestMemoryLimit(path string) (string, error) {
 	return "", fmt.Errorf("%s sets no GOMEMLIMIT", path)
 }
 
+// envOr is the environment variable name (the manager inherits the benchmark's environment), or def when unset.
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok {
 		return v
