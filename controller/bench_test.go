@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 // What a resync of a converged WebApp costs in CPU: building the desired Deployment, extracting what our manager
@@ -68,6 +71,25 @@ func BenchmarkConvergedReconcile(b *testing.B) {
 	for b.Loop() {
 		if _, err := r.Reconcile(context.Background(), reqFor(app)); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// What a resync walk costs per WebApp that no reconcile has taken yet (a cold start of many: each is enqueued
+// every period until its turn comes).
+func BenchmarkResyncOfWaitingWebApps(b *testing.B) {
+	var apps []client.Object
+	for i := range 100 {
+		apps = append(apps, newApp(fmt.Sprintf("web-%d", i), 1, 80, "nginx:1.25"))
+	}
+	env := newFakeEnv(b, apps...)
+	r := &WebAppReconciler{Client: env}
+	ch := make(chan event.GenericEvent, len(apps))
+	b.ReportAllocs()
+	for b.Loop() {
+		r.resyncOnce(context.Background(), ch)
+		for range len(apps) {
+			<-ch
 		}
 	}
 }

@@ -43,10 +43,16 @@ type record struct {
 	found    []webappv2.RetainedField
 	foundUID types.UID
 	// sent is, per kind written ("Deployment", ..., "WebApp" for the finalizer, "WebAppStatus"), the desired state
-	// last sent or found owned.
-	sent map[string]sentEntry
+	// last sent or found owned: a few entries, looked up in order (a map of them cost twice the memory).
+	sent []kindEntry
 	// droppedReported is the WebApp (UID and generation) whose conversion's drop was last told by an event.
 	droppedReported string
+}
+
+// kindEntry is the sentEntry of one kind of object.
+type kindEntry struct {
+	kind string
+	sentEntry
 }
 
 // configMemo is the config hash last computed for a WebApp and the resourceVersions it was computed from.
@@ -118,6 +124,15 @@ func (m *memory) matches(key types.NamespacedName, fp string) bool {
 	defer m.mu.Unlock()
 	rec := m.record(key, false)
 	return fp != "" && rec != nil && rec.converged == fp
+}
+
+// settled reports whether a reconcile of key ended at a fingerprint (converged, or failed and retrying): only then
+// can the resync leave it alone, so only then is its fingerprint worth computing.
+func (m *memory) settled(key types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.record(key, false)
+	return rec != nil && rec.converged != ""
 }
 
 // leftAlone reports whether the resync leaves the WebApp of key, whose fingerprint is now fp, alone: nothing it
@@ -302,17 +317,24 @@ func (m *memory) entry(kind string, key types.NamespacedName) (sentEntry, bool) 
 	if rec == nil {
 		return sentEntry{}, false
 	}
-	e, ok := rec.sent[kind]
-	return e, ok
+	for _, e := range rec.sent {
+		if e.kind == kind {
+			return e.sentEntry, true
+		}
+	}
+	return sentEntry{}, false
 }
 
 // setEntry sets the entry of the object of kind and key. The caller holds m.mu.
 func (m *memory) setEntry(kind string, key types.NamespacedName, e sentEntry) {
 	rec := m.record(key, true)
-	if rec.sent == nil {
-		rec.sent = map[string]sentEntry{}
+	for i := range rec.sent {
+		if rec.sent[i].kind == kind {
+			rec.sent[i].sentEntry = e
+			return
+		}
 	}
-	rec.sent[kind] = e
+	rec.sent = append(rec.sent, kindEntry{kind: kind, sentEntry: e})
 }
 
 // refusal returns the error the server gave for exactly want on obj (nil: the object does not exist), if it is

@@ -122,8 +122,9 @@ func lastExit(c corev1.ContainerStatus) string {
 	}
 }
 
-// slimPod keeps of a cached pod what podTrouble and the watch read: name, namespace, UID, resourceVersion, labels,
-// creation and deletion time, its controller's owner reference (not copied); the scheduling condition; per container its name,
+// slimPod keeps of a cached pod what podTrouble and the watch read: name, namespace, UID, resourceVersion, the
+// canary's revision label (no other: the watch's selector is the server's, and a pod's labels map was a tenth of
+// its cached size), creation and deletion time, its controller's owner reference (not copied); the scheduling condition; per container its name,
 // image, readiness, restart count, waiting state, when it started running and its last termination.
 func slimPod(o any) (any, error) {
 	p, ok := o.(*corev1.Pod)
@@ -132,7 +133,10 @@ func slimPod(o any) (any, error) {
 	}
 	slim := &corev1.Pod{}
 	slim.Name, slim.Namespace, slim.UID, slim.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
-	slim.Labels, slim.DeletionTimestamp, slim.CreationTimestamp = p.Labels, p.DeletionTimestamp, p.CreationTimestamp
+	if rev, ok := p.Labels[LabelCanaryRevision]; ok {
+		slim.Labels = map[string]string{LabelCanaryRevision: rev}
+	}
+	slim.DeletionTimestamp, slim.CreationTimestamp = p.DeletionTimestamp, p.CreationTimestamp
 	slim.OwnerReferences = controllerRefOnly(p.OwnerReferences)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,24 @@ func TestPodTrouble(t *testing.T) {
 				t.Errorf("got %q %q, want %q %q", reason, msg, tc.reason, tc.msg)
 			}
 		})
+	}
+}
+
+// TestSlimPodKeepsOnlyTheCanaryRevisionLabel: of a pod's labels the cache keeps the one the canary's analysis
+// reads; the watch's selector is applied by the server.
+func TestSlimPodKeepsOnlyTheCanaryRevisionLabel(t *testing.T) {
+	for _, tc := range []struct {
+		labels, want map[string]string
+	}{
+		{labels: map[string]string{LabelManagedBy: ManagedBy, "app.kubernetes.io/name": "web", "pod-template-hash": "abc"}},
+		{labels: map[string]string{LabelManagedBy: ManagedBy, LabelCanaryRevision: "7"}, want: map[string]string{LabelCanaryRevision: "7"}},
+		{labels: map[string]string{LabelCanaryRevision: ""}, want: map[string]string{LabelCanaryRevision: ""}},
+		{},
+	} {
+		slim, _ := slimPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: tc.labels}})
+		if got := slim.(*corev1.Pod).Labels; !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("slimPod of labels %v kept %v, want %v", tc.labels, got, tc.want)
+		}
 	}
 }
 

@@ -51,7 +51,10 @@ func (r *WebAppReconciler) resyncOnce(ctx context.Context, enqueue chan<- event.
 		return
 	}
 	for _, app := range apps {
-		if r.mem.leftAlone(client.ObjectKeyFromObject(app), r.fingerprint(ctx, app)) {
+		// A WebApp no reconcile has settled (new, written to, waiting) is enqueued without its fingerprint: during a
+		// cold start of thousands, most are, every period. Enqueued, it is raised from the initial list's priority.
+		key := client.ObjectKeyFromObject(app)
+		if r.mem.settled(key) && r.mem.leftAlone(key, r.fingerprint(ctx, app)) {
 			continue
 		}
 		select {
