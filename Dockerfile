@@ -4,13 +4,15 @@ WORKDIR /src
 COPY go.mod go.sum hack/image-deps.txt ./
 # The dependencies compile in a layer of their own (the list comes from `make generate`), so a change to the
 # operator's code rebuilds only its own packages.
-RUN go mod download && CGO_ENABLED=0 GOOS=linux go build -trimpath $(cat image-deps.txt)
+RUN go mod download && CGO_ENABLED=0 GOOS=linux go build -trimpath -tags=fieldsv1string $(cat image-deps.txt)
 COPY main.go ./
 COPY apis/ apis/
 COPY applyconfig/ applyconfig/
 COPY controller/ controller/
 COPY conversion/ conversion/
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /manager .
+# fieldsv1string: apimachinery keeps each managedFields entry's field set interned (unique.Handle), so the cached
+# objects of one shape share one copy of it instead of one each (see the README, "Scale").
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -tags=fieldsv1string -ldflags="-s -w" -o /manager .
 
 # Static binary on distroless: no shell, no package manager, runs as uid 65532.
 FROM gcr.io/distroless/static:nonroot

@@ -20,6 +20,9 @@ SEED ?= 1
 COUNT ?= 200
 # The action test's number of steps (make fuzz-actions SEED=7 STEPS=200): sequences of 20 in fresh namespaces.
 STEPS ?= 200
+# The manager's build tags, as the Dockerfile (and test/images/build.sh, test/e2e) build it: fieldsv1string keeps
+# each managedFields entry's field set interned, so cached objects of one shape share one copy (see "Scale").
+MANAGER_TAGS := fieldsv1string
 # The scale benchmark (make bench-scale): N WebApps beside U unrelated Deployments, the manager's resync, its
 # workers (also the floor client's concurrency) and more manager flags (ARGS); the floor runs in a fresh cluster
 # with the same load (FLOOR=same: in the operator's cluster afterwards, one preload instead of two; FLOOR=0: none).
@@ -55,7 +58,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD,
 	@# The Helm chart's CRD and RBAC rules, from the same files as the kustomize tree's.
 	go run ./hack/genchart
 	@# The manager's dependencies, compiled by the Dockerfile in a layer that only go.mod, go.sum and this list key.
-	go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' . | grep -v '^github.com/example/webapp-operator' > hack/image-deps.txt
+	go list -deps -tags=$(MANAGER_TAGS) -f '{{if not .Standard}}{{.ImportPath}}{{end}}' . | grep -v '^github.com/example/webapp-operator' > hack/image-deps.txt
 
 .PHONY: verify
 verify: verify-generated verify-versions verify-chart ## Fail when generated code, go.mod or the Helm chart is stale.
@@ -145,7 +148,7 @@ bench-scale: build ## Measure N WebApps beside U Deployments against the floor, 
 
 .PHONY: build
 build: ## Build the manager binary into bin/manager.
-	CGO_ENABLED=0 go build -trimpath -o bin/manager .
+	CGO_ENABLED=0 go build -trimpath -tags=$(MANAGER_TAGS) -o bin/manager .
 
 .PHONY: run
 run: build ## Run the manager against $$KUBECONFIG / ~/.kube/config, or a local cluster it starts (NODE=real: a real node; ARGS: manager flags).

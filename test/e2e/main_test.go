@@ -41,7 +41,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(workDir, "manager"), ".")
+	// The manager as the Dockerfile builds it (its build tags).
+	build := exec.Command("go", "build", "-tags=fieldsv1string", "-o", filepath.Join(workDir, "manager"), ".")
 	build.Dir = cluster.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the manager: %v\n%s", err, out)

@@ -179,7 +179,7 @@ go_image webapp-operator:before-v2 "$tmp/src-before" /manager -mod=mod -ldflags 
 # serves it: a cold compile inside the build stage took 294 s), copied onto the distroless stand-in as the
 # Dockerfile's last stage copies it. (-buildvcs=false: the build stage has no .git, so its binary has no VCS stamp.)
 mkdir -p "$tmp/ctx-operator"
-(cd "$root" && CGO_ENABLED=0 GOOS=linux go build -buildvcs=false -trimpath -ldflags="-s -w" -o "$tmp/ctx-operator/manager" .)
+(cd "$root" && CGO_ENABLED=0 GOOS=linux go build -buildvcs=false -trimpath -tags=fieldsv1string -ldflags="-s -w" -o "$tmp/ctx-operator/manager" .)
 printf 'FROM gcr.io/distroless/static:nonroot\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n' >"$tmp/ctx-operator/Dockerfile"
 docker build -q --network=host -t webapp-operator:dev "$tmp/ctx-operator" >/dev/null
 log "webapp-operator:dev built (the manager compiled on the host)"
