@@ -59,6 +59,7 @@ type config struct {
 	resync, timeout, quiet                   time.Duration
 	manager                                  string
 	managerArgs                              []string
+	managerEnv                               map[string]string // GOMEMLIMIT, GOGC: the manager's, never the cluster's
 	operator, floor, freshFloor              bool
 	dir                                      string
 }
@@ -84,13 +85,23 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "where the clusters' logs and the manager's log go (default: a new temporary directory)")
 	flag.Parse()
 	c.managerArgs = strings.Fields(args)
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+	// GOMEMLIMIT and GOGC are the manager's alone: the cluster's components (kube-apiserver above all, whose heap
+	// at N = 10,000 is several times the manager's limit) inherit this process's environment, and under the
+	// manager's limit they spent most of their time collecting garbage.
+	c.managerEnv = map[string]string{}
+	for _, name := range []string{"GOMEMLIMIT", "GOGC"} {
+		if v, set := os.LookupEnv(name); set {
+			c.managerEnv[name] = v
+			_ = os.Unsetenv(name)
+		}
+	}
+	if _, set := c.managerEnv["GOMEMLIMIT"]; !set {
 		// The manager runs with the soft memory limit the manifests give it (GOMEMLIMIT=off measures without).
 		limit, err := manifestMemoryLimit("manifests/manager/deployment.yaml")
 		if err != nil {
 			fatal(err)
 		}
-		_ = os.Setenv("GOMEMLIMIT", limit)
+		c.managerEnv["GOMEMLIMIT"] = limit
 	}
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "benchscale-")
@@ -470,6 +481,10 @@ func startManager(c config, e *env, logName string) (*manager, error) {
 		return nil, err
 	}
 	m.cmd = exec.Command(c.manager, args...)
+	m.cmd.Env = os.Environ()
+	for name, v := range c.managerEnv {
+		m.cmd.Env = append(m.cmd.Env, name+"="+v)
+	}
 	m.cmd.Stdout, m.cmd.Stderr = out, out
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
@@ -644,7 +659,7 @@ func countChildren(ctx context.Context, cl client.Client, ns string) (int, int, 
 func (r *opResult) print(c config) {
 	n := c.n
 	fmt.Printf("\n== operator (manager flags %q, workers %d; GOMEMLIMIT %s, GOGC %s)\n", c.managerArgs, c.workers,
-		envOr("GOMEMLIMIT", "unset"), envOr("GOGC", "unset: the manager's default"))
+		envOr(c.managerEnv, "GOMEMLIMIT", "unset"), envOr(c.managerEnv, "GOGC", "unset: the manager's default"))
 	fmt.Printf("converged (children exist, status observed): %s\n", round(r.converged))
 	fmt.Printf("all Ready:                                   %s\n", round(r.ready))
 	fmt.Printf("children: %d Deployments, %d Services with our label\n", r.deployments, r.services)
@@ -826,9 +841,9 @@ func manifestMemoryLimit(path string) (string, error) {
 	return "", fmt.Errorf("%s sets no GOMEMLIMIT", path)
 }
 
-// envOr is the environment variable name (the manager inherits the benchmark's environment), or def when unset.
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
+// envOr is the manager's environment variable name, or def when unset.
+func envOr(env map[string]string, name, def string) string {
+	if v, ok := env[name]; ok {
 		return v
 	}
 	return def
