@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -100,12 +99,12 @@ func (r *WebAppReconciler) configVersions(ctx context.Context, namespace string,
 		kind, name, _ := strings.Cut(ref, "/")
 		rv := "missing"
 		if name != "" {
-			_, version, err := r.peek(ctx, map[string]string{"configmap": "ConfigMap", "secret": "Secret"}[kind], types.NamespacedName{Namespace: namespace, Name: name})
+			_, version, found, err := r.peek(ctx, map[string]string{"configmap": "ConfigMap", "secret": "Secret"}[kind], types.NamespacedName{Namespace: namespace, Name: name})
 			switch {
-			case err == nil:
-				rv = version
-			case !apierrors.IsNotFound(err):
+			case err != nil:
 				return "", fmt.Errorf("looking up %s for the config hash: %w", ref, err)
+			case found:
+				rv = version
 			}
 		}
 		fmt.Fprintf(&b, "%s@%s;", ref, rv)

@@ -31,8 +31,8 @@ type memory struct {
 
 // record is what is remembered of one WebApp and its children.
 type record struct {
-	// converged is the fingerprint of what the last reconcile read, when it sent nothing and failed nowhere; or
-	// retrying followed by the fingerprint when it failed (see leftAlone).
+	// converged is the fingerprint (its digest) of what the last reconcile read, when it sent nothing and failed
+	// nowhere; or retrying followed by the fingerprint's digest when it failed (see leftAlone).
 	converged string
 	// config is the config hash last computed and the resourceVersions it was computed from.
 	config configMemo
@@ -60,7 +60,7 @@ type configMemo struct {
 	versions, hash string
 }
 
-// statusWrite is a status write of the WebApp uid: its shape (what is never held back), when, and the
+// statusWrite is a status write of the WebApp uid: the digest of its shape (what is never held back), when, and the
 // status.retainedFields it wrote (for a reconcile whose cached WebApp is behind that write).
 type statusWrite struct {
 	uid      types.UID
@@ -76,10 +76,16 @@ type sentEntry struct {
 	uid  types.UID
 	rv   string
 	hash [sha256.Size]byte
-	// refusal is the server's refusal of exactly this desired state; it is not sent again before refusedUntil
-	// unless the object or the desired state changes.
-	refusal      error
-	refusedUntil time.Time
+	// refused is the server's refusal of exactly this desired state, if it refused it (rare: a pointer keeps the
+	// entry small for every WebApp that was not refused).
+	refused *refusal
+}
+
+// refusal is a server's refusal of a desired state: it is not sent again before until unless the object or the
+// desired state changes.
+type refusal struct {
+	err   error
+	until time.Time
 }
 
 // record returns the record of key, created if create is set (nil otherwise when there is none). The caller
@@ -118,12 +124,22 @@ func (m *memory) size() int {
 // WebApp would be retried every period). What changed may have fixed it: that is not left to the backoff.
 const retrying = "\x00retrying;"
 
+// digest is what the memory keeps of a fingerprint or a status shape, which it only ever compares: their SHA-256
+// (32 bytes where a fingerprint is about 200, for each of 10,000 WebApps), and "" for "".
+func digest(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return string(sum[:])
+}
+
 // matches reports whether fp, not "", is the fingerprint of the last converged reconcile of key.
 func (m *memory) matches(key types.NamespacedName, fp string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec := m.record(key, false)
-	return fp != "" && rec != nil && rec.converged == fp
+	return fp != "" && rec != nil && rec.converged == digest(fp)
 }
 
 // settled reports whether a reconcile of key ended at a fingerprint (converged, or failed and retrying): only then
@@ -145,14 +161,15 @@ func (m *memory) leftAlone(key types.NamespacedName, fp string) bool {
 		return false
 	}
 	if failedAt, ok := strings.CutPrefix(rec.converged, retrying); ok {
-		return failedAt == fp
+		return failedAt == digest(fp)
 	}
-	return fp != "" && rec.converged == fp
+	return fp != "" && rec.converged == digest(fp)
 }
 
 // settle records how a reconcile of key ended: with err (returned, so retried with backoff) when its inputs were
 // fp, converged at fp, or neither (fp ""), for the next resync to look at again.
 func (m *memory) settle(key types.NamespacedName, fp string, err error) {
+	fp = digest(fp)
 	if err != nil {
 		fp = retrying + fp
 	}
@@ -240,7 +257,7 @@ func (m *memory) statusWait(key types.NamespacedName, uid types.UID, want *webap
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec := m.record(key, false)
-	if rec == nil || rec.status.uid != uid || rec.status.shape != shape(want) || !progressing(want) {
+	if rec == nil || rec.status.uid != uid || rec.status.shape != digest(shape(want)) || !progressing(want) {
 		return 0
 	}
 	return max(rec.status.at.Add(interval).Sub(now), 0)
@@ -256,7 +273,7 @@ func (m *memory) statusWritten(key types.NamespacedName, uid types.UID, want *we
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.record(key, true).status = statusWrite{uid: uid, shape: shape(want), at: now, retained: retained}
+	m.record(key, true).status = statusWrite{uid: uid, shape: digest(shape(want)), at: now, retained: retained}
 }
 
 // lastRetained is the status.retainedFields of the last status written for key, the WebApp uid, if one was.
@@ -348,10 +365,10 @@ func (m *memory) refusal(kind string, key types.NamespacedName, obj client.Objec
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entry(kind, key)
-	if !ok || e.refusal == nil || e.uid != uid || e.rv != rv || e.hash != sum || time.Now().After(e.refusedUntil) {
+	if !ok || e.refused == nil || e.uid != uid || e.rv != rv || e.hash != sum || time.Now().After(e.refused.until) {
 		return nil
 	}
-	return e.refusal
+	return e.refused.err
 }
 
 // refused remembers that the server refused the desired state hashed sum on obj (nil: the object does not exist).
@@ -359,7 +376,7 @@ func (m *memory) refused(kind string, key types.NamespacedName, obj client.Objec
 	uid, rv := identity(obj)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.setEntry(kind, key, sentEntry{uid: uid, rv: rv, hash: sum, refusal: err, refusedUntil: time.Now().Add(RefusedRetryAfter)})
+	m.setEntry(kind, key, sentEntry{uid: uid, rv: rv, hash: sum, refused: &refusal{err: err, until: time.Now().Add(RefusedRetryAfter)}})
 }
 
 func identity(obj client.Object) (types.UID, string) {
@@ -421,7 +438,7 @@ func (m *memory) sentMatches(kind string, key types.NamespacedName, obj client.O
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entry(kind, key)
-	return ok && e.refusal == nil && e.uid == obj.GetUID() && e.rv == obj.GetResourceVersion() && e.hash == sum
+	return ok && e.refused == nil && e.uid == obj.GetUID() && e.rv == obj.GetResourceVersion() && e.hash == sum
 }
 
 // remember notes that sum was sent to, or found owned on, obj.
@@ -442,3 +459,4 @@ func (m *memory) forgetSent(key types.NamespacedName) {
 		rec.sent = nil
 	}
 }
+

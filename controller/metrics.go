@@ -90,7 +90,9 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 	// A cache that cannot sync must not hang the scrape.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.reader.List(ctx, list); err != nil {
+	// Read in place, never changed: a copy of every WebApp per scrape was 14 MiB of garbage at 10,000 WebApps, at
+	// the moment the cache is largest (a scrape during a cold start).
+	if err := c.reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		// Not yet (the cache starts after the metrics server) or not now: this gauge is left out of the scrape, and
 		// every other metric is still served (an invalid metric would fail the whole scrape with a 500).
 		return

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -34,11 +33,11 @@ func (r *WebAppReconciler) missingSources(ctx context.Context, app *webappv2.Web
 		if optional != nil && *optional {
 			continue
 		}
-		switch _, _, err := r.peek(ctx, kind, types.NamespacedName{Namespace: app.Namespace, Name: name}); {
-		case apierrors.IsNotFound(err):
-			out = append(out, fmt.Sprintf("%s %q (volume %q)", strings.ToLower(kind), name, v.Name))
+		switch _, _, found, err := r.peek(ctx, kind, types.NamespacedName{Namespace: app.Namespace, Name: name}); {
 		case err != nil:
 			return nil, err
+		case !found:
+			out = append(out, fmt.Sprintf("%s %q (volume %q)", strings.ToLower(kind), name, v.Name))
 		}
 	}
 	return out, nil

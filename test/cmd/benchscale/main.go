@@ -514,14 +514,14 @@ func (m *manager) exited() error {
 
 // opResult is what the operator did.
 type opResult struct {
-	converged, ready          time.Duration
-	untilReady                counts
-	restWrites, restAll       counts
-	restReconciles            float64
-	restCPU, cpuPerAppResync  time.Duration
-	restartWrites, restartAll counts
-	restartReconciles         float64
-	peakRSS, restartPeakRSS   int64
+	converged, ready             time.Duration
+	untilReady                   counts
+	restWrites, restAll          counts
+	restReconciles, restEnqueued float64
+	restCPU, cpuPerAppResync     time.Duration
+	restartWrites, restartAll    counts
+	restartReconciles            float64
+	peakRSS, restartPeakRSS      int64
 	// podWatchAtRest and podWatchAfterRestart are webapp_operator_pod_watch_active then (1: the pods are watched).
 	podWatchAtRest, podWatchAfterRestart float64
 	rss, rssAnon, rssFile                int64 // at the end of the rest
@@ -556,19 +556,29 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 	}
 
 	// At rest: three resyncs, once the cluster has settled (no Deployment of ours changing: the Deployment
-	// controller's last status updates bring reconciles that are the cluster's settling, not the rest).
-	quietAfter, err := quiet(ctx, e.admin, e.ns, c.quiet)
+	// controller's last status updates bring reconciles that are the cluster's settling, not the rest) and the
+	// operator has: its queue empty, and a resync period and more since its last write (a WebApp just written to is
+	// looked at once more by the next resync, which finds nothing to do: that look belongs to the cold start).
+	lastWrites, lastWrite := int64(-1), time.Now()
+	idle := func() bool {
+		if w := writesOnly(e.cnt.snapshot()).total(true, false, false); w != lastWrites {
+			lastWrites, lastWrite = w, time.Now()
+		}
+		return time.Since(lastWrite) > c.resync+2*time.Second && queued(m.metricsAddr) == 0
+	}
+	quietAfter, err := quiet(ctx, e.admin, e.ns, c.quiet, idle)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for the Deployments to settle: %w", err)
 	}
 	r.settled = quietAfter
-	logf("no Deployment of ours changed for %s (%s after all Ready)", c.quiet, round(quietAfter))
-	s0, cpu0, rec0 := e.cnt.snapshot(), cpuTime(m.cmd.Process.Pid), reconciles(m.metricsAddr)
+	logf("no Deployment of ours changed for %s, no write for a resync, the manager's queue empty (%s after all Ready)", c.quiet, round(quietAfter))
+	s0, cpu0, rec0, enq0 := e.cnt.snapshot(), cpuTime(m.cmd.Process.Pid), reconciles(m.metricsAddr), resyncEnqueued(m.metricsAddr)
 	logf("at rest for 3 resyncs (%s)", 3*c.resync)
 	time.Sleep(3 * c.resync)
 	rest := e.cnt.snapshot().minus(s0)
 	r.restCPU = cpuTime(m.cmd.Process.Pid) - cpu0
 	r.restReconciles = reconciles(m.metricsAddr) - rec0
+	r.restEnqueued = resyncEnqueued(m.metricsAddr) - enq0
 	r.restWrites, r.restAll = writesOnly(rest), rest
 	r.cpuPerAppResync = r.restCPU / time.Duration(3*c.n)
 	r.peakRSS = peakRSS(m.cmd.Process.Pid)
@@ -605,9 +615,10 @@ func runOperator(ctx context.Context, c config, e *env) (*opResult, error) {
 	return r, nil
 }
 
-// quiet waits until no Deployment of ours in ns has changed (by resourceVersion) for period, and returns how long
-// that took. It lists their metadata straight from the API server (not through the counting proxy) every second.
-func quiet(ctx context.Context, cl client.Client, ns string, period time.Duration) (time.Duration, error) {
+// quiet waits until no Deployment of ours in ns has changed (by resourceVersion) for period and idle holds, and
+// returns how long that took. It lists their metadata straight from the API server (not through the counting proxy)
+// every second.
+func quiet(ctx context.Context, cl client.Client, ns string, period time.Duration, idle func() bool) (time.Duration, error) {
 	start := time.Now()
 	var last map[string]string
 	since := start
@@ -625,7 +636,7 @@ func quiet(ctx context.Context, cl client.Client, ns string, period time.Duratio
 			last, since = now, time.Now()
 			return false, nil
 		}
-		return time.Since(since) >= period, nil
+		return time.Since(since) >= period && idle(), nil
 	})
 	return time.Since(start) - period, err
 }
@@ -668,9 +679,9 @@ func (r *opResult) print(c config) {
 		perApp(r.untilReady.total(true, true, false), n), perApp(r.untilReady.total(true, true, true), n))
 	printCounts(r.untilReady, n)
 	fmt.Printf("manager CPU until all Ready: %s (%.2f ms per WebApp)\n", round(r.coldCPU), r.coldCPU.Seconds()*1e3/float64(n))
-	fmt.Printf("settled (no Deployment of ours changed for a while) %s after all Ready\n", round(r.settled))
-	fmt.Printf("at rest, 3 resyncs: %d writes (events apart), %d requests in all, %.0f reconciles\n",
-		r.restWrites.total(true, false, false), r.restAll.total(true, true, false)+r.restAll.total(true, true, true), r.restReconciles)
+	fmt.Printf("settled (no Deployment of ours changed for a while, no write for a resync, the manager's queue empty) %s after all Ready\n", round(r.settled))
+	fmt.Printf("at rest, 3 resyncs: %d writes (events apart), %d requests in all, %.0f reconciles (%.0f WebApps enqueued by the resync)\n",
+		r.restWrites.total(true, false, false), r.restAll.total(true, true, false)+r.restAll.total(true, true, true), r.restReconciles, r.restEnqueued)
 	printCounts(r.restAll, 0)
 	fmt.Printf("manager CPU at rest: %s: %.1f µs per WebApp per resync", round(r.restCPU), r.cpuPerAppResync.Seconds()*1e6)
 	if r.restReconciles > 0 {

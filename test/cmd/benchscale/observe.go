@@ -159,19 +159,45 @@ func reconciles(addr string) float64 {
 	return metricSum(addr, "controller_runtime_reconcile_total{", `controller="webapp"`)
 }
 
-// metricSum is the sum of the manager's samples whose line starts with prefix and contains sub.
+// resyncEnqueued is the manager's webapp_operator_resync_enqueued_total: WebApps the resync brought back.
+func resyncEnqueued(addr string) float64 {
+	return metricSum(addr, "webapp_operator_resync_enqueued_total ", "")
+}
+
+// queued is how many WebApps wait in the manager's queue (the depth of every priority; -1 when it cannot be read).
+func queued(addr string) float64 {
+	text, ok := scrape(addr)
+	if !ok || !strings.Contains(text, "workqueue_depth{") {
+		return -1
+	}
+	return sumOf(text, "workqueue_depth{", `controller="webapp"`)
+}
+
+// metricSum is the sum of the manager's samples whose line starts with prefix and contains sub (0 when the
+// manager cannot be scraped).
 func metricSum(addr, prefix, sub string) float64 {
+	text, _ := scrape(addr)
+	return sumOf(text, prefix, sub)
+}
+
+// scrape is the manager's metrics in the text format.
+func scrape(addr string) (string, bool) {
 	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, short
 	if err != nil {
-		return 0
+		return "", false
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0
+		return "", false
 	}
+	return string(b), true
+}
+
+// sumOf is the sum of the samples of text whose line starts with prefix and contains sub.
+func sumOf(text, prefix, sub string) float64 {
 	var sum float64
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, prefix) && strings.Contains(line, sub) {
 			if i := strings.LastIndexByte(line, ' '); i > 0 {
 				v, _ := strconv.ParseFloat(line[i+1:], 64)
