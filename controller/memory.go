@@ -459,4 +459,3 @@ func (m *memory) forgetSent(key types.NamespacedName) {
 		rec.sent = nil
 	}
 }
-
