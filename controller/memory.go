@@ -125,7 +125,8 @@ func (m *memory) size() int {
 const retrying = "\x00retrying;"
 
 // digest is what the memory keeps of a fingerprint or a status shape, which it only ever compares: their SHA-256
-// (32 bytes where a fingerprint is about 200, for each of 10,000 WebApps), and "" for "".
+// (32 bytes where a fingerprint is about 200, for each of 10,000 WebApps), and "" for "". Callers compute it before
+// taking the lock.
 func digest(s string) string {
 	if s == "" {
 		return ""
@@ -136,10 +137,11 @@ func digest(s string) string {
 
 // matches reports whether fp, not "", is the fingerprint of the last converged reconcile of key.
 func (m *memory) matches(key types.NamespacedName, fp string) bool {
+	d := digest(fp)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec := m.record(key, false)
-	return fp != "" && rec != nil && rec.converged == digest(fp)
+	return fp != "" && rec != nil && rec.converged == d
 }
 
 // settled reports whether a reconcile of key ended at a fingerprint (converged, or failed and retrying): only then
@@ -154,6 +156,7 @@ func (m *memory) settled(key types.NamespacedName) bool {
 // leftAlone reports whether the resync leaves the WebApp of key, whose fingerprint is now fp, alone: nothing it
 // reads changed since a reconcile that sent nothing, or since the failure the controller's backoff is retrying.
 func (m *memory) leftAlone(key types.NamespacedName, fp string) bool {
+	d := digest(fp)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec := m.record(key, false)
@@ -161,9 +164,9 @@ func (m *memory) leftAlone(key types.NamespacedName, fp string) bool {
 		return false
 	}
 	if failedAt, ok := strings.CutPrefix(rec.converged, retrying); ok {
-		return failedAt == digest(fp)
+		return failedAt == d
 	}
-	return fp != "" && rec.converged == digest(fp)
+	return fp != "" && rec.converged == d
 }
 
 // settle records how a reconcile of key ended: with err (returned, so retried with backoff) when its inputs were
@@ -254,10 +257,11 @@ func (m *memory) statusWait(key types.NamespacedName, uid types.UID, want *webap
 	if interval <= 0 {
 		return 0
 	}
+	d := digest(shape(want))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec := m.record(key, false)
-	if rec == nil || rec.status.uid != uid || rec.status.shape != digest(shape(want)) || !progressing(want) {
+	if rec == nil || rec.status.uid != uid || rec.status.shape != d || !progressing(want) {
 		return 0
 	}
 	return max(rec.status.at.Add(interval).Sub(now), 0)
@@ -271,9 +275,10 @@ func (m *memory) statusWritten(key types.NamespacedName, uid types.UID, want *we
 			retained = append(retained, webappv2.RetainedField{Kind: deref(f.Kind), Field: deref(f.Field), Managers: f.Managers})
 		}
 	}
+	d := digest(shape(want))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.record(key, true).status = statusWrite{uid: uid, shape: digest(shape(want)), at: now, retained: retained}
+	m.record(key, true).status = statusWrite{uid: uid, shape: d, at: now, retained: retained}
 }
 
 // lastRetained is the status.retainedFields of the last status written for key, the WebApp uid, if one was.

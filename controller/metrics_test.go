@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -57,6 +58,36 @@ webapp_operator_webapps{ready="Unknown"} 2
 `
 	if err := testutil.CollectAndCompare(newReadyCollector(reader), strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+// Once the WebApps' informer has synced, the gauge reads its store in place (a list through the cache copied every
+// WebApp at each scrape); before, it lists through the cache, which waits for the sync or fails.
+func TestReadyCollectorReadsTheStoreOnceSynced(t *testing.T) {
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	for _, name := range []string{"a", "b"} {
+		if err := store.Add(&webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		synced bool
+		want   string
+	}{
+		{synced: false, want: ""},
+		{synced: true, want: `
+# HELP webapp_operator_webapps WebApps by the status of their Ready condition.
+# TYPE webapp_operator_webapps gauge
+webapp_operator_webapps{ready="False"} 0
+webapp_operator_webapps{ready="True"} 0
+webapp_operator_webapps{ready="Unknown"} 2
+`},
+	} {
+		c := newReadyCollector(failingReader{})
+		c.store, c.synced = store, func() bool { return tc.synced }
+		if err := testutil.CollectAndCompare(c, strings.NewReader(tc.want), "webapp_operator_webapps"); err != nil {
+			t.Errorf("synced %v: %v", tc.synced, err)
+		}
 	}
 }
 

@@ -169,7 +169,7 @@ func cachedObject(kind string) client.Object {
 
 // peek returns the UID and resourceVersion of the cached object of kind and key; found is false when there is none
 // (no error: the fingerprint and the config hash look up absent children and references of every WebApp each resync,
-// and a NotFound error per lookup was a tenth of the resync's CPU in its allocations).
+// and a NotFound error per lookup was 7% of the manager's CPU at rest at 10,000 WebApps).
 func (r *WebAppReconciler) peek(ctx context.Context, kind string, key types.NamespacedName) (uid types.UID, rv string, found bool, err error) {
 	if s := r.stores[kind]; s != nil {
 		item, ok, err := s.GetByKey(key.Namespace + "/" + key.Name)
@@ -211,8 +211,15 @@ func (r *WebAppReconciler) cachedDeployment(ctx context.Context, key types.Names
 
 // cachedWebApps are the WebApps in the cache, not copied: they must not be changed.
 func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv2.WebApp, error) {
-	if s := r.stores["WebApp"]; s != nil {
-		items := s.List()
+	return webAppsIn(ctx, r.stores["WebApp"], r.Client)
+}
+
+// webAppsIn are the WebApps of an informer's store, read in place, or listed through reader without copies when
+// there is no store (a cache restricted to namespaces keeps one per namespace): either way they must not be
+// changed.
+func webAppsIn(ctx context.Context, store toolscache.Store, reader client.Reader) ([]*webappv2.WebApp, error) {
+	if store != nil {
+		items := store.List()
 		apps := make([]*webappv2.WebApp, 0, len(items))
 		for _, item := range items {
 			if app, ok := item.(*webappv2.WebApp); ok {
@@ -222,7 +229,7 @@ func (r *WebAppReconciler) cachedWebApps(ctx context.Context) ([]*webappv2.WebAp
 		return apps, nil
 	}
 	list := &webappv2.WebAppList{}
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	if err := reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	apps := make([]*webappv2.WebApp, len(list.Items))
