@@ -66,9 +66,10 @@ func CacheOptions(namespaces ...string) cache.Options {
 }
 
 // onlyOurFields drops from a cached object what the operator never reads there: the managedFields entries of
-// other managers (the Extract functions read only ours) and kubectl's last-applied-configuration annotation (a
-// second copy of a WebApp applied client-side). Whatever needs another manager's view (releasing the children,
-// removing a finalizer another manager co-owns) reads the object live.
+// other managers (the Extract functions read only ours), kubectl's last-applied-configuration annotation (a
+// second copy of a WebApp applied client-side), and from our entry the owner's UID (sharedOwnerKey; the
+// reconciler's client puts it back). Whatever needs another manager's view (releasing the children, removing a
+// finalizer another manager co-owns) reads the object live.
 func onlyOurFields(o any) (any, error) {
 	obj, ok := o.(client.Object)
 	if !ok {
@@ -77,6 +78,8 @@ func onlyOurFields(o any) (any, error) {
 	if mf := obj.GetManagedFields(); slices.ContainsFunc(mf, notOurs) {
 		obj.SetManagedFields(slices.DeleteFunc(slices.Clone(mf), notOurs))
 	}
+	// Our entry of a child without its owner's UID: one copy for every child of one shape (see ownerkey.go).
+	sharedOwnerKey(obj)
 	if a := obj.GetAnnotations(); a[lastApplied] != "" {
 		a = maps.Clone(a)
 		delete(a, lastApplied)

@@ -567,6 +567,10 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv2.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
+	// What the reconciler reads from the cache has the owner's key back in our managedFields entries (ownerkey.go).
+	if _, wrapped := r.Client.(ownerKeyClient); !wrapped {
+		r.Client = ownerKeyClient{r.Client}
+	}
 	r.podWatch = newPodWatch(ctx, mgr.GetCache(), podWatchLinger)
 	stores, err := storesOf(ctx, mgr.GetCache())
 	if err != nil {

@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The cache keeps our managedFields entry of each child with its owner's UID taken out, so that the children of
+// one shape share one copy of it. A child's owner reference is an item of a list keyed by UID, so the field set of
+// our entry names it by a key holding the WebApp's UID (`k:{"uid":"…"}`), which made each child's entry unique: the
+// build's interning (the fieldsv1string tag, see "Scale" in the README) saved nothing for children, and at 10,000
+// WebApps their entries were the largest part of the cached Deployments and Services. sharedOwnerKey (part of
+// the cache's transform) puts a placeholder in place of the key of the object's own controller; withOwnerKey puts
+// the key back, from the same object's controller reference, on every object the reconciler reads through its
+// client (ownerKeyClient), before anything compares or extracts the fields we own. An object read from the cache
+// in place (the resync, the canary's extraction of a pod template) still holds the placeholder: only the owner
+// reference's entry differs there, which those reads do not look at.
+
+// ownerKeyPlaceholder stands in the cache for the key of the object's controller reference in our entry's field set.
+// It is no UID the API server makes, and our manager applies no owner reference but the WebApp's.
+const ownerKeyPlaceholder = `"k:{\"uid\":\"(controller)\"}"`
+
+// ownerKey is the key of the owner reference of uid in a field set's JSON.
+func ownerKey(uid types.UID) string { return `"k:{\"uid\":\"` + string(uid) + `\"}"` }
+
+// sharedOwnerKey replaces, in our managedFields entries of obj (the cache's copy, which the transform may change),
+// the key of obj's controller reference with the placeholder. Entries that hold the placeholder already (none of
+// ours can) and objects without a controller are left as they are.
+func sharedOwnerKey(obj client.Object) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.UID == "" {
+		return
+	}
+	swapOwnerKey(obj, ownerKey(ref.UID), ownerKeyPlaceholder)
+}
+
+// withOwnerKey puts back, in our managedFields entries of obj, the key of obj's controller reference where the
+// cache has the placeholder. obj must be the caller's copy.
+func withOwnerKey(obj client.Object) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.UID == "" {
+		return
+	}
+	swapOwnerKey(obj, ownerKeyPlaceholder, ownerKey(ref.UID))
+}
+
+// swapOwnerKey replaces from with to in the field sets of our entries of obj that hold from and not to, in a new
+// slice of entries (the old one may be shared with the cache).
+func swapOwnerKey(obj client.Object, from, to string) {
+	entries := obj.GetManagedFields()
+	cloned := false
+	for i, e := range entries {
+		if e.Manager != FieldManager || e.FieldsV1 == nil {
+			continue
+		}
+		raw := e.FieldsV1.GetRawString()
+		if !strings.Contains(raw, from) || strings.Contains(raw, to) {
+			continue
+		}
+		if !cloned {
+			entries, cloned = slices.Clone(entries), true
+		}
+		fields := &metav1.FieldsV1{}
+		fields.SetRawString(strings.Replace(raw, from, to, 1))
+		entries[i].FieldsV1 = fields
+	}
+	if cloned {
+		obj.SetManagedFields(entries)
+	}
+}
+
+// ownerKeyClient is the reconciler's client: what it reads from the cache, as a copy, has our entries' owner key
+// back (withOwnerKey). A read in place (client.UnsafeDisableDeepCopy) is the cache's object and is left alone.
+type ownerKeyClient struct{ client.Client }
+
+func (c ownerKeyClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(opts, func(o client.GetOption) bool { return o == client.UnsafeDisableDeepCopy }) {
+		withOwnerKey(obj)
+	}
+	return nil
+}
+
+func (c ownerKeyClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(opts, func(o client.ListOption) bool { return o == client.UnsafeDisableDeepCopy }) {
+		return nil
+	}
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			withOwnerKey(obj)
+		}
+		return nil
+	})
+}
