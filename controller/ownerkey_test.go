@@ -38,8 +38,8 @@ func TestSharedOwnerKey(t *testing.T) {
 		a, b       *appsv1.Deployment
 		wantShared bool // our entries of a and b are one string in the cache
 	}{
-		{"two WebApps' Deployments of one shape", childDeployment("a", "uid-a", true), childDeployment("a", "uid-b", true), true},
-		{"an owner that is not a controller: left as it is", childDeployment("a", "uid-a", false), childDeployment("a", "uid-b", false), false},
+		{"two WebApps' Deployments of one shape", childDeployment("a", "uid-a", true), childDeployment("b", "uid-b", true), true},
+		{"an owner that is not a controller: left as it is", childDeployment("a", "uid-a", false), childDeployment("b", "uid-b", false), false},
 		{"no owner at all", &appsv1.Deployment{}, &appsv1.Deployment{}, true},
 	}
 	for _, tc := range cases {
@@ -85,8 +85,8 @@ func TestSharedOwnerKey(t *testing.T) {
 
 // The reconciler's client restores the key on copies (Get, List) and leaves a read in place alone.
 func TestOwnerKeyClient(t *testing.T) {
-	cached, _ := onlyOurFields(childDeployment("a", "uid-a", true))
-	server := childDeployment("a", "uid-a", true)
+	cached, _ := onlyOurFields(childDeployment("web", "uid-web", true))
+	server := childDeployment("web", "uid-web", true)
 	c := ownerKeyClient{oneDeployment{stored: cached.(*appsv1.Deployment)}}
 	ctx := context.Background()
 
