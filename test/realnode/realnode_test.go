@@ -38,12 +38,7 @@ func get(url, token string) (int, string, error) {
 // request sends one GET of url on a new connection, naming host (when not empty) with a bearer token (when not
 // empty), with TLS configured by tlsConfig for https.
 func request(url, host, token string, tlsConfig *tls.Config) (int, string, error) {
-	return requestWithin(3*time.Second, url, host, token, tlsConfig)
-}
-
-// requestWithin is request with its own timeout.
-func requestWithin(timeout time.Duration, url, host, token string, tlsConfig *tls.Config) (int, string, error) {
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}}
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
