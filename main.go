@@ -51,6 +51,7 @@ type options struct {
 	namespace               string
 	kubeAPIQPS              float64
 	kubeAPIBurst            int
+	kubeAPICompression      bool
 	webhook                 conversion.WebhookOptions
 	webhookDNSNames         string
 	migrateStorage          bool
@@ -75,6 +76,7 @@ func main() {
 	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", DefaultMaxConcurrentReconciles, "How many WebApps are reconciled at once.")
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "Client-side limit of requests per second to the API server, averaged (events apart); a negative value disables the client-side limit and leaves the protection to the server's API Priority and Fairness.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst of requests to the API server above --kube-api-qps.")
+	flag.BoolVar(&o.kubeAPICompression, "kube-api-compression", false, "Ask the API server to gzip its responses, watch streams included. Off by default: in a cluster the link is fast, and the API server compresses each event of a watch for each watcher (uncached), CPU spent on both sides for nothing; turn it on for a manager far from its API server (a slow link).")
 	flag.StringVar(&o.namespace, "namespace", "", "Watch WebApps in these namespaces only, comma-separated (default: all namespaces). Then the operator reads and writes WebApps and their children only there (besides its own namespace's Lease and webhook Secret, and the CRD), so Roles are all the RBAC it needs besides the CRD's, and --migrate-storage is off (it rewrites the WebApps of every namespace).")
 	flag.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the conversion webhook's HTTPS server (every replica serves it); 0: serve none (conversion is served elsewhere).")
 	flag.StringVar(&o.webhook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the conversion webhook's tls.crt and tls.key (the certificate Secret mounted there; reloaded when it changes).")
@@ -121,6 +123,9 @@ func run(o options) error {
 	}
 	// A negative QPS leaves client-go without a rate limiter (a zero would mean client-go's default of 5).
 	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
+	// The informers' watch streams are gzipped when the client accepts it (the API server compresses each event
+	// for each watcher, uncached): in a cluster that is CPU spent on both sides for a link that needs none.
+	cfg.DisableCompression = !o.kubeAPICompression
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(namespaces...),
