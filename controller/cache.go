@@ -52,12 +52,15 @@ func CacheOptions(namespaces ...string) cache.Options {
 	}
 	// The WebApps' pods (they carry our labels through the pod template), only what podTrouble reads; and of the
 	// ReplicaSets that make them, which carry the same labels, only who controls them (see podWatch).
-	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
 	o.ByObject[replicaSetMetadata()] = cache.ByObject{Label: ours, Transform: slimOwned}
 	if len(namespaces) == 0 {
+		// One store: the pod watch reads the pods in place, as cachedPods.
+		o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
 		o.ByObject[metadataOnly("Namespace")] = cache.ByObject{Label: all, Transform: slimMetadata}
 		return o
 	}
+	// A store per namespace: the pod watch reads the pods through the cache's List, which needs the Pod type.
+	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPodTyped}
 	o.DefaultNamespaces = map[string]cache.Config{}
 	for _, ns := range namespaces {
 		o.DefaultNamespaces[ns] = cache.Config{}

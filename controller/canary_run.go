@@ -197,7 +197,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
 		pods, _ := r.podsOf(ctx, app, canary)
 		// Only this canary's: the pods of one rolled back just before may still be going.
-		pods = slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return p.Labels[LabelCanaryRevision] != state.canary })
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p *cachedPod) bool { return p.Labels[LabelCanaryRevision] != state.canary })
 		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
 		obs.troubleReason, obs.troubleMessage = podTrouble(settledPods(pods, now), settledProbes(pods, probes, now))
 	}
@@ -241,7 +241,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 const canaryReadinessGrace = 30 * time.Second
 
 // settledProbes are the failed probes of the pods that have run for canaryReadinessGrace.
-func settledProbes(pods []*corev1.Pod, probes probeFailures, now time.Time) probeFailures {
+func settledProbes(pods []*cachedPod, probes probeFailures, now time.Time) probeFailures {
 	out := probeFailures{}
 	for _, p := range pods {
 		if words := probes[p.UID]; words != "" && now.Sub(runningSince(p)) >= canaryReadinessGrace {
@@ -256,8 +256,8 @@ func settledProbes(pods []*corev1.Pod, probes probeFailures, now time.Time) prob
 const canaryPendingGrace = time.Minute
 
 // settledPods are pods less those that wait for a node since less than canaryPendingGrace.
-func settledPods(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
-	out := make([]*corev1.Pod, 0, len(pods))
+func settledPods(pods []*cachedPod, now time.Time) []*cachedPod {
+	out := make([]*cachedPod, 0, len(pods))
 	for _, p := range pods {
 		if reason, _ := oneTrouble(p); reason == ReasonUnschedulable && now.Sub(p.CreationTimestamp.Time) < canaryPendingGrace {
 			continue

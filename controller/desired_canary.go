@@ -140,7 +140,7 @@ func revision(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, error) {
 }
 
 // splitPods tells a WebApp's pods of the stable version from the canary's (by LabelCanaryOf).
-func splitPods(app *webappv2.WebApp, pods []*corev1.Pod) (stable, canary []*corev1.Pod) {
+func splitPods(app *webappv2.WebApp, pods []*cachedPod) (stable, canary []*cachedPod) {
 	for _, p := range pods {
 		if p.Labels[LabelCanaryOf] == app.Name {
 			canary = append(canary, p)

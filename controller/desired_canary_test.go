@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -185,17 +184,17 @@ func TestRevision(t *testing.T) {
 
 func TestSplitPods(t *testing.T) {
 	app := newApp("shop", 3, 8080, "shop:1")
-	pod := func(name string, labels map[string]string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	pod := func(name string, labels map[string]string) *cachedPod {
+		return &cachedPod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	}
-	pods := []*corev1.Pod{
+	pods := []*cachedPod{
 		pod("s1", map[string]string{LabelInstance: "shop"}),
 		pod("c1", map[string]string{LabelInstance: "shop", LabelCanaryOf: "shop"}),
 		pod("c2", map[string]string{LabelCanaryOf: "shop"}),
 		pod("s2", map[string]string{LabelInstance: "shop", LabelCanaryOf: "other"}),
 	}
 	stable, canary := splitPods(app, pods)
-	names := func(ps []*corev1.Pod) (out []string) {
+	names := func(ps []*cachedPod) (out []string) {
 		for _, p := range ps {
 			out = append(out, p.Name)
 		}

@@ -99,8 +99,8 @@ func TestOwnedPods(t *testing.T) {
 	otherGroup := replicaSetOf(app, "web-g", controllerRef("Deployment", "web", "uid-dep"))
 	otherGroup.OwnerReferences[0].APIVersion = "example.com/v1"
 	all := []metav1.PartialObjectMetadata{meta(ours), meta(older), meta(previous), meta(notController), meta(otherKind), meta(otherGroup)}
-	pod := func(name string, refs ...metav1.OwnerReference) *corev1.Pod {
-		return labelledPod(app, name, "nginx:1.25", refs...)
+	pod := func(name string, refs ...metav1.OwnerReference) *cachedPod {
+		return asCached(labelledPod(app, name, "nginx:1.25", refs...))
 	}
 	// A pod with a second, non-controlling owner reference to our ReplicaSet first.
 	twoOwners := pod("two-owners", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web-1"},
@@ -108,21 +108,21 @@ func TestOwnedPods(t *testing.T) {
 	cases := []struct {
 		name string
 		dep  types.UID
-		pods []*corev1.Pod
+		pods []*cachedPod
 		want []string
 	}{
-		{"the current and an older ReplicaSet's pods", "uid-dep", []*corev1.Pod{pod("a", controllerRef("ReplicaSet", "web-1", "uid-web-1")),
+		{"the current and an older ReplicaSet's pods", "uid-dep", []*cachedPod{pod("a", controllerRef("ReplicaSet", "web-1", "uid-web-1")),
 			pod("b", controllerRef("ReplicaSet", "web-0", "uid-web-0"))}, []string{"a", "b"}},
-		{"a bare pod", "uid-dep", []*corev1.Pod{pod("bare")}, nil},
-		{"a ReplicaSet's name with another UID", "uid-dep", []*corev1.Pod{pod("forged", controllerRef("ReplicaSet", "web-1", "uid-forged"))}, nil},
-		{"a ReplicaSet owner that is not the controller", "uid-dep", []*corev1.Pod{twoOwners}, nil},
-		{"a ReplicaSet of a Deployment of the same name before", "uid-dep", []*corev1.Pod{pod("p", controllerRef("ReplicaSet", "web-p", "uid-web-p"))}, nil},
-		{"a ReplicaSet the Deployment owns without controlling", "uid-dep", []*corev1.Pod{pod("n", controllerRef("ReplicaSet", "web-n", "uid-web-n"))}, nil},
-		{"a ReplicaSet controlled by a StatefulSet of that UID", "uid-dep", []*corev1.Pod{pod("k", controllerRef("ReplicaSet", "web-k", "uid-web-k"))}, nil},
-		{"a ReplicaSet controlled by a Deployment of another group", "uid-dep", []*corev1.Pod{pod("g", controllerRef("ReplicaSet", "web-g", "uid-web-g"))}, nil},
-		{"a controller of the ReplicaSet's UID that is no ReplicaSet", "uid-dep", []*corev1.Pod{pod("j", controllerRef("Job", "web-1", "uid-web-1"))}, nil},
+		{"a bare pod", "uid-dep", []*cachedPod{pod("bare")}, nil},
+		{"a ReplicaSet's name with another UID", "uid-dep", []*cachedPod{pod("forged", controllerRef("ReplicaSet", "web-1", "uid-forged"))}, nil},
+		{"a ReplicaSet owner that is not the controller", "uid-dep", []*cachedPod{twoOwners}, nil},
+		{"a ReplicaSet of a Deployment of the same name before", "uid-dep", []*cachedPod{pod("p", controllerRef("ReplicaSet", "web-p", "uid-web-p"))}, nil},
+		{"a ReplicaSet the Deployment owns without controlling", "uid-dep", []*cachedPod{pod("n", controllerRef("ReplicaSet", "web-n", "uid-web-n"))}, nil},
+		{"a ReplicaSet controlled by a StatefulSet of that UID", "uid-dep", []*cachedPod{pod("k", controllerRef("ReplicaSet", "web-k", "uid-web-k"))}, nil},
+		{"a ReplicaSet controlled by a Deployment of another group", "uid-dep", []*cachedPod{pod("g", controllerRef("ReplicaSet", "web-g", "uid-web-g"))}, nil},
+		{"a controller of the ReplicaSet's UID that is no ReplicaSet", "uid-dep", []*cachedPod{pod("j", controllerRef("Job", "web-1", "uid-web-1"))}, nil},
 		// No Deployment of the WebApp's (none, or not controlled by it): no pods at all.
-		{"no Deployment", "", []*corev1.Pod{pod("a", controllerRef("ReplicaSet", "web-1", "uid-web-1"))}, nil},
+		{"no Deployment", "", []*cachedPod{pod("a", controllerRef("ReplicaSet", "web-1", "uid-web-1"))}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,7 +183,7 @@ func TestSlimTransformsKeepTheController(t *testing.T) {
 	refs := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "uid-c"}, controllerRef("ReplicaSet", "web-1", "uid-web-1")}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: refs, Annotations: map[string]string{"big": "..."}}}
 	slim, _ := slimPod(p)
-	if got := slim.(*corev1.Pod).OwnerReferences; len(got) != 1 || &got[0] != &refs[1] {
+	if got := slim.(*cachedPod).OwnerReferences; len(got) != 1 || &got[0] != &refs[1] {
 		t.Errorf("slimPod kept owner references %+v, want the controller's entry, in place", got)
 	}
 	rs := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "web-1", UID: "uid-web-1", ResourceVersion: "7", OwnerReferences: refs,

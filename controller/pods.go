@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +34,7 @@ const (
 // before scheduling before readiness), with how many of the pods have it. The message holds only what stays the
 // same while the trouble does (never a restart count or a back-off's wait), so a crash-looping pod's every
 // restart costs no status write.
-func podTrouble(pods []*corev1.Pod, probes probeFailures) (reason, msg string) {
+func podTrouble(pods []*cachedPod, probes probeFailures) (reason, msg string) {
 	type finding struct {
 		reason, detail string
 		n              int
@@ -84,7 +85,7 @@ func podTrouble(pods []*corev1.Pod, probes probeFailures) (reason, msg string) {
 }
 
 // oneTrouble is the trouble of one pod.
-func oneTrouble(p *corev1.Pod) (reason, detail string) {
+func oneTrouble(p *cachedPod) (reason, detail string) {
 	for _, c := range p.Status.ContainerStatuses {
 		if w := c.State.Waiting; w != nil {
 			switch w.Reason {
@@ -122,16 +123,51 @@ func lastExit(c corev1.ContainerStatus) string {
 	}
 }
 
-// slimPod keeps of a cached pod what podTrouble and the watch read: name, namespace, UID, resourceVersion, the
+// cachedPod is a pod as the pod watch keeps it (slimPod): what podTrouble and the watch read, in a type of its own.
+// A corev1.Pod is 1.2 KB of structs before anything is kept in it (its spec and status are structs, not pointers);
+// this is a quarter of that, 10 MB less at 10,000 pods rolling out at once. Its fields have their paths in a Pod.
+type cachedPod struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Status cachedPodStatus
+}
+
+// cachedPodStatus is what a cachedPod keeps of a pod's status.
+type cachedPodStatus struct {
+	Conditions        []corev1.PodCondition
+	ContainerStatuses []corev1.ContainerStatus
+}
+
+// DeepCopyObject makes cachedPod a runtime.Object, which the informer's store holds.
+func (p *cachedPod) DeepCopyObject() runtime.Object {
+	out := &cachedPod{TypeMeta: p.TypeMeta}
+	p.DeepCopyInto(&out.ObjectMeta)
+	if p.Status.Conditions != nil {
+		out.Status.Conditions = make([]corev1.PodCondition, len(p.Status.Conditions))
+		for i := range p.Status.Conditions {
+			p.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
+		}
+	}
+	if p.Status.ContainerStatuses != nil {
+		out.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(p.Status.ContainerStatuses))
+		for i := range p.Status.ContainerStatuses {
+			p.Status.ContainerStatuses[i].DeepCopyInto(&out.Status.ContainerStatuses[i])
+		}
+	}
+	return out
+}
+
+// slimPod is the cache's transform of a pod: a cachedPod keeping name, namespace, UID, resourceVersion, the
 // canary's revision label (no other: the watch's selector is the server's, and a pod's labels map was a tenth of
-// its cached size), creation and deletion time, its controller's owner reference (not copied); the scheduling condition; per container its name,
-// image, readiness, restart count, waiting state, when it started running and its last termination.
+// its cached size), creation and deletion time, its controller's owner reference (not copied); the scheduling
+// condition; per container its name, image, readiness, restart count, waiting state, when it started running and
+// its last termination.
 func slimPod(o any) (any, error) {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
 		return o, nil
 	}
-	slim := &corev1.Pod{}
+	slim := &cachedPod{}
 	slim.Name, slim.Namespace, slim.UID, slim.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	if rev, ok := p.Labels[LabelCanaryRevision]; ok {
 		slim.Labels = map[string]string{LabelCanaryRevision: rev}
@@ -157,6 +193,24 @@ func slimPod(o any) (any, error) {
 		slim.Status.ContainerStatuses = append(slim.Status.ContainerStatuses, s)
 	}
 	return slim, nil
+}
+
+// slimPodTyped is slimPod for a cache of some namespaces, whose reads through the client need the Pod type (a
+// store per namespace, no single one to read in place): the same fields, in a Pod; asCached reads them.
+func slimPodTyped(o any) (any, error) {
+	slim, _ := slimPod(o)
+	c, ok := slim.(*cachedPod)
+	if !ok {
+		return o, nil
+	}
+	p := &corev1.Pod{ObjectMeta: c.ObjectMeta}
+	p.Status.Conditions, p.Status.ContainerStatuses = c.Status.Conditions, c.Status.ContainerStatuses
+	return p, nil
+}
+
+// asCached is the pod p as a cachedPod, sharing its fields (not copied).
+func asCached(p *corev1.Pod) *cachedPod {
+	return &cachedPod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta, Status: cachedPodStatus{Conditions: p.Status.Conditions, ContainerStatuses: p.Status.ContainerStatuses}}
 }
 
 // controllerRefOnly is the controller's entry of refs, as a slice of refs itself (no copy), or nil.
@@ -196,7 +250,7 @@ func ownedDeployment(app *webappv2.WebApp, dep *appsv1.Deployment) types.UID {
 
 // ownedPods are the pods among pods that a ReplicaSet among replicaSets controls, which the Deployment dep
 // controls: the pods dep made, by the owner chain's UIDs (labels anyone can copy). pods is filtered in place.
-func ownedPods(dep types.UID, replicaSets []metav1.PartialObjectMetadata, pods []*corev1.Pod) []*corev1.Pod {
+func ownedPods(dep types.UID, replicaSets []metav1.PartialObjectMetadata, pods []*cachedPod) []*cachedPod {
 	if dep == "" {
 		return nil
 	}
@@ -206,14 +260,14 @@ func ownedPods(dep types.UID, replicaSets []metav1.PartialObjectMetadata, pods [
 			made[replicaSets[i].UID] = true
 		}
 	}
-	return slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return !made[controllerUID(p, "ReplicaSet")] })
+	return slices.DeleteFunc(pods, func(p *cachedPod) bool { return !made[controllerUID(p, "ReplicaSet")] })
 }
 
 // podsOf are the pods app's Deployment dep made (none when dep is not app's), as the pod watch has them, not
 // copied: they must not be changed. known is false while the watch is stopped or has not listed them and their
 // ReplicaSets yet (then no trouble is claimed). Without a watch (a client without a cache, in unit tests) they are
 // listed.
-func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (pods []*corev1.Pod, known bool) {
+func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (pods []*cachedPod, known bool) {
 	uid := ownedDeployment(app, dep)
 	if r.podWatch != nil {
 		return r.podWatch.podsOf(ctx, app.Namespace, uid)
@@ -237,15 +291,15 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep
 	return ownedPods(uid, replicaSets.Items, pods), true
 }
 
-// listPods lists the pods of namespace that opts select, as pointers into the list.
-func listPods(ctx context.Context, reader client.Reader, namespace string, opts ...client.ListOption) ([]*corev1.Pod, error) {
+// listPods lists the pods of namespace that opts select, sharing the list's fields.
+func listPods(ctx context.Context, reader client.Reader, namespace string, opts ...client.ListOption) ([]*cachedPod, error) {
 	list := &corev1.PodList{}
 	if err := reader.List(ctx, list, append(opts, client.InNamespace(namespace))...); err != nil {
 		return nil, err
 	}
-	pods := make([]*corev1.Pod, len(list.Items))
+	pods := make([]*cachedPod, len(list.Items))
 	for i := range list.Items {
-		pods[i] = &list.Items[i]
+		pods[i] = asCached(&list.Items[i])
 	}
 	return pods, nil
 }
@@ -309,8 +363,8 @@ const (
 // that runs without being ready and has no other trouble (at most maxProbeReads of them, one list each, from the
 // API server's watch cache): the words of a failing probe are in no field of the pod. It says when to look again
 // (probeRecheckAfter).
-func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, pods []*corev1.Pod) (probeFailures, time.Duration) {
-	var unready []*corev1.Pod
+func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, pods []*cachedPod) (probeFailures, time.Duration) {
+	var unready []*cachedPod
 	for _, p := range pods {
 		if reason, _ := oneTrouble(p); reason == "" && awaitsReadiness(p) {
 			unready = append(unready, p)
@@ -319,7 +373,7 @@ func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, 
 	if len(unready) == 0 {
 		return nil, 0
 	}
-	slices.SortFunc(unready, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(unready, func(a, b *cachedPod) int { return strings.Compare(a.Name, b.Name) })
 	found := probeFailures{}
 	for _, p := range unready[:min(len(unready), maxProbeReads)] {
 		list := &corev1.EventList{}
@@ -341,7 +395,7 @@ func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, 
 // probeRecheckAfter is when to read the probes' words of the unready pods again (0: not before something changes):
 // soon while one of them started recently, since neither its first failed probe nor a change of its words changes
 // an object the operator watches.
-func probeRecheckAfter(unready []*corev1.Pod, now time.Time) time.Duration {
+func probeRecheckAfter(unready []*cachedPod, now time.Time) time.Duration {
 	for _, p := range unready {
 		if now.Sub(runningSince(p)) < probeRecheckFor {
 			return probeRecheck
@@ -373,7 +427,7 @@ func lastProbeFailure(events []corev1.Event, started time.Time) string {
 }
 
 // awaitsReadiness: the pod's containers all run and one of them is not ready.
-func awaitsReadiness(p *corev1.Pod) bool {
+func awaitsReadiness(p *cachedPod) bool {
 	if p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 {
 		return false
 	}
@@ -388,7 +442,7 @@ func awaitsReadiness(p *corev1.Pod) bool {
 }
 
 // runningSince is when the pod's last container started.
-func runningSince(p *corev1.Pod) time.Time {
+func runningSince(p *cachedPod) time.Time {
 	var t time.Time
 	for _, c := range p.Status.ContainerStatuses {
 		if r := c.State.Running; r != nil && r.StartedAt.After(t) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -102,7 +103,7 @@ func TestSlimPodKeepsOnlyTheCanaryRevisionLabel(t *testing.T) {
 		{},
 	} {
 		slim, _ := slimPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: tc.labels}})
-		if got := slim.(*corev1.Pod).Labels; !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+		if got := slim.(*cachedPod).Labels; !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
 			t.Errorf("slimPod of labels %v kept %v, want %v", tc.labels, got, tc.want)
 		}
 	}
@@ -118,19 +119,19 @@ func TestSlimPodKeepsWhatPodTroubleReads(t *testing.T) {
 	for _, p := range []corev1.Pod{waiting("CrashLoopBackOff", "x", &corev1.ContainerStateTerminated{ExitCode: 3}), waiting("ErrImagePull", "y", nil), unschedulable("no"), notReady} {
 		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "x", Env: []corev1.EnvVar{{Name: "BIG", Value: "..."}}}}
 		slim, _ := slimPod(p.DeepCopy())
-		sp := slim.(*corev1.Pod)
-		r1, m1 := podTrouble([]*corev1.Pod{&p}, probes)
-		r2, m2 := podTrouble([]*corev1.Pod{sp}, probes)
-		if r1 != r2 || m1 != m2 || len(sp.Spec.Containers) != 0 || awaitsReadiness(&p) != awaitsReadiness(sp) || !runningSince(&p).Equal(runningSince(sp)) {
+		sp := slim.(*cachedPod)
+		r1, m1 := podTrouble([]*cachedPod{asCached(&p)}, probes)
+		r2, m2 := podTrouble([]*cachedPod{sp}, probes)
+		if r1 != r2 || m1 != m2 || awaitsReadiness(asCached(&p)) != awaitsReadiness(sp) || !runningSince(asCached(&p)).Equal(runningSince(sp)) {
 			t.Errorf("%q %q became %q %q", r1, m1, r2, m2)
 		}
 	}
 }
 
-func ptrs(pods []corev1.Pod) []*corev1.Pod {
-	out := make([]*corev1.Pod, len(pods))
+func ptrs(pods []corev1.Pod) []*cachedPod {
+	out := make([]*cachedPod, len(pods))
 	for i := range pods {
-		out[i] = &pods[i]
+		out[i] = asCached(&pods[i])
 	}
 	return out
 }
@@ -174,23 +175,23 @@ func TestLastProbeFailure(t *testing.T) {
 
 func TestProbeRecheckAfter(t *testing.T) {
 	now := time.Date(2026, 12, 1, 21, 45, 0, 0, time.UTC)
-	startedAgo := func(d time.Duration) *corev1.Pod {
+	startedAgo := func(d time.Duration) *cachedPod {
 		p := running()
 		p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(now.Add(-d))
-		return &p
+		return asCached(&p)
 	}
 	cases := []struct {
 		name    string
-		unready []*corev1.Pod
+		unready []*cachedPod
 		want    time.Duration
 	}{
 		{"no unready pod", nil, 0},
 		// Its words may still change (or its first probe is still to fail): look again soon.
-		{"started a moment ago", []*corev1.Pod{startedAgo(3 * time.Second)}, probeRecheck},
-		{"started just inside the window", []*corev1.Pod{startedAgo(probeRecheckFor - time.Second)}, probeRecheck},
+		{"started a moment ago", []*cachedPod{startedAgo(3 * time.Second)}, probeRecheck},
+		{"started just inside the window", []*cachedPod{startedAgo(probeRecheckFor - time.Second)}, probeRecheck},
 		// Past it, a pod that stays unready waits for a change of something watched.
-		{"started long ago", []*corev1.Pod{startedAgo(probeRecheckFor)}, 0},
-		{"one of several started recently", []*corev1.Pod{startedAgo(time.Hour), startedAgo(10 * time.Second)}, probeRecheck},
+		{"started long ago", []*cachedPod{startedAgo(probeRecheckFor)}, 0},
+		{"one of several started recently", []*cachedPod{startedAgo(time.Hour), startedAgo(10 * time.Second)}, probeRecheck},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,5 +199,36 @@ func TestProbeRecheckAfter(t *testing.T) {
 				t.Errorf("probeRecheckAfter = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCachedPodCopies: a copy of a cached pod shares nothing with it (the informer hands copies to readers that
+// ask), and the typed variant a cache of some namespaces keeps reads back as the same cached pod.
+func TestCachedPodCopies(t *testing.T) {
+	p := unready("u")
+	p.ObjectMeta = metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u", Labels: map[string]string{LabelCanaryRevision: "1"},
+		OwnerReferences: []metav1.OwnerReference{controllerRef("ReplicaSet", "web-1", "uid-web-1")}}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	slim, _ := slimPod(p.DeepCopy())
+	orig := slim.(*cachedPod)
+	cp, ok := orig.DeepCopyObject().(*cachedPod)
+	if !ok || !equality.Semantic.DeepEqual(cp, orig) {
+		t.Fatalf("DeepCopyObject = %+v, want %+v", cp, orig)
+	}
+	cp.Labels[LabelCanaryRevision] = "2"
+	cp.OwnerReferences[0].Name = "x"
+	cp.Status.Conditions[0].Reason = "x"
+	cp.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(time.Unix(1, 0))
+	if orig.Labels[LabelCanaryRevision] != "1" || orig.OwnerReferences[0].Name != "web-1" || orig.Status.Conditions[0].Reason != "" ||
+		!orig.Status.ContainerStatuses[0].State.Running.StartedAt.IsZero() {
+		t.Errorf("changing the copy changed the original: %+v", orig)
+	}
+	typed, _ := slimPodTyped(p.DeepCopy())
+	if got := asCached(typed.(*corev1.Pod)); !equality.Semantic.DeepEqual(got, orig) {
+		t.Errorf("slimPodTyped read back as %+v, want %+v", got, orig)
+	}
+	// What is not a pod passes through (a tombstone, an object already slimmed).
+	if o, _ := slimPod(orig); o != any(orig) {
+		t.Errorf("slimPod of a cached pod made %+v", o)
 	}
 }

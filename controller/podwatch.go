@@ -219,7 +219,7 @@ func (w *podWatch) startInformer(ctx context.Context, obj client.Object, control
 		// The old object too: a pod or ReplicaSet another controller adopted, or that was released, leaves a WebApp.
 		// A ReplicaSet's other changes (its counts, on every pod's) are its Deployment's, which brings the WebApp.
 		UpdateFunc: func(old, o any) {
-			if _, isPod := o.(*corev1.Pod); isPod || ownerChanged(old, o) {
+			if isPod(o) || ownerChanged(old, o) {
 				enqueue(old, o)
 			}
 		},
@@ -228,6 +228,15 @@ func (w *podWatch) startInformer(ctx context.Context, obj client.Object, control
 		return nil, errors.Join(err, w.cache.RemoveInformer(ctx, obj))
 	}
 	return x, nil
+}
+
+// isPod: o is a pod as the cache keeps it (slimPod, slimPodTyped).
+func isPod(o any) bool {
+	switch o.(type) {
+	case *cachedPod, *corev1.Pod:
+		return true
+	}
+	return false
 }
 
 // ownerChanged: the two versions of an object have different controllers.
@@ -335,7 +344,7 @@ func (w *podWatch) needs(key client.ObjectKey) bool {
 // podsOf are the pods of namespace that a ReplicaSet controlled by the Deployment dep controls, as the watch has
 // them (they must not be changed); none for no Deployment. ok is false while the watch is stopped or has
 // not listed them yet. The lock keeps the informers from being stopped meanwhile.
-func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) (pods []*corev1.Pod, ok bool) {
+func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) (pods []*cachedPod, ok bool) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.synced() {
@@ -350,8 +359,12 @@ func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) 
 	}
 	for _, rs := range replicaSets {
 		if err := w.pods.controlled(ctx, w.cache, namespace, rs, &corev1.PodList{}, func(o client.Object) {
-			if p, ok := o.(*corev1.Pod); ok {
+			switch p := o.(type) {
+			case *cachedPod:
 				pods = append(pods, p)
+			case *corev1.Pod:
+				// A cache of some namespaces keeps pods as Pods (slimPodTyped).
+				pods = append(pods, asCached(p))
 			}
 		}); err != nil {
 			return nil, false

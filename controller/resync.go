@@ -8,7 +8,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,7 +94,7 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	// WebApp must bring it back.
 	// (Not the failed probes' words: only a reconcile reads them, and a pod that stops being ready changes its
 	// Deployment's status.)
-	var pods []*corev1.Pod
+	var pods []*cachedPod
 	// At rest (no pod watch) there are no pods to read: no Deployment is looked up for them either.
 	if r.podWatch == nil || r.podWatch.active() {
 		pods, _ = r.podsOf(ctx, app, r.cachedDeployment(ctx, key))

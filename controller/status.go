@@ -46,7 +46,7 @@ type observation struct {
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
 	retained []webappv2.RetainedField
 	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read or are not watched).
-	pods []*corev1.Pod
+	pods []*cachedPod
 	// probes are the failed probes' words of the pods that run unready.
 	probes probeFailures
 	// podsPending: the status is computed from the pods (the rollout is not complete) and the pod watch is still

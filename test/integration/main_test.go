@@ -204,6 +204,9 @@ type operator struct {
 type operatorOptions struct {
 	workers int                                // MaxConcurrentReconciles (1 when zero)
 	fault   func(*http.Request) *http.Response // when it returns a response, the request never reaches the server
+	// allNamespaces: the operator watches every namespace, as the manifests install it (one store per kind, read in
+	// place), not only ns (a store per namespace, read through the cache).
+	allNamespaces bool
 }
 
 // startOperator runs the operator's manager, as main.go builds it, for namespace ns until the test ends. Its
@@ -216,6 +219,9 @@ func startOperator(t *testing.T, ns string, requeueAfter time.Duration) *operato
 func startOperatorWith(t *testing.T, ns string, requeueAfter time.Duration, o operatorOptions) *operator {
 	t.Helper()
 	op := &operator{writes: &writeCounter{}}
+	if o.allNamespaces {
+		ns = ""
+	}
 	op.stop = operatorpkg.Run(t, opCfg, operatorpkg.Options{Namespace: ns, Requeue: requeueAfter, Workers: o.workers,
 		Wrap: func(next http.RoundTripper) http.RoundTripper {
 			counted := op.writes.wrap(next)

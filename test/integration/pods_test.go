@@ -71,10 +71,16 @@ func cannotPull(image string) corev1.PodStatus {
 }
 
 // A pod that carries a WebApp's labels but was not made by its Deployment (a bare pod anyone with `create pods`
-// can make) puts no word in its status and is not counted; a pod its Deployment's ReplicaSet made is reported.
+// can make) puts no word in its status and is not counted; a pod its Deployment's ReplicaSet made is reported. An
+// operator of one namespace and one of all (as the manifests install it) keep pods in types of their own.
 func TestPodsItsDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
+	t.Run("one namespace", func(t *testing.T) { podsItsDeploymentDidNotMake(t, operatorOptions{}) })
+	t.Run("all namespaces", func(t *testing.T) { podsItsDeploymentDidNotMake(t, operatorOptions{allNamespaces: true}) })
+}
+
+func podsItsDeploymentDidNotMake(t *testing.T, o operatorOptions) {
 	ns := newNamespace(t)
-	startOperator(t, ns, time.Second)
+	startOperatorWith(t, ns, time.Second, o)
 	createWebApp(t, ns, "shop", 1, 80)
 	dep, _ := waitChildren(t, ns, "shop")
 	// The rollout is not complete, as the Deployment controller would say (envtest runs none): the pods are watched.

@@ -84,11 +84,11 @@ func (r *recorder) slow(from, to time.Time) (n int, slowest time.Duration, redia
 
 // recorder sends continuous load through the Gateway from 4 clients and keeps every answer.
 type recorder struct {
-	mu      sync.Mutex
-	samples []sample
+	mu       sync.Mutex
+	samples  []sample
 	failures []string // the first five failures, with when they were answered
-	stop    chan struct{}
-	done    sync.WaitGroup
+	stop     chan struct{}
+	done     sync.WaitGroup
 }
 
 func record(url, host, canaryPrefix string) *recorder {
