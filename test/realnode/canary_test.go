@@ -1,11 +1,9 @@
 package realnode
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -42,19 +40,7 @@ func patientGet(url, host string) (code int, body string, redialled bool, err er
 
 // getDialingWithin GETs url naming host on a new connection made within dial, the whole request within timeout.
 func getDialingWithin(dial, timeout time.Duration, url, host string) (int, string, error) {
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: dial}).DialContext}}
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Host = host
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	return send(&http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: dial}).DialContext}}, url, host, "")
 }
 
 // notConnected reports whether err is a connection that was never made (the dial failed).

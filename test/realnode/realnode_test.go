@@ -38,7 +38,12 @@ func get(url, token string) (int, string, error) {
 // request sends one GET of url on a new connection, naming host (when not empty) with a bearer token (when not
 // empty), with TLS configured by tlsConfig for https.
 func request(url, host, token string, tlsConfig *tls.Config) (int, string, error) {
-	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}}
+	return send(&http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}}, url, host, token)
+}
+
+// send GETs url through client, naming host (when not empty) with a bearer token (when not empty), and returns the
+// status and body.
+func send(client *http.Client, url, host, token string) (int, string, error) {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
