@@ -226,14 +226,23 @@ func controllerRefOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
 // controllerUID is the UID of o's controller when it is an object of kind in the apps group ("" otherwise): a pod's
 // ReplicaSet, a ReplicaSet's Deployment. The UID names the very object; a name could be anyone's next one.
 func controllerUID(o metav1.Object, kind string) types.UID {
+	if ref := controllerOfKind(o, appsv1.GroupName, kind); ref != nil {
+		return ref.UID
+	}
+	return ""
+}
+
+// controllerOfKind is o's controller's owner reference (not copied) when it names an object of kind in group, of
+// any version; nil otherwise.
+func controllerOfKind(o metav1.Object, group, kind string) *metav1.OwnerReference {
 	ref := metav1.GetControllerOfNoCopy(o)
 	if ref == nil || ref.Kind != kind {
-		return ""
+		return nil
 	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != appsv1.GroupName {
-		return ""
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != group {
+		return nil
 	}
-	return ref.UID
+	return ref
 }
 
 // ownedDeployment is the UID of dep when app controls it, "" otherwise (nil included): only the pods of a

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
@@ -573,11 +572,8 @@ var enqueueOwningWebApp = handler.EnqueueRequestsFromMapFunc(func(_ context.Cont
 
 // owningWebApp is the key of the WebApp whose owner reference controls o (any version of the API), if one does.
 func owningWebApp(o metav1.Object) (types.NamespacedName, bool) {
-	ref := metav1.GetControllerOfNoCopy(o)
-	if ref == nil || ref.Kind != "WebApp" {
-		return types.NamespacedName{}, false
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != webappv2.GroupVersion.Group {
+	ref := controllerOfKind(o, webappv2.GroupVersion.Group, "WebApp")
+	if ref == nil {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}, true
