@@ -75,9 +75,10 @@ verify-generated: generate
 		echo "generated files are stale: run 'make generate' (and 'go mod tidy') and commit the result" >&2; exit 1; fi
 
 .PHONY: verify-chart
-# helm and kustomize are built from the tools module (test/tools) on the first run into the cache.
+# helm and kustomize are built from the tools module (test/tools) on the first run into the cache, before the tests.
 verify-chart: ## Fail when the Helm chart renders other objects than the kustomize tree, fails helm lint, or its schema lets bad values through.
-	go test -count=1 ./test/chart
+	go run ./test/cmd/tools helm kustomize >/dev/null
+	WEBAPP_NO_BUILD=1 go test -count=1 ./test/chart
 
 .PHONY: fmt
 fmt: ## Run go fmt.
@@ -98,6 +99,13 @@ tools: ## Build the local control plane's binaries into the cache (once) and pri
 .PHONY: test
 test: ## Run every test: unit, integration (real API server), end-to-end (kwok nodes), then the real node's; a table of what each phase took.
 	TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
+
+# How many cores test-cold pins make test to (1: half of a 2-core machine).
+CPUS ?= 1
+
+.PHONY: test-cold
+test-cold: ## Run make test as a newcomer's first run: a clean clone of HEAD, an empty HOME (no cache of any kind), pinned to CPUS cores (hack/cold.sh; -r, -C: see it).
+	hack/cold.sh -c $(CPUS)
 
 .PHONY: test-realnode
 # The timeout covers the image builds too: a cold build of the operator's image took 25 minutes on a busy machine.
@@ -124,7 +132,7 @@ fuzz-conversion: ## Run the conversion action test on a real API server: STEPS r
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
-	go test -count=1 ./apis/... ./controller/... ./conversion/...
+	go test -count=1 ./apis/... ./controller/... ./conversion/... ./hack/nobuild
 
 # How long `make fuzz-builders` searches.
 FUZZTIME ?= 1m

@@ -23,8 +23,9 @@ wait_established() {
   done
 }
 
-# kubectl of the local cluster's version, built with the other control-plane binaries (once).
-tools=$(test/tools/install.sh)
+# kubectl of the local cluster's version, built with the other control-plane binaries (once); only kubectl here:
+# a local cluster's start builds the rest it needs, and your own cluster needs none of it.
+tools=$(test/tools/install.sh kubectl)
 export PATH="$tools:$PATH"
 
 if [ "${NODE:-kwok}" = real ]; then

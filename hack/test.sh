@@ -8,11 +8,17 @@
 #   unit            the packages that need no control plane: the first failure or success within minutes
 #   control plane   test/tools/install.sh, in two steps: etcd, kube-apiserver and kubectl, then the rest (built once
 #                   into the tools cache)
+#   binaries        before each suite starts, everything it runs: bin/manager (make build, as make run and the
+#                   images build it), the tools module's commands (test/cmd/tools: helm, kustomize, promtool) and the
+#                   suite's own test binaries; a suite's clock never includes a compile
 #   integration     (a real API server) in the background from the first step on: it waits on its API server far
 #                   more than on the CPU, so the rest of the control plane and the images compile beside it
 #   local cluster   actions, chart, monitoring and end-to-end (kwok nodes), in the background from the second step
 #   real node       test/realnode (root), in the background as soon as the images are there
 # Each background suite's output is printed whole when it ends; a line a minute says what is still running.
+# The suites run with WEBAPP_NO_BUILD=1 and hack/nobuild first on their PATH: a go build that compiles or links, a
+# module download, or a tool missing from the cache fails the test that asked for it (the class of a newcomer's
+# first run that failed after 51 minutes: `make run`'s compile inside a test's 4-minute wait).
 #
 # WEBAPP_IMAGES_JOB=DIR: the images are built by a job started before (hack/images.sh start DIR, as .ci/run does);
 # this waits for it instead of starting its own. TEST_TIMEOUT bounds each go test of the kwok-tier suites.
@@ -56,17 +62,22 @@ print_table() {
   printf '%-64s %8s  %s\n' "phase" "seconds" "result"
   while IFS=$'\t' read -r name secs result; do printf '%-64s %8s  %s\n' "$name" "$secs" "$result"; done <"$table"
   printf '%-64s %8s\n' "total (wall clock)" "$(now)"
+  # The machine it was measured on, to scale the figures to another: the cores this run may use (taskset) of all.
+  echo "machine: $(nproc) of $(nproc --all) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), $(free -g | awk '/^Mem:/{print $2}') GiB"
 }
 
 # cpu: "busy total" clock ticks of all CPUs since boot (/proc/stat); busy_since BEFORE: the share of the CPUs' time
-# busy since then, "cpu N%" (a phase near 100% waits on the CPU: only less work makes it shorter; one far below it
-# waits on something else, and work beside it is free).
+# busy since then and the CPU-seconds it was, "cpu N%, M CPU-s" (a phase near 100% waits on the CPU: only less work
+# makes it shorter; one far below it waits on something else, and work beside it is free). Both count the whole
+# machine: what ran beside a phase too.
 cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 busy_since() {
   local b0 t0 b1 t1
   read -r b0 t0 <<<"$1"
   read -r b1 t1 <<<"$(cpu)"
-  if [ "$t1" -gt "$t0" ]; then echo "cpu $((100 * (b1 - b0) / (t1 - t0)))%"; else echo "cpu -"; fi
+  # /proc/stat counts in USER_HZ ticks (getconf CLK_TCK, 100 on Linux): CPU-seconds of all cores, what a phase
+  # would take on one core, to scale to a machine of other cores.
+  if [ "$t1" -gt "$t0" ]; then echo "cpu $((100 * (b1 - b0) / (t1 - t0)))%, $(((b1 - b0) / $(getconf CLK_TCK))) CPU-s"; else echo "cpu -"; fi
 }
 
 # run NAME COMMAND...: a phase in the foreground; its failure ends make test after the table.
@@ -83,6 +94,12 @@ run() {
     failed="$failed $name;"
   fi
   return 0
+}
+# run_ok NAME COMMAND...: run, and succeed when that phase did (the ones before it may have failed).
+run_ok() {
+  local before=$failed
+  run "$@"
+  [ "$failed" = "$before" ]
 }
 finish() {
   print_table
@@ -101,7 +118,7 @@ if [ -z "$job" ]; then
   hack/images.sh start "$job"
 fi
 
-unit_pkgs=$(go list ./apis/... ./controller/... ./conversion/... ./applyconfig/... .)
+unit_pkgs=$(go list ./apis/... ./controller/... ./conversion/... ./applyconfig/... ./hack/nobuild .)
 run "unit (no control plane)" go test -count=1 $unit_pkgs
 # install NAME BINARY...: a phase that builds control-plane binaries into the tools cache (test/tools/install.sh);
 # sets bin. Its failure ends make test once the suites already started have ended.
@@ -111,7 +128,7 @@ install() {
   say "$name"
   t0=$(date +%s)
   c0=$(cpu)
-  if bin=$(test/tools/install.sh "$@"); then phase "$name" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"; return 0; fi
+  if bin=$(${beside:-} test/tools/install.sh "$@"); then phase "$name" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"; return 0; fi
   phase "$name" $(($(date +%s) - t0)) "FAILED, $(busy_since "$c0")"
   failed="$failed $name;"
   return 1
@@ -168,18 +185,44 @@ still_running() {
   echo "still running:${list:- nothing}"
 }
 
+# build_binaries [manager] [tools] PACKAGE...: the test binaries of these packages, compiled and linked into the
+# suites' directory; with `manager`, first the manager (bin/manager, make build, as make run, the e2e tests and the
+# images run it), with `tools` the tools module's commands the suites run (cluster.SuiteTools). go test then finds
+# every package compiled and only links its test binary before its clock starts.
+build_binaries() {
+  if [ "$1" = manager ]; then
+    shift
+    ${beside:-} make --no-print-directory build
+  fi
+  if [ "$1" = tools ]; then
+    shift
+    ${beside:-} go run ./test/cmd/tools >/dev/null
+  fi
+  mkdir -p "$suites/bin"
+  ${beside:-} go test -c -o "$suites/bin/" "$@"
+}
+# What every suite runs with: no build (hack/nobuild/go and cluster.Tool refuse one), no module download, the
+# manager that build_binaries built.
+suite_env=(env PATH="$PWD/hack/nobuild:$PATH" WEBAPP_REAL_GO="$(command -v go)" WEBAPP_NO_BUILD=1
+  WEBAPP_MANAGER="$PWD/bin/manager" GOPROXY=off GOFLAGS="$GOFLAGS -mod=readonly")
+
 # The integration tests need etcd, kube-apiserver and kubectl only: they start once those are built, and the rest
 # of the control plane compiles while they wait on their API server.
 timeout=${TEST_TIMEOUT:-40m}
-if install "control plane for the integration tests (etcd, kube-apiserver, kubectl)" etcd kube-apiserver kubectl; then
-  spawn "integration" env KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$bin}" WEBAPP_TOOLS_BIN="$bin" \
+if install "control plane for the integration tests (etcd, kube-apiserver, kubectl)" etcd kube-apiserver kubectl &&
+  run_ok "binaries for the integration tests (the manager, the test binary)" build_binaries manager ./test/integration; then
+  spawn "integration" "${suite_env[@]}" KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$bin}" WEBAPP_TOOLS_BIN="$bin" \
     go test -timeout "$timeout" -count=1 ./test/integration
-  if install "the rest of the control plane (kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok)"; then
+  # From here on a suite runs while the builds go on: they yield the CPU to it (nice 10, as the images' build), so
+  # its waits on the API server never wait on a compile's share of a core either.
+  beside="nice -n 10"
+  # One go test for the other local-cluster suites, so two packages run at once as go test runs them; each
+  # package's own time is read off its result line.
+  cluster_pkgs=$(go list ./... | grep -v -x -F -f <(echo "$unit_pkgs") | grep -v '/test/realnode$' | grep -v '/test/integration$')
+  if install "the rest of the control plane (kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok)" &&
+    run_ok "binaries for the local-cluster suites and the real node (helm, kustomize, promtool, test binaries)" build_binaries tools $cluster_pkgs ./test/realnode; then
     control_plane=built
-    # One go test for the other local-cluster suites, so two packages run at once as go test runs them; each
-    # package's own time is read off its result line.
-    cluster_pkgs=$(go list ./... | grep -v -x -F -f <(echo "$unit_pkgs") | grep -v '/test/realnode$' | grep -v '/test/integration$')
-    spawn "local cluster (actions, chart, monitoring, e2e)" env KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$bin}" \
+    spawn "local cluster (actions, chart, monitoring, e2e)" "${suite_env[@]}" KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$bin}" \
       WEBAPP_TOOLS_BIN="$bin" go test -timeout "$timeout" -count=1 $cluster_pkgs
   fi
 fi
@@ -202,7 +245,7 @@ if [ "${control_plane:-}" = built ]; then
   if hack/images.sh wait "$job"; then
     phase "waiting for the images" $(($(date +%s) - t0)) "ok, $(busy_since "$c0")"
     hack/images.sh table "$job" >>"$table"
-    spawn "real node (test/realnode)" env WEBAPP_TOOLS_BIN="$bin" WEBAPP_REALNODE_IMAGES="$(paste -sd, "$job/images.txt")" \
+    spawn "real node (test/realnode)" "${suite_env[@]}" WEBAPP_TOOLS_BIN="$bin" WEBAPP_REALNODE_IMAGES="$(paste -sd, "$job/images.txt")" \
       go test -timeout 60m -count=1 -v ./test/realnode
   else
     phase "waiting for the images" $(($(date +%s) - t0)) FAILED

@@ -98,7 +98,7 @@ func withoutHelmLabels(v any) any {
 // for Helm's own labels: the CRD and the RBAC rules are generated from the same files (make generate), and the
 // rest is checked here. The kustomize tree alone has the Namespace (Helm's is --create-namespace).
 func TestChartRendersWhatKustomizeRenders(t *testing.T) {
-	kustomize, err := cluster.Tool("sigs.k8s.io/kustomize/kustomize/v5")
+	kustomize, err := cluster.Tool(cluster.KustomizeCommand)
 	if err != nil {
 		t.Fatal(err)
 	}

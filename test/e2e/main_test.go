@@ -26,8 +26,9 @@ import (
 )
 
 var (
-	lc      *cluster.Cluster
-	workDir string // manager binary, kubeconfig, all logs
+	lc         *cluster.Cluster
+	workDir    string // kubeconfig, all logs
+	managerBin string // the manager binary
 )
 
 func TestMain(m *testing.M) {
@@ -41,11 +42,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The manager as the Dockerfile builds it (its build tags).
-	build := exec.Command("go", "build", "-tags=fieldsv1string", "-o", filepath.Join(workDir, "manager"), ".")
-	build.Dir = cluster.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the manager: %v\n%s", err, out)
+	if managerBin, err = cluster.Manager(workDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true, InstallCRD: true})
@@ -133,7 +131,7 @@ func startManager(t *testing.T, name string, extraArgs ...string) *manager {
 		// Service the API server could call.
 		"--webhook-port=0",
 	}, extraArgs...)
-	cmd := exec.Command(filepath.Join(workDir, "manager"), args...)
+	cmd := exec.Command(managerBin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -20,7 +20,7 @@ import (
 
 func promtool(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	bin, err := cluster.Tool("github.com/prometheus/prometheus/cmd/promtool", "remove_all_sd", "enable_kubernetes_sd")
+	bin, err := cluster.Tool(cluster.PromtoolCommand)
 	if err != nil {
 		t.Fatal(err)
 	}

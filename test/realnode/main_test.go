@@ -73,7 +73,7 @@ func runOutside() int {
 		return 1
 	}
 	// helm, for the chart's tests, is built here too: the node's namespace reaches no module proxy.
-	if _, err := cluster.Tool("helm.sh/helm/v4/cmd/helm"); err != nil {
+	if _, err := cluster.Tool(cluster.HelmCommand); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

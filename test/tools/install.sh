@@ -17,8 +17,6 @@ KWOK_VERSION=v0.8.0 # as test/tools/go.mod pins it (the cache directory's name)
 cache=${WEBAPP_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/webapp-operator}
 bin="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
 mkdir -p "$bin"
-exec 8>"$bin/.install.lock"
-flock 8
 # The tools module's binaries are built again when its go.mod or go.sum changes: BINARY.module holds the hash of
 # the two it was built from.
 module_hash=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-12)
@@ -28,6 +26,19 @@ wanted=("$@")
 for w in "${wanted[@]}"; do
   case " ${all[*]} " in *" $w "*) ;; *) echo "install.sh: no binary $w (there are: ${all[*]})" >&2; exit 2 ;; esac
 done
+# built NAME: NAME is in the cache, built from this go.mod of the tools module (etcd, from a module of its own,
+# carries no stamp).
+built() { [ -x "$bin/$1" ] && { [ "$1" = etcd ] || [ "$(cat "$bin/$1.module" 2>/dev/null)" = "$module_hash" ]; }; }
+# Everything asked for is there: no lock, so a caller that needs kubectl alone (make run) does not wait for a build
+# of the rest that another caller holds the lock for.
+ready=1
+for w in "${wanted[@]}"; do built "$w" || ready=0; done
+if [ "$ready" = 1 ]; then
+  echo "$bin"
+  exit 0
+fi
+exec 8>"$bin/.install.lock"
+flock 8
 # want NAME: NAME is among the binaries asked for.
 want() { case " ${wanted[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
 
