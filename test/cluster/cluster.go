@@ -173,7 +173,7 @@ func (c *Cluster) registerFakeNode(ctx context.Context, pods int) error {
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the fake node: %w", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, Patience(60*time.Second), true, func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -229,7 +229,7 @@ func (c *Cluster) checkDeploymentsBecomeAvailable(ctx context.Context) error {
 	if _, err := deps.Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the check Deployment: %w", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, Patience(60*time.Second), true, func(ctx context.Context) (bool, error) {
 		d, err := deps.Get(ctx, dep.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

@@ -28,7 +28,7 @@ func NewEnvtest(logDir string, installCRD bool) (*envtest.Environment, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
-		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStartTimeout: Patience(90 * time.Second),
 		// kube-apiserver can take 15 s or more to exit on SIGTERM; after this it is killed.
 		ControlPlaneStopTimeout: 30 * time.Second,
 	}

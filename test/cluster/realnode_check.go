@@ -23,7 +23,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, Patience(90*time.Second), true, func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, c.exited()
@@ -57,7 +57,7 @@ func (c *Cluster) checkServiceAnswers(ctx context.Context) error {
 		return err
 	}
 	var last error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, Patience(90*time.Second), true, func(ctx context.Context) (bool, error) {
 		last = httpGetOK(ctx, "http://"+svc.Spec.ClusterIP+"/")
 		return last == nil, c.exited()
 	})
