@@ -8,6 +8,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +45,54 @@ func desiredClaim(app *webappv2.WebApp) *corev1ac.PersistentVolumeClaimApplyConf
 		WithOwnerReferences(ownerReference(app)).
 		WithSpec(spec)
 }
+
+// claimInTheWay is the refusal to mount app's claim (nil: nothing in the way): a PersistentVolumeClaim of the
+// WebApp's name that is not the WebApp's (a *childError that says why), or the failure to read it. The pods mount
+// the owned claim by that name, so a claim not ours would be someone else's data in them: the Deployments that
+// mount it are then held as they are (heldError). Read from the cache, and from the API server where the cache has
+// none: a claim without our managed-by label is never in the cache, and the claim's own create-only apply comes
+// after the Deployment's.
+func (r *WebAppReconciler) claimInTheWay(ctx context.Context, app *webappv2.WebApp) error {
+	if ownedClaimVolume(app) == nil {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(app)
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.Client.Get(ctx, key, pvc)
+	if apierrors.IsNotFound(err) {
+		err = r.reader().Get(ctx, key, pvc)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return &childError{kind: "PersistentVolumeClaim", key: key, err: err, read: true}
+	}
+	return claimRefusal(pvc, app)
+}
+
+// claimRefusal says why app cannot mount pvc, the claim of its name (nil: it may): pvc is not app's.
+func claimRefusal(pvc *corev1.PersistentVolumeClaim, app *webappv2.WebApp) error {
+	if why := notOursReason(pvc, app.UID); why != "" {
+		return &childError{kind: "PersistentVolumeClaim", key: client.ObjectKeyFromObject(pvc), notOurs: why}
+	}
+	return nil
+}
+
+// heldError says that a child is held as it is (neither created nor changed) because what it would use is not the
+// WebApp's: the claim its pods would mount (by. a childError of the claim that says why). The status reports it as
+// ChildNotOwned, and still reports what it knows of the held Deployment.
+type heldError struct {
+	kind string
+	key  types.NamespacedName
+	by   *childError
+}
+
+func (e *heldError) Error() string {
+	return fmt.Sprintf("%s %s is held as it is (not created or changed): its pods would mount %s %s, which is not the WebApp's", e.kind, e.key, e.by.kind, e.by.key)
+}
+
+func (e *heldError) Unwrap() error { return e.by }
 
 // claimKept says whether app's claim outlives it: it owns one whose deletionPolicy is not Delete. The WebApp then
 // carries the finalizer, and its deletion releases the claim first.
