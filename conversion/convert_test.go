@@ -327,7 +327,9 @@ func TestConversionDataHeldToV2Schema(t *testing.T) {
 		{"a writable //tmp", `{"spec":{"container":{"writablePaths":["/tmp","//tmp"]}}}`,
 			[]string{"spec.container.writablePaths"}, func(s *webappv2.WebAppSpec) bool { return len(s.Container.WritablePaths) == 0 }},
 		{"clean paths are kept", `{"spec":{"volumes":[{"name":"a","emptyDir":{}}],"container":{"volumeMounts":[{"name":"a","mountPath":"/var/lib/..data"}],"writablePaths":["/tmp","/var/.cache"]}}}`,
-			nil, func(s *webappv2.WebAppSpec) bool { return len(s.Container.VolumeMounts) == 1 && len(s.Container.WritablePaths) == 2 }},
+			nil, func(s *webappv2.WebAppSpec) bool {
+				return len(s.Container.VolumeMounts) == 1 && len(s.Container.WritablePaths) == 2
+			}},
 		{"everything refused", `{"ports":` + ports(11, 1000) + `,"autoscaling":{"maxReplicas":0},"expose":{"hosts":[]}}`,
 			[]string{"spec.ports", "spec.autoscaling", "spec.expose"}, func(s *webappv2.WebAppSpec) bool {
 				return len(s.Ports) == 1 && s.Autoscaling == nil && s.Expose == nil
