@@ -382,7 +382,7 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 	}
 	dep, err := desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
 	if dep != nil && err == nil && in.claimErr != nil {
-		// Its pods would mount a claim that is not the WebApp's (or one that could not be read): held as it is.
+		// Its pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
 		return nil, in.claimErr
 	}
 	return dep, err

@@ -41,7 +41,7 @@ var children = expand([]childKind{
 			return nil, in.hpaErr
 		}
 		if in.claimErr != nil {
-			// The pods would mount a claim that is not the WebApp's (or one that could not be read): held as it is.
+			// The pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
 			return nil, in.claimErr
 		}
 		return desiredStableDeployment(app, in)
@@ -149,8 +149,8 @@ type inputs struct {
 	hpaErr    error
 	// canary is the canary's decision (nil: no strategy).
 	canary *canaryRun
-	// claimErr: the claim of the WebApp's name is not the WebApp's, or could not be read (claimInTheWay); the
-	// Deployments that would mount it are held as they are.
+	// claimErr: the claim of the WebApp's name cannot be the WebApp's (not its own, or of other access modes), or
+	// could not be read (claimInTheWay); the Deployments that would mount it are held as they are.
 	claimErr error
 }
 
@@ -190,9 +190,9 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 			// The child is left as it is, and only observed (from the cache): the status reports it rather than a
 			// missing one.
 			obj, _ := r.cachedChild(ctx, c, app)
-			if ce := (*childError)(nil); errors.As(err, &ce) && ce.notOurs != "" {
-				// Held because something it would use is not the WebApp's: known, not unreadable.
-				return childOutcome{obj: obj}, &heldError{kind: kind, key: o.objectKey(key), by: ce}
+			if held := (*heldError)(nil); errors.As(err, &held) {
+				// Held because the claim it would mount cannot be the WebApp's: known, not unreadable.
+				return childOutcome{obj: obj}, &heldError{kind: kind, key: o.objectKey(key), by: held.by}
 			}
 			return childOutcome{obj: obj}, &childError{kind: kind, key: o.objectKey(key), err: err, read: true}
 		}

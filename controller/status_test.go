@@ -193,34 +193,54 @@ func TestDesiredStatusClaimsTheSnapshotsGeneration(t *testing.T) {
 func TestClaimRefusal(t *testing.T) {
 	app := newApp("web", 1, 80, "nginx")
 	app.Namespace, app.UID = "ns", "uid-web"
+	app.Spec.Volumes = []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}}
+	rwx := app.DeepCopy()
+	rwx.Spec.Volumes[0].Claim.AccessMode = corev1.ReadWriteMany
 	claim := func(labels map[string]string, refs ...metav1.OwnerReference) *corev1.PersistentVolumeClaim {
-		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: labels, OwnerReferences: refs}}
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: labels, OwnerReferences: refs},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
 	}
 	controls := func(kind, name string, uid types.UID) metav1.OwnerReference {
 		return metav1.OwnerReference{Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
 	}
 	ours := map[string]string{LabelManagedBy: ManagedBy}
+	rwxClaim := claim(ours, controls("WebApp", "web", "uid-web"))
+	rwxClaim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	cases := []struct {
-		name string
-		pvc  *corev1.PersistentVolumeClaim
-		want string // in the refusal ("" none)
+		name   string
+		pvc    *corev1.PersistentVolumeClaim
+		app    *webappv2.WebApp
+		want   string // in the refusal ("" none)
+		reason string // of the refusal
 	}{
-		{"controlled by the WebApp", claim(ours, controls("WebApp", "web", "uid-web")), ""},
-		{"released by it (kept on deletion)", claim(ours), ""},
-		{"someone's, unlabelled", claim(nil), "PersistentVolumeClaim ns/web already exists and is not managed by webapp-operator"},
-		{"someone's, with our label", claim(ours, controls("StatefulSet", "db", "uid-db")), "is controlled by StatefulSet db"},
-		{"an earlier WebApp's of the same name", claim(ours, controls("WebApp", "web", "uid-old")), "is controlled by WebApp web"},
+		{"controlled by the WebApp", claim(ours, controls("WebApp", "web", "uid-web")), app, "", ""},
+		{"released by it (kept on deletion)", claim(ours), app, "", ""},
+		{"ReadWriteMany, as asked", rwxClaim, rwx, "", ""},
+		{"someone's, unlabelled", claim(nil), app, "PersistentVolumeClaim ns/web already exists and is not managed by webapp-operator", ReasonChildNotOwned},
+		{"someone's, with our label", claim(ours, controls("StatefulSet", "db", "uid-db")), app, "is controlled by StatefulSet db", ReasonChildNotOwned},
+		{"an earlier WebApp's of the same name", claim(ours, controls("WebApp", "web", "uid-old")), app, "is controlled by WebApp web", ReasonChildNotOwned},
+		// Taken up again after a release, with the modes it was made with: three pods rolling onto it would wait.
+		{"released ReadWriteOnce, asked ReadWriteMany", claim(ours), rwx, "its access modes are [ReadWriteOnce], and the WebApp's claim asks for ReadWriteMany", ReasonInvalidChild},
+		{"ours ReadWriteMany, asked ReadWriteOnce", rwxClaim, app, "its access modes are [ReadWriteMany]", ReasonInvalidChild},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := claimRefusal(tc.pvc, app)
+			ce := claimRefusal(tc.pvc, tc.app)
 			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("refused: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("refusal %v, want one saying %q", err, tc.want)
-			case tc.want != "" && !isNotOurs(err):
-				t.Errorf("refusal %v is not a ChildNotOwned", err)
+			case tc.want == "" && ce != nil:
+				t.Errorf("refused: %v", ce)
+			case tc.want == "":
+			case ce == nil || !strings.Contains(ce.Error(), tc.want):
+				t.Errorf("refusal %v, want one saying %q", ce, tc.want)
+			default:
+				// As the status says it of the held Deployment.
+				held := &heldError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, by: ce}
+				if r := applyErrorReason(held); r != tc.reason || !ce.waiting() {
+					t.Errorf("reason %s (waiting %v), want %s, waiting", r, ce.waiting(), tc.reason)
+				}
+				if !strings.Contains(held.Error(), "Deployment ns/web is held as it is") || !strings.Contains(held.Error(), "PersistentVolumeClaim ns/web") {
+					t.Errorf("held: %v", held)
+				}
 			}
 		})
 	}

@@ -226,7 +226,8 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	in.hpaExists, in.hpaErr = r.hpaExists(ctx, app)
 	// With a canary strategy: which version serves, which is tried, and the traffic each gets.
 	in.canary = r.decideCanary(ctx, app, in)
-	// A claim of the WebApp's name that is not its own is never mounted: read before the Deployment is written.
+	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before
+	// the Deployment is written.
 	in.claimErr = r.claimInTheWay(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.

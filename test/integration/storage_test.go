@@ -468,3 +468,37 @@ func TestAMissingMountedConfigMapIsSaidByName(t *testing.T) {
 		return nil
 	})
 }
+
+// A claim removed from the spec is released with its data, and taken up again when a claim volume comes back: with
+// the access modes it was made with, which no edit can change. A volume that comes back asking for others
+// (ReadWriteMany, to run 3 pods) would roll 3 pods by a rolling update onto a claim one pod at a time mounts, and
+// the claim's apply be refused: the Deployment is held as it is instead, and Ready says why.
+func TestAClaimTakenUpAgainKeepsItsAccessModes(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	mounts := []webappv2.VolumeMount{{Name: "data", MountPath: "/data"}}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{Image: "x",
+		Volumes: []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}}, Container: webappv2.ContainerSpec{VolumeMounts: mounts}}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, "web", true)
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Volumes, a.Spec.Container.VolumeMounts = nil, nil })
+	waitClaim(t, ns, "web", false)
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Replicas = ptr.To[int32](3)
+		a.Spec.Volumes = []webappv2.Volume{{Name: "shared", Claim: &webappv2.OwnedClaim{Size: "1Gi", AccessMode: corev1.ReadWriteMany}}}
+		a.Spec.Container.VolumeMounts = []webappv2.VolumeMount{{Name: "shared", MountPath: "/data"}}
+	})
+	readyFalse(t, ns, "web", controller.ReasonInvalidChild, "Deployment "+ns+"/web is held as it is", "its access modes are [ReadWriteOnce]")
+	dep := &appsv1.Deployment{}
+	if err := get(context.Background(), ns, "web", dep); err != nil {
+		t.Fatal(err)
+	}
+	if n := ptr.Deref(dep.Spec.Replicas, 0); n != 1 || len(dep.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("the Deployment moved on: %d replicas, strategy %s, volumes %+v", n, dep.Spec.Strategy.Type, dep.Spec.Template.Spec.Volumes)
+	}
+	if pvc, _, err := claimOf(context.Background(), ns, "web"); err != nil || !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+		t.Errorf("claim %+v (%v)", pvc, err)
+	}
+}
