@@ -380,7 +380,12 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 	if _, ok, err := in.canary.decided(); !ok {
 		return nil, err
 	}
-	return desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
+	dep, err := desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
+	if dep != nil && err == nil && in.claimErr != nil {
+		// Its pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
+		return nil, in.claimErr
+	}
+	return dep, err
 }
 
 // buildCanaryService is the canary variant of the Service (nil: none must exist).

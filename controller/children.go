@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -38,6 +39,10 @@ var children = expand([]childKind{
 		if in.hpaErr != nil {
 			// Without knowing whether the HPA exists, who owns the count is not known: a guess could reset it.
 			return nil, in.hpaErr
+		}
+		if in.claimErr != nil {
+			// The pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
+			return nil, in.claimErr
 		}
 		return desiredStableDeployment(app, in)
 	}, appsv1ac.ExtractDeployment).
@@ -144,6 +149,9 @@ type inputs struct {
 	hpaErr    error
 	// canary is the canary's decision (nil: no strategy).
 	canary *canaryRun
+	// claimErr: the claim of the WebApp's name cannot be the WebApp's (not its own, or of other access modes), or
+	// could not be read (claimInTheWay); the Deployments that would mount it are held as they are.
+	claimErr error
 }
 
 // childOutcome is what writing one child found and did.
@@ -182,6 +190,10 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 			// The child is left as it is, and only observed (from the cache): the status reports it rather than a
 			// missing one.
 			obj, _ := r.cachedChild(ctx, c, app)
+			if held := (*heldError)(nil); errors.As(err, &held) {
+				// Held because the claim it would mount cannot be the WebApp's: known, not unreadable.
+				return childOutcome{obj: obj}, &heldError{kind: kind, key: o.objectKey(key), by: held.by}
+			}
 			return childOutcome{obj: obj}, &childError{kind: kind, key: o.objectKey(key), err: err, read: true}
 		}
 		if optional && reflect.ValueOf(desired).IsNil() && c.hooks.kept {

@@ -8,6 +8,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +46,78 @@ func desiredClaim(app *webappv2.WebApp) *corev1ac.PersistentVolumeClaimApplyConf
 		WithOwnerReferences(ownerReference(app)).
 		WithSpec(spec)
 }
+
+// claimInTheWay is the refusal to mount app's claim (nil: nothing in the way): a *heldError when the claim of the
+// WebApp's name cannot be the spec's (claimRefusal), or the failure to read it. The Deployments that would mount it
+// are then held as they are. Read from the cache, and from the API server where the cache has none: a claim without
+// our managed-by label is never in the cache, and the claim's own create-only apply comes after the Deployment's.
+func (r *WebAppReconciler) claimInTheWay(ctx context.Context, app *webappv2.WebApp) error {
+	if ownedClaimVolume(app) == nil {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(app)
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.Client.Get(ctx, key, pvc)
+	if apierrors.IsNotFound(err) {
+		err = r.reader().Get(ctx, key, pvc)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return &childError{kind: "PersistentVolumeClaim", key: key, err: err, read: true}
+	}
+	if ce := claimRefusal(pvc, app); ce != nil {
+		return &heldError{by: ce}
+	}
+	return nil
+}
+
+// claimRefusal says why app's pods cannot mount pvc, the claim of its name (nil: they may). Either it is not
+// app's (someone else's data would be in the pods), or its access modes are not the spec's: a claim's are
+// immutable, so its apply will be refused, and pods rolled for the spec (more replicas, a rolling update) would
+// wait forever on a claim one pod at a time mounts. (A claim the WebApp released and takes up again has the modes
+// it was made with.) Its class and size are left to the claim's own apply: the pods can mount it either way.
+func claimRefusal(pvc *corev1.PersistentVolumeClaim, app *webappv2.WebApp) *childError {
+	key := client.ObjectKeyFromObject(pvc)
+	if why := notOursReason(pvc, app.UID); why != "" {
+		return &childError{kind: "PersistentVolumeClaim", key: key, notOurs: why}
+	}
+	v := ownedClaimVolume(app)
+	if v == nil {
+		return nil
+	}
+	want := v.Claim.AccessMode
+	if want == "" {
+		want = corev1.ReadWriteOnce
+	}
+	if have := pvc.Spec.AccessModes; len(have) > 0 && !slices.Equal(have, []corev1.PersistentVolumeAccessMode{want}) {
+		msg := fmt.Sprintf("its access modes are %v, and the WebApp's claim asks for %s: a claim's access modes are immutable (keep %v, or remove the volume, delete the released claim and add the volume again)", have, want, have)
+		return &childError{kind: "PersistentVolumeClaim", key: key,
+			err: apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim").GroupKind(), pvc.Name,
+				field.ErrorList{field.Invalid(field.NewPath("spec", "accessModes"), have, msg)})}
+	}
+	return nil
+}
+
+// heldError says that a child is held as it is (neither created nor changed) because the claim its pods would
+// mount cannot be the WebApp's (by: the claim's childError, not ours or of other access modes). The status reports
+// by's reason (ChildNotOwned, InvalidChild), and still reports what it knows of the held Deployment.
+type heldError struct {
+	kind string
+	key  types.NamespacedName
+	by   *childError
+}
+
+func (e *heldError) Error() string {
+	why := "which is not the WebApp's"
+	if e.by.notOurs == "" {
+		why = "which cannot be the WebApp's claim: " + e.by.err.Error()
+	}
+	return fmt.Sprintf("%s %s is held as it is (not created or changed): its pods would mount %s %s, %s", e.kind, e.key, e.by.kind, e.by.key, why)
+}
+
+func (e *heldError) Unwrap() error { return e.by }
 
 // claimKept says whether app's claim outlives it: it owns one whose deletionPolicy is not Delete. The WebApp then
 // carries the finalizer, and its deletion releases the claim first.

@@ -69,8 +69,12 @@ type observation struct {
 // ours is never reported on; one that could not be read is unknown, not missing.
 func observe(out childOutcome, err error) observation {
 	var ce *childError
+	var held *heldError
 	dep, _ := out.obj.(*appsv1.Deployment)
 	switch {
+	case errors.As(err, &held):
+		// Ours, held as it is (a claim it would mount is not the WebApp's): its state is known, not this generation's.
+		return observation{dep: dep, known: true, err: err}
 	case errors.As(err, &ce) && ce.notOurs != "":
 		return observation{}
 	case dep != nil:

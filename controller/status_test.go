@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
@@ -37,6 +38,8 @@ func TestReadyCondition(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("Apply failed with 1 conflict"))
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "web", errors.New("exceeded quota"))
 	notOurs := &childError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, notOurs: "is controlled by Helm x"}
+	claimNotOurs := &childError{kind: "PersistentVolumeClaim", key: types.NamespacedName{Namespace: "ns", Name: "web"}, notOurs: "is controlled by Thing x"}
+	held := &heldError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, by: claimNotOurs}
 	T, F, U := metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown
 	seen := func(d *appsv1.Deployment) observation { return observation{dep: d, known: true} }
 	// failed is a Deployment whose apply of this generation failed with err: it still has an older spec.
@@ -85,6 +88,12 @@ func TestReadyCondition(t *testing.T) {
 			ReasonProgressDeadlineExceeded, "3/3 replicas updated, 0 available; 1/1 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu.", F, ReasonProgressDeadlineExceeded},
 		// A read that failed says nothing of the Deployment: Unknown, with the error.
 		{"unreadable", observation{}, errors.New("connection refused"), U, ReasonReconcileError, "connection refused", U, ReasonReconcileError},
+		// Our Deployment, held as it is because its pods would mount a claim that is not ours: known, not this
+		// generation's, and the claim is named.
+		{"held by a claim not ours", observe(childOutcome{obj: deployment(2, 2, 3, 3, 3, 3, 3)}, held), errors.Join(held, claimNotOurs), F, ReasonChildNotOwned,
+			"its pods would mount PersistentVolumeClaim ns/web, which is not the WebApp's", F, ReasonChildNotOwned},
+		{"held before it was created", observe(childOutcome{}, held), errors.Join(held, claimNotOurs), F, ReasonChildNotOwned,
+			"PersistentVolumeClaim ns/web already exists and is controlled by Thing x", F, ReasonChildNotOwned},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,5 +185,63 @@ func TestDesiredStatusClaimsTheSnapshotsGeneration(t *testing.T) {
 	got := typed[webappv2.WebApp](t, desiredStatus(snapshot, cur, observation{dep: deployment(1, 1, 1, 1, 1, 1, 1), known: true}, nil, metav1.Now()))
 	if got.Status.ObservedGeneration != 2 || got.Status.Conditions[0].ObservedGeneration != 2 || !got.Status.Conditions[0].LastTransitionTime.Equal(&t0) {
 		t.Errorf("status = %+v, want generation 2 and the current transition time %v", got.Status, t0)
+	}
+}
+
+// A claim of the WebApp's name is mounted only when it is the WebApp's: controlled by it, or released by it (no
+// controller, our managed-by label). Anything else is refused, and the refusal names the claim.
+func TestClaimRefusal(t *testing.T) {
+	app := newApp("web", 1, 80, "nginx")
+	app.Namespace, app.UID = "ns", "uid-web"
+	app.Spec.Volumes = []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}}
+	rwx := app.DeepCopy()
+	rwx.Spec.Volumes[0].Claim.AccessMode = corev1.ReadWriteMany
+	claim := func(labels map[string]string, refs ...metav1.OwnerReference) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: labels, OwnerReferences: refs},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
+	}
+	controls := func(kind, name string, uid types.UID) metav1.OwnerReference {
+		return metav1.OwnerReference{Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
+	}
+	ours := map[string]string{LabelManagedBy: ManagedBy}
+	rwxClaim := claim(ours, controls("WebApp", "web", "uid-web"))
+	rwxClaim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	cases := []struct {
+		name   string
+		pvc    *corev1.PersistentVolumeClaim
+		app    *webappv2.WebApp
+		want   string // in the refusal ("" none)
+		reason string // of the refusal
+	}{
+		{"controlled by the WebApp", claim(ours, controls("WebApp", "web", "uid-web")), app, "", ""},
+		{"released by it (kept on deletion)", claim(ours), app, "", ""},
+		{"ReadWriteMany, as asked", rwxClaim, rwx, "", ""},
+		{"someone's, unlabelled", claim(nil), app, "PersistentVolumeClaim ns/web already exists and is not managed by webapp-operator", ReasonChildNotOwned},
+		{"someone's, with our label", claim(ours, controls("StatefulSet", "db", "uid-db")), app, "is controlled by StatefulSet db", ReasonChildNotOwned},
+		{"an earlier WebApp's of the same name", claim(ours, controls("WebApp", "web", "uid-old")), app, "is controlled by WebApp web", ReasonChildNotOwned},
+		// Taken up again after a release, with the modes it was made with: three pods rolling onto it would wait.
+		{"released ReadWriteOnce, asked ReadWriteMany", claim(ours), rwx, "its access modes are [ReadWriteOnce], and the WebApp's claim asks for ReadWriteMany", ReasonInvalidChild},
+		{"ours ReadWriteMany, asked ReadWriteOnce", rwxClaim, app, "its access modes are [ReadWriteMany]", ReasonInvalidChild},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ce := claimRefusal(tc.pvc, tc.app)
+			switch {
+			case tc.want == "" && ce != nil:
+				t.Errorf("refused: %v", ce)
+			case tc.want == "":
+			case ce == nil || !strings.Contains(ce.Error(), tc.want):
+				t.Errorf("refusal %v, want one saying %q", ce, tc.want)
+			default:
+				// As the status says it of the held Deployment.
+				held := &heldError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, by: ce}
+				if r := applyErrorReason(held); r != tc.reason || !ce.waiting() {
+					t.Errorf("reason %s (waiting %v), want %s, waiting", r, ce.waiting(), tc.reason)
+				}
+				if !strings.Contains(held.Error(), "Deployment ns/web is held as it is") || !strings.Contains(held.Error(), "PersistentVolumeClaim ns/web") {
+					t.Errorf("held: %v", held)
+				}
+			}
+		})
 	}
 }

@@ -209,7 +209,10 @@ func (c childrenOutcome) observation() observation {
 	obs.ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
 	obs.route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
 	obs.exposeErr = errors.Join(c.errs["Ingress"], c.errs["HTTPRoute"])
-	obs.claim, _ = c.byKind["PersistentVolumeClaim"].obj.(*corev1.PersistentVolumeClaim)
+	if !isNotOurs(c.errs["PersistentVolumeClaim"]) {
+		// Only the WebApp's own claim is reported on (mountTrouble).
+		obs.claim, _ = c.byKind["PersistentVolumeClaim"].obj.(*corev1.PersistentVolumeClaim)
+	}
 	obs.canary = c.canary
 	return obs
 }
@@ -223,6 +226,9 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	in.hpaExists, in.hpaErr = r.hpaExists(ctx, app)
 	// With a canary strategy: which version serves, which is tried, and the traffic each gets.
 	in.canary = r.decideCanary(ctx, app, in)
+	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before
+	// the Deployment is written.
+	in.claimErr = r.claimInTheWay(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
 	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == ReasonChildNotOwned}

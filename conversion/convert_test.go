@@ -321,6 +321,15 @@ func TestConversionDataHeldToV2Schema(t *testing.T) {
 			[]string{"spec.autoscaling"}, func(s *webappv2.WebAppSpec) bool { return s.Autoscaling == nil }},
 		{"a negative tolerance", `{"autoscaling":{"maxReplicas":5,"behavior":{"scaleUp":{"tolerance":"-10m"}}}}`,
 			[]string{"spec.autoscaling"}, func(s *webappv2.WebAppSpec) bool { return s.Autoscaling == nil }},
+		// One directory spelled twice would be two mounts at one path: v2 takes clean paths only, whatever the route.
+		{"a mount at /data beside /data/", `{"spec":{"volumes":[{"name":"a","emptyDir":{}},{"name":"b","emptyDir":{}}],"container":{"volumeMounts":[{"name":"a","mountPath":"/data"},{"name":"b","mountPath":"/data/"}]}}}`,
+			[]string{"spec.container.volumeMounts"}, func(s *webappv2.WebAppSpec) bool { return len(s.Volumes) == 2 && len(s.Container.VolumeMounts) == 0 }},
+		{"a writable //tmp", `{"spec":{"container":{"writablePaths":["/tmp","//tmp"]}}}`,
+			[]string{"spec.container.writablePaths"}, func(s *webappv2.WebAppSpec) bool { return len(s.Container.WritablePaths) == 0 }},
+		{"clean paths are kept", `{"spec":{"volumes":[{"name":"a","emptyDir":{}}],"container":{"volumeMounts":[{"name":"a","mountPath":"/var/lib/..data"}],"writablePaths":["/tmp","/var/.cache"]}}}`,
+			nil, func(s *webappv2.WebAppSpec) bool {
+				return len(s.Container.VolumeMounts) == 1 && len(s.Container.WritablePaths) == 2
+			}},
 		{"everything refused", `{"ports":` + ports(11, 1000) + `,"autoscaling":{"maxReplicas":0},"expose":{"hosts":[]}}`,
 			[]string{"spec.ports", "spec.autoscaling", "spec.expose"}, func(s *webappv2.WebAppSpec) bool {
 				return len(s.Ports) == 1 && s.Autoscaling == nil && s.Expose == nil

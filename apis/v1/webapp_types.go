@@ -133,8 +133,9 @@ type WebAppSpec struct {
 	Service ServiceSpec `json:"service,omitempty,omitzero"`
 
 	// PodLabels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and
-	// managed-by) cannot be set here.
+	// managed-by, and any key under webapp.example.com/) cannot be set here.
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the operator sets them and selects pods by them"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('webapp.example.com/'))",message="podLabels must not set a key under webapp.example.com/ (canary-of, canary-revision): the operator's own labels, by which a canary's Deployment and Service select its pods"
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	PodLabels map[string]string `json:"podLabels,omitempty"`

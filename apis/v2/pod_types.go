@@ -172,10 +172,9 @@ const (
 )
 
 // OwnedClaim is a PersistentVolumeClaim the WebApp owns. Its storage class and access mode cannot change once set
-// (a claim's are immutable), and its size can only grow (where the storage class allows expansion).
-// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="claim.storageClassName cannot change: a claim's storage class is immutable (use a new volume, or a new WebApp)"
-// +kubebuilder:validation:XValidation:rule="self.accessMode == oldSelf.accessMode",message="claim.accessMode cannot change: a claim's access modes are immutable"
-// +kubebuilder:validation:XValidation:rule="!quantity(self.size).isLessThan(quantity(oldSelf.size))",message="claim.size cannot shrink: a claim is never resized down"
+// (a claim's are immutable), and its size can only grow (where the storage class allows expansion). These rules
+// are on WebAppSpec, over the claim volume whatever its name: the claim is named after the WebApp, so a renamed
+// volume still mounts the same claim.
 type OwnedClaim struct {
 	// Size is the storage the claim requests, e.g. 1Gi.
 	// +required
@@ -232,11 +231,13 @@ type VolumeMount struct {
 	// +required
 	Name string `json:"name"`
 
-	// MountPath is the absolute path in the container, without ':' or '..' segments.
+	// MountPath is the absolute path in the container, without ':' or '..' segments, and clean (no trailing '/',
+	// no '//', no '.' segment), so that one directory is one string: /data and /data/ would be two mounts at one path.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/[^:]*$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="a mountPath must not contain '..' segments"
+	// +kubebuilder:validation:XValidation:rule="self == '/' || (!self.endsWith('/') && !self.contains('//') && !self.contains('/./') && !self.endsWith('/.'))",message="a mountPath must be a clean absolute path (no trailing '/', no '//', no '.' segment; e.g. /data, not /data/, //data or /data/.): two spellings of one directory would be two mounts at one path"
 	// +required
 	MountPath string `json:"mountPath"`
 

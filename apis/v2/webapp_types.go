@@ -52,6 +52,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.pod) || !has(self.pod.initContainers) || self.pod.initContainers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name)))",message="every pod.initContainers[].volumeMounts[].name must name a volume of spec.volumes"
 // +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.filter(v, has(v.claim)).size() <= 1",message="a WebApp owns at most one claim (volumes[].claim); mount more through persistentVolumeClaim"
 // +kubebuilder:validation:XValidation:rule="!has(self.volumes) || !self.volumes.exists(v, has(v.claim) && (!has(v.claim.accessMode) || v.claim.accessMode == 'ReadWriteOnce' || v.claim.accessMode == 'ReadWriteOncePod')) || ((!has(self.replicas) || self.replicas == 1) && !has(self.autoscaling) && (!has(self.rollout) || (!has(self.rollout.maxSurge) && !has(self.rollout.maxUnavailable) && !has(self.rollout.canary))))",message="a ReadWriteOnce or ReadWriteOncePod claim is mounted by one pod at a time: the WebApp runs one replica (no autoscaling) and rolls out by Recreate (no rollout.maxSurge, rollout.maxUnavailable or rollout.canary); use ReadWriteMany for more"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || (has(n.claim.storageClassName) == has(o.claim.storageClassName) && (!has(n.claim.storageClassName) || n.claim.storageClassName == o.claim.storageClassName))))",message="claim.storageClassName cannot change, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim's storage class is immutable (remove the claim volume and delete the released claim first, or use a new WebApp)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || (has(n.claim.accessMode) ? n.claim.accessMode : 'ReadWriteOnce') == (has(o.claim.accessMode) ? o.claim.accessMode : 'ReadWriteOnce')))",message="claim.accessMode cannot change, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim's access modes are immutable (remove the claim volume and delete the released claim first, or use a new WebApp)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || !quantity(n.claim.size).isLessThan(quantity(o.claim.size))))",message="claim.size cannot shrink, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim is never resized down"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
@@ -423,19 +426,22 @@ type ContainerSpec struct {
 	DrainSeconds int32 `json:"drainSeconds,omitempty"`
 }
 
-// AbsolutePath is an absolute path in a container, without ':' or '..' segments.
+// AbsolutePath is an absolute path in a container, without ':' or '..' segments, and clean (no trailing '/', no
+// '//', no '.' segment), so that one directory is one string (the rules against a path taken twice compare strings).
 // +kubebuilder:validation:MinLength=2
 // +kubebuilder:validation:MaxLength=1024
 // +kubebuilder:validation:Pattern=`^/[^:]*$`
 // +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="a path must not contain '..' segments"
+// +kubebuilder:validation:XValidation:rule="!self.endsWith('/') && !self.contains('//') && !self.contains('/./') && !self.endsWith('/.')",message="a path must be a clean absolute path (no trailing '/', no '//', no '.' segment; e.g. /tmp, not /tmp/, //tmp or /tmp/.): two spellings of one directory would be two mounts at one path"
 type AbsolutePath string
 
 // PodSpec configures the WebApp's pods.
 // +kubebuilder:validation:XValidation:rule="!(has(self.spread) && has(self.topologySpreadConstraints))",message="set pod.spread or pod.topologySpreadConstraints, not both"
 type PodSpec struct {
-	// Labels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and managed-by)
-	// cannot be set here.
+	// Labels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and managed-by,
+	// and any key under webapp.example.com/, such as a canary's canary-of) cannot be set here.
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="pod.labels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the operator sets them and selects pods by them"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('webapp.example.com/'))",message="pod.labels must not set a key under webapp.example.com/ (canary-of, canary-revision): the operator's own labels, by which a canary's Deployment and Service select its pods"
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`

@@ -274,7 +274,9 @@ func (g *Gen) intOrPercent() *intstr.IntOrString {
 // labels draws pod labels; one draw in twenty has a value the Deployment API refuses (the CRD cannot tell).
 func (g *Gen) labels() map[string]string {
 	l := map[string]string{}
-	for _, k := range g.subset("team", "example.com/tier", "version") {
+	// Near the operator's own keys, not among them (app.kubernetes.io/name, instance, managed-by and anything under
+	// webapp.example.com/ are refused).
+	for _, k := range g.subset("team", "example.com/tier", "version", "app.kubernetes.io/version", "webapp.example.com.au/tier") {
 		l[k] = g.pick("", "a", "v1.2", "blue-green")
 	}
 	if g.chance(0.05) {
@@ -532,9 +534,12 @@ func (g *Gen) Pod(s *webappv2.WebAppSpec) {
 			}
 			c.DeletionPolicy = webappv2.ClaimDeletionPolicy(g.pick("Retain", "Delete"))
 			v.Claim = c
+			// The claim is the WebApp's PersistentVolumeClaim of its name whatever the volume is called: a change
+			// from one draw to the next may rename it (the claim's rules hold over the rename).
+			v.Name = g.pick("data", "state")
 		}
 		s.Volumes = append(s.Volumes, v)
-		vols = append(vols, name)
+		vols = append(vols, v.Name)
 	}
 	s.Container.VolumeMounts = g.mounts(vols, "/var/lib/", 3)
 	if g.chance(0.3) {
@@ -650,7 +655,8 @@ func (g *Gen) mounts(vols []string, dir string, most int) []webappv2.VolumeMount
 		if len(vols) == 0 {
 			break
 		}
-		m := webappv2.VolumeMount{Name: vols[g.intn(len(vols))], MountPath: fmt.Sprintf("%s%s-%d", dir, g.word(), i)}
+		// Clean paths only (the CRD refuses /x/, //x and /x/.), dot-files and names that start with '..' among them.
+		m := webappv2.VolumeMount{Name: vols[g.intn(len(vols))], MountPath: fmt.Sprintf("%s%s%s-%d", dir, g.pick("", "", ".", ".."), g.word(), i)}
 		if g.chance(0.3) {
 			m.SubPath = g.pick("sub", "a/b", "app.conf", "..data-not-a-segment")
 		}

@@ -10,13 +10,18 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -67,6 +72,27 @@ func TestStorageAndPodFieldsAreRefusedInTheirOwnTerms(t *testing.T) {
 			VolumeMounts: []webappv2.VolumeMount{{Name: "nope", MountPath: "/a"}}}}}}, "every pod.initContainers[].volumeMounts[].name"},
 		{"both forms of spread", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{Spread: &webappv2.Spread{Across: webappv2.SpreadNodes},
 			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "k", WhenUnsatisfiable: corev1.DoNotSchedule}}}}, "set pod.spread or pod.topologySpreadConstraints"},
+		// One directory spelled twice would be two mounts at one path: only the clean spelling is accepted.
+		{"/data beside /data/", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a"), cfg("b")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/data"}, {Name: "b", MountPath: "/data/"}}}}, "a mountPath must be a clean absolute path"},
+		{"/data beside //data", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a"), cfg("b")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/data"}, {Name: "b", MountPath: "//data"}}}}, "a mountPath must be a clean absolute path"},
+		{"/data beside /data/.", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a"), cfg("b")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/data"}, {Name: "b", MountPath: "/data/."}}}}, "a mountPath must be a clean absolute path"},
+		{"a '.' segment inside a mountPath", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a")},
+			Container: webappv2.ContainerSpec{VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/srv/./data"}}}}, "a mountPath must be a clean absolute path"},
+		{"an init container's /mnt/ beside /mnt", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a"), cfg("b")},
+			Pod: webappv2.PodSpec{InitContainers: []webappv2.ExtraContainer{{Name: "i", Image: "y",
+				VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/mnt"}, {Name: "b", MountPath: "/mnt/"}}}}}}, "a mountPath must be a clean absolute path"},
+		{"a writable /tmp/ beside a mount at /tmp", webappv2.WebAppSpec{Image: "x", Volumes: []webappv2.Volume{cfg("a")},
+			Container: webappv2.ContainerSpec{WritablePaths: []webappv2.AbsolutePath{"/tmp/"}, VolumeMounts: []webappv2.VolumeMount{{Name: "a", MountPath: "/tmp"}}}}, "a path must be a clean absolute path"},
+		{"writable /tmp and //tmp", webappv2.WebAppSpec{Image: "x", Container: webappv2.ContainerSpec{WritablePaths: []webappv2.AbsolutePath{"/tmp", "//tmp"}}},
+			"a path must be a clean absolute path"},
+		// The canary's Service selects pods by canary-of: a stable pod carrying it would get the canary's traffic.
+		{"a pod label of the operator's canary", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{Labels: map[string]string{"webapp.example.com/canary-of": "web"}}},
+			"pod.labels must not set a key under webapp.example.com/"},
+		{"a pod label under the operator's prefix", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{Labels: map[string]string{"webapp.example.com/anything": "x"}}},
+			"pod.labels must not set a key under webapp.example.com/"},
 	}
 	for i, tc := range cases {
 		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bad-%d", i)}, Spec: tc.spec}
@@ -97,36 +123,159 @@ func TestStorageAndPodFieldsAreRefusedInTheirOwnTerms(t *testing.T) {
 		}
 	}
 
-	// An owned claim's class and access mode cannot change, nor its size shrink; it may grow.
+	// v1's pod labels convert to v2's: the operator's prefix is refused there too.
+	v1 := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v1-canary-label"},
+		Spec: webappv1.WebAppSpec{Image: "x", PodLabels: map[string]string{"webapp.example.com/canary-of": "web"}}}
+	if err := k8s.Create(context.Background(), v1); err == nil || !strings.Contains(err.Error(), "podLabels must not set a key under webapp.example.com/") {
+		t.Errorf("v1 podLabels with webapp.example.com/canary-of: error %v", err)
+	}
+
+	// An owned claim's class and access mode cannot change, nor its size shrink; it may grow. The claim is the
+	// WebApp's PersistentVolumeClaim of its name whatever the volume is called: a rename in the same edit changes
+	// nothing of that (it was the way past the rules, into a Deployment of 3 pods on a ReadWriteOnce claim).
 	ok := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claim"}, Spec: webappv2.WebAppSpec{Image: "x",
 		Volumes: []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi", StorageClassName: ptr.To("slow")}}}}}
 	if err := k8s.Create(context.Background(), ok); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name   string
-		change func(*webappv2.OwnedClaim)
-		want   string
-	}{
-		{"shrink", func(c *webappv2.OwnedClaim) { c.Size = "512Mi" }, "claim.size cannot shrink"},
-		{"another class", func(c *webappv2.OwnedClaim) { c.StorageClassName = ptr.To("fast") }, "claim.storageClassName cannot change"},
-		{"the default class", func(c *webappv2.OwnedClaim) { c.StorageClassName = nil }, "claim.storageClassName cannot change"},
-		{"another access mode", func(c *webappv2.OwnedClaim) { c.AccessMode = corev1.ReadWriteOncePod }, "claim.accessMode cannot change"},
-		{"grow", func(c *webappv2.OwnedClaim) { c.Size = "2Gi" }, ""},
-	} {
-		app := &webappv2.WebApp{}
-		if err := get(context.Background(), ns, "claim", app); err != nil {
-			t.Fatal(err)
-		}
-		tc.change(app.Spec.Volumes[0].Claim)
-		err := k8s.Update(context.Background(), app)
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: refused: %v", tc.name, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+	for _, rename := range []string{"", "store"} {
+		for _, tc := range []struct {
+			name   string
+			change func(*webappv2.WebAppSpec)
+			want   string
+		}{
+			{"shrink", func(s *webappv2.WebAppSpec) { s.Volumes[0].Claim.Size = "512Mi" }, "claim.size cannot shrink"},
+			{"another class", func(s *webappv2.WebAppSpec) { s.Volumes[0].Claim.StorageClassName = ptr.To("fast") }, "claim.storageClassName cannot change"},
+			{"the default class", func(s *webappv2.WebAppSpec) { s.Volumes[0].Claim.StorageClassName = nil }, "claim.storageClassName cannot change"},
+			{"another access mode", func(s *webappv2.WebAppSpec) { s.Volumes[0].Claim.AccessMode = corev1.ReadWriteOncePod }, "claim.accessMode cannot change"},
+			{"ReadWriteMany with 3 replicas", func(s *webappv2.WebAppSpec) {
+				s.Volumes[0].Claim.AccessMode, s.Replicas = corev1.ReadWriteMany, ptr.To[int32](3)
+			}, "claim.accessMode cannot change"},
+			{"grow", func(s *webappv2.WebAppSpec) { s.Volumes[0].Claim.Size = "2Gi" }, ""},
+		} {
+			app := &webappv2.WebApp{}
+			if err := get(context.Background(), ns, "claim", app); err != nil {
+				t.Fatal(err)
+			}
+			before := app.Spec.DeepCopy()
+			if rename != "" {
+				app.Spec.Volumes[0].Name = rename
+			}
+			tc.change(&app.Spec)
+			err := k8s.Update(context.Background(), app)
+			name := fmt.Sprintf("%s (volume renamed %q)", tc.name, rename)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("%s: refused: %v", name, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("%s: error %v, want one saying %q", name, err, tc.want)
+			}
+			stored := &webappv2.WebApp{}
+			if err := get(context.Background(), ns, "claim", stored); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != "" && !equality.Semantic.DeepEqual(stored.Spec, *before) {
+				t.Errorf("%s: stored anyway: %+v", name, stored.Spec)
+			}
 		}
 	}
+	stored := &webappv2.WebApp{}
+	if err := get(context.Background(), ns, "claim", stored); err != nil || stored.Spec.Volumes[0].Name != "store" || stored.Spec.Volumes[0].Claim.Size != "2Gi" {
+		t.Errorf("after the accepted rename and growth: %+v (%v)", stored.Spec.Volumes, err)
+	}
+}
+
+// A PersistentVolumeClaim of the WebApp's name that is not the WebApp's is never mounted: the pods would read and
+// write another owner's data. A WebApp created beside one gets no Deployment; one that adds a claim keeps its
+// Deployment as it was. Ready says why, naming the claim, both before and after a restart; once the claim is gone
+// the WebApp's own is created and mounted.
+func TestAClaimNotOursIsNeverMounted(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	theirs := func(name string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	}
+	for _, name := range []string{"fresh", "grown"} {
+		if err := k8s.Create(ctx, theirs(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := startOperator(t, ns, time.Second)
+	data := []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}}
+	mounts := []webappv2.VolumeMount{{Name: "data", MountPath: "/data"}}
+	// grown has a Deployment first, without the claim.
+	if err := k8s.Create(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grown"}, Spec: webappv2.WebAppSpec{Image: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, "grown", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	if err := k8s.Create(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: webappv2.WebAppSpec{Image: "x",
+		Volumes: data, Container: webappv2.ContainerSpec{VolumeMounts: mounts}}}); err != nil {
+		t.Fatal(err)
+	}
+	update(t, ns, "grown", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Volumes, a.Spec.Container.VolumeMounts = data, mounts })
+	held := func() {
+		t.Helper()
+		for _, name := range []string{"fresh", "grown"} {
+			// The status of this generation is written after its children's decision: the Deployment is as held.
+			readyFalse(t, ns, name, controller.ReasonChildNotOwned, "PersistentVolumeClaim "+ns+"/"+name, "not managed by webapp-operator", "is held as it is")
+		}
+		if err := get(ctx, ns, "fresh", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			t.Errorf("fresh's Deployment: %v, want none", err)
+		}
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, "grown", dep); err != nil {
+			t.Fatal(err)
+		}
+		if vols := dep.Spec.Template.Spec.Volumes; len(vols) != 0 {
+			t.Errorf("grown's Deployment mounts %+v, want its pods as they were", vols)
+		}
+		for _, name := range []string{"fresh", "grown"} {
+			if pvc, ours, err := claimOf(ctx, ns, name); err != nil || ours || len(pvc.Labels) != 0 {
+				t.Errorf("%s's claim taken over: %+v (%v)", name, pvc, err)
+			}
+		}
+	}
+	held()
+	op = restartCostsNoWrites(t, op, ns)
+	held()
+
+	// Their claims gone, the WebApps' own are created and mounted.
+	for _, name := range []string{"fresh", "grown"} {
+		if err := k8s.Delete(ctx, theirs(name)); err != nil {
+			t.Fatal(err)
+		}
+		// The claim protection finalizer, where admission added it, is the controller manager's to remove, and none
+		// runs here.
+		testutil.Eventually(t, wait10s, "their claim "+name+" gone", func(ctx context.Context) error {
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := get(ctx, ns, name, pvc); apierrors.IsNotFound(err) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			pvc.Finalizers = nil
+			if err := k8s.Update(ctx, pvc); err != nil {
+				return err
+			}
+			return fmt.Errorf("finalizers removed; waiting for the deletion")
+		})
+	}
+	for _, name := range []string{"fresh", "grown"} {
+		waitClaim(t, ns, name, true)
+		testutil.Eventually(t, wait10s, name+"'s Deployment mounts its claim", func(ctx context.Context) error {
+			dep := &appsv1.Deployment{}
+			if err := get(ctx, ns, name, dep); err != nil {
+				return err
+			}
+			if vols := dep.Spec.Template.Spec.Volumes; len(vols) != 1 || vols[0].PersistentVolumeClaim == nil || vols[0].PersistentVolumeClaim.ClaimName != name {
+				return fmt.Errorf("volumes %+v", vols)
+			}
+			return nil
+		})
+	}
+	restartCostsNoWrites(t, op, ns)
 }
 
 // claimOf is the WebApp's claim as the server has it, and whether the WebApp controls it.
@@ -318,4 +467,38 @@ func TestAMissingMountedConfigMapIsSaidByName(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A claim removed from the spec is released with its data, and taken up again when a claim volume comes back: with
+// the access modes it was made with, which no edit can change. A volume that comes back asking for others
+// (ReadWriteMany, to run 3 pods) would roll 3 pods by a rolling update onto a claim one pod at a time mounts, and
+// the claim's apply be refused: the Deployment is held as it is instead, and Ready says why.
+func TestAClaimTakenUpAgainKeepsItsAccessModes(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	mounts := []webappv2.VolumeMount{{Name: "data", MountPath: "/data"}}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{Image: "x",
+		Volumes: []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}}, Container: webappv2.ContainerSpec{VolumeMounts: mounts}}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, "web", true)
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Volumes, a.Spec.Container.VolumeMounts = nil, nil })
+	waitClaim(t, ns, "web", false)
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Replicas = ptr.To[int32](3)
+		a.Spec.Volumes = []webappv2.Volume{{Name: "shared", Claim: &webappv2.OwnedClaim{Size: "1Gi", AccessMode: corev1.ReadWriteMany}}}
+		a.Spec.Container.VolumeMounts = []webappv2.VolumeMount{{Name: "shared", MountPath: "/data"}}
+	})
+	readyFalse(t, ns, "web", controller.ReasonInvalidChild, "Deployment "+ns+"/web is held as it is", "its access modes are [ReadWriteOnce]")
+	dep := &appsv1.Deployment{}
+	if err := get(context.Background(), ns, "web", dep); err != nil {
+		t.Fatal(err)
+	}
+	if n := ptr.Deref(dep.Spec.Replicas, 0); n != 1 || len(dep.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("the Deployment moved on: %d replicas, strategy %s, volumes %+v", n, dep.Spec.Strategy.Type, dep.Spec.Template.Spec.Volumes)
+	}
+	if pvc, _, err := claimOf(context.Background(), ns, "web"); err != nil || !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+		t.Errorf("claim %+v (%v)", pvc, err)
+	}
 }

@@ -17,7 +17,9 @@ import (
 // with apply.
 //
 // OwnedClaim is a PersistentVolumeClaim the WebApp owns. Its storage class and access mode cannot change once set
-// (a claim's are immutable), and its size can only grow (where the storage class allows expansion).
+// (a claim's are immutable), and its size can only grow (where the storage class allows expansion). These rules
+// are on WebAppSpec, over the claim volume whatever its name: the claim is named after the WebApp, so a renamed
+// volume still mounts the same claim.
 type OwnedClaimApplyConfiguration struct {
 	// Size is the storage the claim requests, e.g. 1Gi.
 	Size *apisv2.StorageSize `json:"size,omitempty"`

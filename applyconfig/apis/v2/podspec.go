@@ -18,8 +18,8 @@ import (
 //
 // PodSpec configures the WebApp's pods.
 type PodSpecApplyConfiguration struct {
-	// Labels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and managed-by)
-	// cannot be set here.
+	// Labels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and managed-by,
+	// and any key under webapp.example.com/, such as a canary's canary-of) cannot be set here.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations are added to the pods.
 	Annotations map[string]string `json:"annotations,omitempty"`

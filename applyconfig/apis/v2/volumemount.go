@@ -15,7 +15,8 @@ package v2
 type VolumeMountApplyConfiguration struct {
 	// Name is the volume's name in spec.volumes.
 	Name *string `json:"name,omitempty"`
-	// MountPath is the absolute path in the container, without ':' or '..' segments.
+	// MountPath is the absolute path in the container, without ':' or '..' segments, and clean (no trailing '/',
+	// no '//', no '.' segment), so that one directory is one string: /data and /data/ would be two mounts at one path.
 	MountPath *string `json:"mountPath,omitempty"`
 	// SubPath mounts one file or directory of the volume instead of its root: a relative path, without '..'
 	// segments. A ConfigMap or Secret mounted by subPath is not updated in place, but its change still rolls the
