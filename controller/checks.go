@@ -30,8 +30,8 @@ var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB; a check ne
 
 // queryCheck evaluates a canary check's PromQL query on the Prometheus at address, at now: its value is a
 // scalar's, or the one sample of an instant vector. An empty vector has no value (NaN: the check fails, it never
-// passes on missing data); more than one series, or an answer larger than
-// maxCheckAnswer is an error, since a check compares one number with its threshold.
+// passes on missing data); more than one series, a value that is not a finite number,
+// or an answer larger than maxCheckAnswer is an error, since a check compares one number with its threshold.
 //
 // The query is sent as a GET of /api/v1/query with its parameters in the URL (Prometheus accepts GET and POST
 // alike): a GET is a read by definition, so the address a WebApp chooses can make the operator read, never submit
@@ -139,5 +139,14 @@ func decodeAnswer(resp *http.Response, body []byte) checkResult {
 	default:
 		return checkResult{err: fmt.Errorf("the query returns a %s; a check needs a scalar or an instant vector", data.ResultType)}
 	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		// NaN (0/0), +Inf and -Inf (x/0) are not measurements: -Inf is below every max, yet says nothing.
+		return checkResult{err: errNotFinite(v)}
+	}
 	return checkResult{value: v}
+}
+
+// errNotFinite is the failed measurement of a value that is not a finite number.
+func errNotFinite(v float64) error {
+	return fmt.Errorf("the query's value is %s; a check needs a finite number", formatValue(v))
 }

@@ -30,6 +30,9 @@ func TestQueryCheck(t *testing.T) {
 		{name: "an error page", status: http.StatusInternalServerError, answer: `<html><body>oops</body></html>`, wantErr: "500 Internal Server Error"},
 		{name: "HTML, said to be fine", status: http.StatusOK, answer: `<html><body>hello</body></html>`, wantErr: "not an answer of Prometheus's query API"},
 		{name: "success in a failed status", status: http.StatusServiceUnavailable, answer: `{"status":"success","data":{"resultType":"scalar","result":[1,"0"]}}`, wantErr: "503"},
+		{name: "-Inf", answer: `{"resultType":"scalar","result":[1,"-Inf"]}`, wantErr: "value is -Inf; a check needs a finite number"},
+		{name: "+Inf", answer: `{"resultType":"vector","result":[{"metric":{},"value":[1,"+Inf"]}]}`, wantErr: "value is +Inf"},
+		{name: "NaN", answer: `{"resultType":"scalar","result":[1,"NaN"]}`, wantErr: "value is NaN"},
 		{name: "a value that is not a number", answer: `{"resultType":"scalar","result":[1,"x"]}`, wantErr: "scalar"},
 	}
 	for _, tt := range tests {
