@@ -207,17 +207,13 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	if trying && state.step >= len(run.plan.steps) {
 		obs.stableRolledOut = runs(stable, state.canary) && rolledOut(stable, run.stableReplicas)
 	}
-	if trying && obs.canaryReady && len(run.plan.checks) > 0 {
+	if trying && checksWanted(run.plan, obs) {
 		var pauseEnd time.Time
 		if !state.since.IsZero() {
 			pauseEnd = state.since.Add(run.plan.steps[state.step].pause)
 		}
 		if r.checks.due(client.ObjectKeyFromObject(app), state.canary, state.step, run.plan.checks[0].interval, pauseEnd, now) {
-			for i, c := range spec.Checks {
-				if i < len(run.plan.checks) {
-					obs.checks = append(obs.checks, queryCheck(ctx, r.checkTransport(), c.Prometheus.Address, c.Prometheus.Query, now))
-				}
-			}
+			obs.checks = queryChecks(ctx, r.checkTransport(), spec.Checks[:len(run.plan.checks)], now)
 		}
 	}
 	run.decision = nextCanary(run.plan, state, obs, now)
@@ -237,6 +233,26 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	}
 	r.tellCanary(app, state, run)
 	return run
+}
+
+// checksWanted: the checks are queried for what was observed: a canary ready at its step, whose pods show no
+// trouble (trouble rolls it back whatever the checks say, so it never waits behind them).
+func checksWanted(plan canaryPlan, obs canaryObservation) bool {
+	return len(plan.checks) > 0 && obs.canaryReady && obs.troubleReason == ""
+}
+
+// queryChecks evaluates checks at now, in their order, all at once under one bound (checkTimeout): a round takes
+// as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most.
+func queryChecks(ctx context.Context, rt http.RoundTripper, checks []webappv2.CanaryCheck, now time.Time) []checkResult {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	out := make([]checkResult, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() { out[i] = queryCheck(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now) })
+	}
+	wg.Wait()
+	return out
 }
 
 // canaryReadinessGrace is how long a canary's container may run unready before its failing readiness probe rolls

@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // TestQueryCheck reads Prometheus's query API answers (the format only: the real Prometheus answers them in the real
@@ -94,7 +97,7 @@ func TestQueryCheckUnderAPrefix(t *testing.T) {
 	}))
 	defer srv.Close()
 	if got := queryCheck(context.Background(), nil, srv.URL+"/prom/", "up", time.Now()); got.err != nil || got.value != 2 {
-		t.Errorf("%+v, want the value 2 from /prom/api/v1/query", got)
+		t.Errorf("value %v, error %v; want the value 2 from /prom/api/v1/query", got.value, got.err)
 	}
 	if got := queryCheck(context.Background(), nil, "ftp://x", "up", time.Now()); got.err == nil {
 		t.Errorf("no error for an address that is not http(s)")
@@ -132,7 +135,7 @@ func TestQueryCheckBoundsTheAnswer(t *testing.T) {
 			defer srv.Close()
 			got := queryCheck(context.Background(), nil, srv.URL, "up", time.Now())
 			if got.err == nil || !strings.Contains(got.err.Error(), "larger than 4 MiB") {
-				t.Errorf("%+v, want an error saying the answer is larger than 4 MiB", got)
+				t.Errorf("value %v, error %v; want an error saying the answer is larger than 4 MiB", got.value, got.err)
 			}
 			// The client hung up: the server's writes fail once the socket buffers are full.
 			select {
@@ -144,5 +147,61 @@ func TestQueryCheckBoundsTheAnswer(t *testing.T) {
 				t.Errorf("the server still writes 10 s after the check ended")
 			}
 		})
+	}
+}
+
+// TestQueryChecksAtOnce: a round's checks are queried at once, each answer in its check's place. The server answers
+// none until all three have asked, so checks queried one after another fail at the round's bound instead.
+func TestQueryChecksAtOnce(t *testing.T) {
+	const n = 3
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		select {
+		case <-all:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"scalar","result":[1,%q]}}`, r.URL.Query().Get("query"))
+	}))
+	defer srv.Close()
+	var checks []webappv2.CanaryCheck
+	for i := range n {
+		checks = append(checks, webappv2.CanaryCheck{Name: fmt.Sprint("c", i), Prometheus: webappv2.PrometheusQuery{Address: srv.URL, Query: fmt.Sprint(i + 1)}})
+	}
+	// A bound of its own, shorter than checkTimeout: one after another, the first would wait it out and fail.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	got := queryChecks(ctx, nil, checks, time.Now())
+	if len(got) != n {
+		t.Fatalf("%d results for %d checks", len(got), n)
+	}
+	for i, r := range got {
+		if r.err != nil || r.value != float64(i+1) {
+			t.Errorf("check %d: value %v, error %v; want the value %d", i, r.value, r.err, i+1)
+		}
+	}
+}
+
+func TestChecksWanted(t *testing.T) {
+	checked := canaryPlan{steps: []canaryStep{{weight: 10}}, checks: []canaryCheck{{name: "e"}}}
+	cases := []struct {
+		name string
+		plan canaryPlan
+		obs  canaryObservation
+		want bool
+	}{
+		{name: "ready, no trouble: queried", plan: checked, obs: canaryObservation{canaryReady: true}, want: true},
+		{name: "no checks", plan: canaryPlan{steps: checked.steps}, obs: canaryObservation{canaryReady: true}},
+		{name: "not ready at its step", plan: checked, obs: canaryObservation{}},
+		{name: "pod trouble decides first: not queried", plan: checked, obs: canaryObservation{canaryReady: true, troubleReason: ReasonCrashLoopBackOff}},
+	}
+	for _, c := range cases {
+		if got := checksWanted(c.plan, c.obs); got != c.want {
+			t.Errorf("%s: checksWanted = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
