@@ -263,6 +263,9 @@ func passes(c canaryCheck, r checkResult) (bool, string) {
 		return false, r.err.Error()
 	case math.IsNaN(r.value):
 		return false, "no value"
+	case math.IsInf(r.value, 0):
+		// -Inf is below every max, yet measures nothing: only a finite number passes.
+		return false, formatValue(r.value) + " is not a finite number"
 	case r.value > c.max:
 		return false, fmt.Sprintf("%s > %s", formatValue(r.value), formatValue(c.max))
 	}

@@ -44,6 +44,8 @@ type canaryRun struct {
 	held *corev1ac.PodTemplateSpecApplyConfiguration
 	// stableReplicas is the stable Deployment's count, which the canary's follows.
 	stableReplicas int32
+	// canaryBound is the most pods the canary may have (canaryBound).
+	canaryBound int32
 	// err: the canary could not be decided (its inputs unknown); its objects are left as they are.
 	err error
 }
@@ -181,6 +183,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	stable := r.cachedDeploymentOf(ctx, app, app.Name)
 	canary := r.cachedDeploymentOf(ctx, app, canaryName(app))
 	run.stableReplicas = webAppReplicas(app)
+	run.canaryBound = canaryBound(app)
 	if replicasByHPA(app, in.hpaExists) && stable != nil && stable.Spec.Replicas != nil {
 		// The HPA's count is the stable version's; the canary's comes on top of it, never out of it.
 		run.stableReplicas = *stable.Spec.Replicas
@@ -189,7 +192,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	obs := canaryObservation{revision: run.revision, deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
 	trying := state.canary == run.revision && state.canary != ""
 	if trying && state.step < len(run.plan.steps) {
-		n := canaryReplicas(run.stableReplicas, run.plan.steps[state.step].weight, canaryShared(app))
+		n := canaryReplicas(run.stableReplicas, run.canaryBound, run.plan.steps[state.step].weight, canaryShared(app))
 		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
 		obs.canaryReady = runs(canary, state.canary) && rolledOut(canary, n) && (canaryShared(app) || r.hasCanaryService(ctx, app))
 	}
@@ -204,17 +207,13 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	if trying && state.step >= len(run.plan.steps) {
 		obs.stableRolledOut = runs(stable, state.canary) && rolledOut(stable, run.stableReplicas)
 	}
-	if trying && obs.canaryReady && len(run.plan.checks) > 0 {
+	if trying && checksWanted(run.plan, obs) {
 		var pauseEnd time.Time
 		if !state.since.IsZero() {
 			pauseEnd = state.since.Add(run.plan.steps[state.step].pause)
 		}
 		if r.checks.due(client.ObjectKeyFromObject(app), state.canary, state.step, run.plan.checks[0].interval, pauseEnd, now) {
-			for i, c := range spec.Checks {
-				if i < len(run.plan.checks) {
-					obs.checks = append(obs.checks, queryCheck(ctx, r.checkTransport(), c.Prometheus.Address, c.Prometheus.Query, now))
-				}
-			}
+			obs.checks = queryChecks(ctx, r.checkTransport(), spec.Checks[:len(run.plan.checks)], now)
 		}
 	}
 	run.decision = nextCanary(run.plan, state, obs, now)
@@ -234,6 +233,26 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	}
 	r.tellCanary(app, state, run)
 	return run
+}
+
+// checksWanted: the checks are queried for what was observed: a canary ready at its step, whose pods show no
+// trouble (trouble rolls it back whatever the checks say, so it never waits behind them).
+func checksWanted(plan canaryPlan, obs canaryObservation) bool {
+	return len(plan.checks) > 0 && obs.canaryReady && obs.troubleReason == ""
+}
+
+// queryChecks evaluates checks at now, in their order, all at once under one bound (checkTimeout): a round takes
+// as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most.
+func queryChecks(ctx context.Context, rt http.RoundTripper, checks []webappv2.CanaryCheck, now time.Time) []checkResult {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	out := make([]checkResult, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() { out[i] = queryCheck(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now) })
+	}
+	wg.Wait()
+	return out
 }
 
 // canaryReadinessGrace is how long a canary's container may run unready before its failing readiness probe rolls
@@ -380,7 +399,7 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 	if _, ok, err := in.canary.decided(); !ok {
 		return nil, err
 	}
-	dep, err := desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
+	dep, err := desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas, in.canary.canaryBound)
 	if dep != nil && err == nil && in.claimErr != nil {
 		// Its pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
 		return nil, in.claimErr

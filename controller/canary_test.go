@@ -133,6 +133,22 @@ func TestNextCanary(t *testing.T) {
 		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: ReasonCheckFailed,
 			message: "check errors: no value (failures 1, allowed 0)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
 	}, {
+		name:  "-Inf fails: below every max, yet no measurement",
+		plan:  canaryPlan{steps: steps, checks: []canaryCheck{{name: "errors", max: 0.05, interval: time.Second}}},
+		state: canaryState{stable: "a", canary: "b", since: t0},
+		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: []checkResult{{value: math.Inf(-1)}}},
+		now:   t0,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: ReasonCheckFailed,
+			message: "check errors: -Inf is not a finite number (failures 1, allowed 0)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
+	}, {
+		name:  "+Inf fails",
+		plan:  canaryPlan{steps: steps, checks: []canaryCheck{{name: "errors", max: 0.05, interval: time.Second}}},
+		state: canaryState{stable: "a", canary: "b", since: t0},
+		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: []checkResult{{value: math.Inf(1)}}},
+		now:   t0,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: ReasonCheckFailed,
+			message: "check errors: +Inf is not a finite number (failures 1, allowed 0)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
+	}, {
 		name:  "the canary's pods crash-loop: rolled back at once, whatever the step",
 		plan:  checked,
 		state: canaryState{stable: "a", canary: "b", step: 1, since: t0},

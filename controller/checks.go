@@ -2,13 +2,17 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"mime"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
-	promapi "github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 )
 
@@ -16,32 +20,133 @@ import (
 // reconcile.
 const checkTimeout = 5 * time.Second
 
-// queryCheck evaluates a canary check's PromQL query on the Prometheus at address, at now, with the Prometheus
-// client library: its value is a scalar's, or the one sample of an instant vector. An empty vector has no value
-// (NaN: the check fails, it never passes on missing data); more than one series is an error, since a check
-// compares one number with its threshold.
+// maxCheckAnswer bounds the answer of a check's query that is read: whoever may create a WebApp chooses the
+// address, so an answer is never read whole (a 64 MiB answer once tripled the operator's memory). An instant
+// query's answer for one number is a few hundred bytes; a larger one fails the check.
+const maxCheckAnswer = 4 << 20
+
+// errAnswerTooLarge is the failed measurement of an answer larger than maxCheckAnswer.
+var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB; a check needs one number (aggregate it, e.g. with sum)", maxCheckAnswer>>20)
+
+// queryCheck evaluates a canary check's PromQL query on the Prometheus at address, at now: its value is a
+// scalar's, or the one sample of an instant vector. An empty vector has no value (NaN: the check fails, it never
+// passes on missing data); more than one series, a value that is not a finite number,
+// or an answer larger than maxCheckAnswer is an error, since a check compares one number with its threshold.
+//
+// The query is sent as a GET of /api/v1/query with its parameters in the URL (Prometheus accepts GET and POST
+// alike): a GET is a read by definition, so the address a WebApp chooses can make the operator read, never submit
+// a form (the README promises a GET); the CRD bounds a query at 4096 characters, whose URL (at most 3 times that,
+// escaped) is well within what Prometheus's server accepts (1 MiB of request line and headers).
 func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string, now time.Time) checkResult {
-	c, err := promapi.NewClient(promapi.Config{Address: address, RoundTripper: rt})
-	if err != nil {
-		return checkResult{err: fmt.Errorf("prometheus address %q: %w", address, err)}
+	u, err := url.Parse(address)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return checkResult{err: fmt.Errorf("prometheus address %q: not an http(s) URL", address)}
 	}
+	// The API's path under the address's own (a Prometheus served under a prefix).
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/query"
+	u.RawPath, u.Fragment = "", ""
+	u.RawQuery = url.Values{
+		"query":   {query},
+		"time":    {strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', -1, 64)},
+		"timeout": {checkTimeout.String()},
+	}.Encode()
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	v, _, _, err := promv1.NewAPI(c).Query(ctx, query, now, promv1.WithTimeout(checkTimeout))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return checkResult{err: fmt.Errorf("prometheus: %w", err)}
 	}
-	switch v := v.(type) {
-	case *model.Scalar:
-		return checkResult{value: float64(v.Value)}
-	case model.Vector:
-		switch len(v) {
+	req.Header.Set("Accept", "application/json")
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return checkResult{err: fmt.Errorf("prometheus: %w", err)}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := readBounded(resp)
+	if err != nil {
+		return checkResult{err: fmt.Errorf("prometheus: %w", err)}
+	}
+	return decodeAnswer(resp, body)
+}
+
+// readBounded reads resp's body up to maxCheckAnswer bytes (the decompressed ones, when the transport unzips it);
+// a longer body is errAnswerTooLarge, and is not read further.
+func readBounded(resp *http.Response) ([]byte, error) {
+	if resp.ContentLength > maxCheckAnswer {
+		// Declared too large: nothing of it is read.
+		return nil, errAnswerTooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCheckAnswer+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case len(body) > maxCheckAnswer:
+		return nil, errAnswerTooLarge
+	}
+	return body, nil
+}
+
+// promAnswer is the envelope of Prometheus's query API's answers.
+type promAnswer struct {
+	Status    string          `json:"status"`
+	ErrorType string          `json:"errorType"`
+	Error     string          `json:"error"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// decodeAnswer is the check's value in an answer of /api/v1/query.
+func decodeAnswer(resp *http.Response, body []byte) checkResult {
+	var a promAnswer
+	if err := json.Unmarshal(body, &a); err != nil || a.Status == "" {
+		// Not the API's JSON (a proxy's error page, another server): say what came, not the JSON's complaint.
+		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		return checkResult{err: fmt.Errorf("prometheus: %s, %q: not an answer of Prometheus's query API", resp.Status, ct)}
+	}
+	if a.Status != "success" || resp.StatusCode/100 != 2 {
+		return checkResult{err: fmt.Errorf("prometheus: %s: %s: %s", resp.Status, a.ErrorType, a.Error)}
+	}
+	var data struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(a.Data, &data); err != nil {
+		return checkResult{err: fmt.Errorf("prometheus: the answer's data: %w", err)}
+	}
+	var v float64
+	switch data.ResultType {
+	case "scalar":
+		var s model.Scalar
+		if err := json.Unmarshal(data.Result, &s); err != nil {
+			return checkResult{err: fmt.Errorf("prometheus: the answer's scalar: %w", err)}
+		}
+		v = float64(s.Value)
+	case "vector":
+		var vec model.Vector
+		if err := json.Unmarshal(data.Result, &vec); err != nil {
+			return checkResult{err: fmt.Errorf("prometheus: the answer's vector: %w", err)}
+		}
+		switch len(vec) {
 		case 0:
 			return checkResult{value: math.NaN()}
 		case 1:
-			return checkResult{value: float64(v[0].Value)}
+			v = float64(vec[0].Value)
+		default:
+			return checkResult{err: fmt.Errorf("the query returns %d series; a check needs one number (aggregate it, e.g. with sum)", len(vec))}
 		}
-		return checkResult{err: fmt.Errorf("the query returns %d series; a check needs one number (aggregate it, e.g. with sum)", len(v))}
+	default:
+		return checkResult{err: fmt.Errorf("the query returns a %s; a check needs a scalar or an instant vector", data.ResultType)}
 	}
-	return checkResult{err: fmt.Errorf("the query returns a %s; a check needs a scalar or an instant vector", v.Type())}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		// NaN (0/0), +Inf and -Inf (x/0) are not measurements: -Inf is below every max, yet says nothing.
+		return checkResult{err: errNotFinite(v)}
+	}
+	return checkResult{value: v}
+}
+
+// errNotFinite is the failed measurement of a value that is not a finite number.
+func errNotFinite(v float64) error {
+	return fmt.Errorf("the query's value is %s; a check needs a finite number", formatValue(v))
 }

@@ -3,12 +3,16 @@ package controller
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // TestQueryCheck reads Prometheus's query API answers (the format only: the real Prometheus answers them in the real
@@ -26,6 +30,13 @@ func TestQueryCheck(t *testing.T) {
 		{name: "two series", answer: `{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"1"]},{"metric":{"a":"2"},"value":[1,"2"]}]}`, wantErr: "returns 2 series"},
 		{name: "a range", answer: `{"resultType":"matrix","result":[]}`, wantErr: "needs a scalar or an instant vector"},
 		{name: "a bad query", status: http.StatusBadRequest, answer: `{"status":"error","errorType":"bad_data","error":"parse error"}`, wantErr: "parse error"},
+		{name: "an error page", status: http.StatusInternalServerError, answer: `<html><body>oops</body></html>`, wantErr: "500 Internal Server Error"},
+		{name: "HTML, said to be fine", status: http.StatusOK, answer: `<html><body>hello</body></html>`, wantErr: "not an answer of Prometheus's query API"},
+		{name: "success in a failed status", status: http.StatusServiceUnavailable, answer: `{"status":"success","data":{"resultType":"scalar","result":[1,"0"]}}`, wantErr: "503"},
+		{name: "-Inf", answer: `{"resultType":"scalar","result":[1,"-Inf"]}`, wantErr: "value is -Inf; a check needs a finite number"},
+		{name: "+Inf", answer: `{"resultType":"vector","result":[{"metric":{},"value":[1,"+Inf"]}]}`, wantErr: "value is +Inf"},
+		{name: "NaN", answer: `{"resultType":"scalar","result":[1,"NaN"]}`, wantErr: "value is NaN"},
+		{name: "a value that is not a number", answer: `{"resultType":"scalar","result":[1,"x"]}`, wantErr: "scalar"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,8 +45,17 @@ func TestQueryCheck(t *testing.T) {
 					http.NotFound(w, r)
 					return
 				}
+				// A GET with the query in the URL, as the README promises (never a form posted).
+				if r.Method != http.MethodGet || r.URL.Query().Get("query") != "sum(rate(x[1m]))" || r.URL.Query().Get("time") == "" {
+					t.Errorf("%s %s, want a GET with the query and a time in the URL", r.Method, r.URL)
+					w.WriteHeader(http.StatusMethodNotAllowed)
+					return
+				}
 				w.Header().Set("Content-Type", "application/json")
 				if tt.status != 0 {
+					if strings.HasPrefix(tt.answer, "<") {
+						w.Header().Set("Content-Type", "text/html")
+					}
 					w.WriteHeader(tt.status)
 					_, _ = fmt.Fprint(w, tt.answer)
 					return
@@ -64,4 +84,124 @@ func TestQueryCheck(t *testing.T) {
 			t.Errorf("no error from a closed address: %+v", got)
 		}
 	})
+}
+
+// TestQueryCheckUnderAPrefix: an address with a path (a Prometheus served under a prefix) keeps it.
+func TestQueryCheckUnderAPrefix(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/prom/api/v1/query" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = fmt.Fprint(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}`)
+	}))
+	defer srv.Close()
+	if got := queryCheck(context.Background(), nil, srv.URL+"/prom/", "up", time.Now()); got.err != nil || got.value != 2 {
+		t.Errorf("value %v, error %v; want the value 2 from /prom/api/v1/query", got.value, got.err)
+	}
+	if got := queryCheck(context.Background(), nil, "ftp://x", "up", time.Now()); got.err == nil {
+		t.Errorf("no error for an address that is not http(s)")
+	}
+}
+
+// TestQueryCheckBoundsTheAnswer: an answer larger than maxCheckAnswer is a failed measurement, and is not read
+// whole: the server of a 64 MiB answer, streamed or declared, gets to write only a part of it.
+func TestQueryCheckBoundsTheAnswer(t *testing.T) {
+	const size = 64 << 20
+	for _, declared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("length declared %v", declared), func(t *testing.T) {
+			written := make(chan int64, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if declared {
+					w.Header().Set("Content-Length", fmt.Sprint(size))
+				}
+				// Valid JSON throughout: read whole, it would decode to a passing value.
+				head := `{"status":"success","data":{"resultType":"scalar","result":[1,"0"]},"pad":"`
+				n, _ := io.WriteString(w, head)
+				total := int64(n)
+				chunk := strings.Repeat("x", 64<<10)
+				for pad := int64(size - len(head) - 2); pad > 0; {
+					n, err := io.WriteString(w, chunk[:min(pad, int64(len(chunk)))])
+					total, pad = total+int64(n), pad-int64(n)
+					if err != nil {
+						break
+					}
+				}
+				n, _ = io.WriteString(w, `"}`)
+				total += int64(n)
+				written <- total
+			}))
+			defer srv.Close()
+			got := queryCheck(context.Background(), nil, srv.URL, "up", time.Now())
+			if got.err == nil || !strings.Contains(got.err.Error(), "larger than 4 MiB") {
+				t.Errorf("value %v, error %v; want an error saying the answer is larger than 4 MiB", got.value, got.err)
+			}
+			// The client hung up: the server's writes fail once the socket buffers are full.
+			select {
+			case n := <-written:
+				if n >= size/2 {
+					t.Errorf("the server wrote %d of %d bytes: the answer was read on", n, size)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("the server still writes 10 s after the check ended")
+			}
+		})
+	}
+}
+
+// TestQueryChecksAtOnce: a round's checks are queried at once, each answer in its check's place. The server answers
+// none until all three have asked, so checks queried one after another fail at the round's bound instead.
+func TestQueryChecksAtOnce(t *testing.T) {
+	const n = 3
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		select {
+		case <-all:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"scalar","result":[1,%q]}}`, r.URL.Query().Get("query"))
+	}))
+	defer srv.Close()
+	var checks []webappv2.CanaryCheck
+	for i := range n {
+		checks = append(checks, webappv2.CanaryCheck{Name: fmt.Sprint("c", i), Prometheus: webappv2.PrometheusQuery{Address: srv.URL, Query: fmt.Sprint(i + 1)}})
+	}
+	// A bound of its own, shorter than checkTimeout: one after another, the first would wait it out and fail.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	got := queryChecks(ctx, nil, checks, time.Now())
+	if len(got) != n {
+		t.Fatalf("%d results for %d checks", len(got), n)
+	}
+	for i, r := range got {
+		if r.err != nil || r.value != float64(i+1) {
+			t.Errorf("check %d: value %v, error %v; want the value %d", i, r.value, r.err, i+1)
+		}
+	}
+}
+
+func TestChecksWanted(t *testing.T) {
+	checked := canaryPlan{steps: []canaryStep{{weight: 10}}, checks: []canaryCheck{{name: "e"}}}
+	cases := []struct {
+		name string
+		plan canaryPlan
+		obs  canaryObservation
+		want bool
+	}{
+		{name: "ready, no trouble: queried", plan: checked, obs: canaryObservation{canaryReady: true}, want: true},
+		{name: "no checks", plan: canaryPlan{steps: checked.steps}, obs: canaryObservation{canaryReady: true}},
+		{name: "not ready at its step", plan: checked, obs: canaryObservation{}},
+		{name: "pod trouble decides first: not queried", plan: checked, obs: canaryObservation{canaryReady: true, troubleReason: ReasonCrashLoopBackOff}},
+	}
+	for _, c := range cases {
+		if got := checksWanted(c.plan, c.obs); got != c.want {
+			t.Errorf("%s: checksWanted = %v, want %v", c.name, got, c.want)
+		}
+	}
 }

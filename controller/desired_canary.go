@@ -46,22 +46,35 @@ func canaryShared(app *webappv2.WebApp) bool {
 // canaryReplicas is the canary's count for weight percent of the traffic beside stable pods that keep theirs
 // (never fewer, so the stable version's capacity does not dip, and an HPA's count stays its own): behind a route,
 // weight percent of the stable count (the route sends the canary its share whatever its count); sharing the one
-// Service, the count that makes weight percent of all pods. At least one.
-func canaryReplicas(stable, weight int32, shared bool) int32 {
+// Service, the count that makes weight percent of all pods. At least one, and never more than bound, the most
+// pods the WebApp may run (its replicas, or its autoscaling maximum): a split by replicas asks for
+// stable×weight/(100−weight) pods, 990 beside 10 at 99%, which only a bound keeps from starving the cluster; a
+// step above what the bound allows gets the bound's share (half the pods when the stable count is the bound).
+func canaryReplicas(stable, bound, weight int32, shared bool) int32 {
 	if weight <= 0 {
 		return 0
 	}
 	var n int64
-	if shared {
+	switch {
+	case shared && weight >= 100:
+		// The whole share: as many as stable (the bound caps it below).
+		n = int64(stable)
+	case shared:
 		// n / (n + stable) >= weight / 100, the least such n.
-		if weight >= 100 {
-			return max(stable, 1)
-		}
 		n = (int64(stable)*int64(weight) + int64(100-weight) - 1) / int64(100-weight)
-	} else {
+	default:
 		n = (int64(stable)*int64(weight) + 99) / 100
 	}
-	return int32(max(n, 1))
+	return int32(max(min(n, int64(bound)), 1))
+}
+
+// canaryBound is the most pods a canary may have: the most the WebApp may run, its autoscaling maximum when it
+// autoscales, its replicas otherwise.
+func canaryBound(app *webappv2.WebApp) int32 {
+	if a := app.Spec.Autoscaling; a != nil {
+		return max(a.MaxReplicas, 1)
+	}
+	return webAppReplicas(app)
 }
 
 // canarySelector selects a canary's pods.
@@ -69,10 +82,11 @@ func canarySelector(app *webappv2.WebApp) map[string]string {
 	return map[string]string{LabelName: appName, LabelCanaryOf: app.Name}
 }
 
-// desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods:
+// desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods, at
+// most bound (canaryBound):
 // the WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the
 // canary's count (no HPA decides it) and its revision. nil while there is no canary: it must not exist.
-func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
+func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, stable, bound int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	if d.replicaWeight <= 0 {
 		return nil, nil
 	}
@@ -96,7 +110,7 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	dep.Name = ptr.To(canaryName(app))
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
-	dep.Spec.WithReplicas(canaryReplicas(stable, d.replicaWeight, canaryShared(app)))
+	dep.Spec.WithReplicas(canaryReplicas(stable, bound, d.replicaWeight, canaryShared(app)))
 	dep.WithAnnotations(map[string]string{AnnotationRevision: rev})
 	return dep, nil
 }

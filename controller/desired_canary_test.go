@@ -13,28 +13,63 @@ import (
 
 func TestCanaryReplicas(t *testing.T) {
 	cases := []struct {
-		stable, weight int32
-		shared         bool
-		want           int32
+		stable, bound, weight int32
+		shared                bool
+		want                  int32
 	}{
-		{stable: 4, weight: 0, want: 0},
-		{stable: 4, weight: 10, want: 1}, // behind a route: at least one
-		{stable: 4, weight: 50, want: 2},
-		{stable: 10, weight: 25, want: 3}, // 2.5 rounded up
-		{stable: 3, weight: 99, want: 3},
-		{stable: 4, weight: 10, shared: true, want: 1},  // 1 of 5 pods: 20% >= 10%
-		{stable: 4, weight: 50, shared: true, want: 4},  // 4 of 8
-		{stable: 3, weight: 25, shared: true, want: 1},  // 1 of 4
-		{stable: 9, weight: 20, shared: true, want: 3},  // 9*20/80 = 2.25 -> 3: 3 of 12 = 25%
-		{stable: 2, weight: 100, shared: true, want: 2}, // the whole share: as many as stable
-		{stable: 0, weight: 30, shared: true, want: 1},  // nothing stable: still one canary pod
-		{stable: 20, weight: 1, shared: false, want: 1}, // 0.2 rounded up
-		{stable: 1000, weight: 99, shared: true, want: 99000},
+		{stable: 4, bound: 4, weight: 0, want: 0},
+		{stable: 4, bound: 4, weight: 10, want: 1}, // behind a route: at least one
+		{stable: 4, bound: 4, weight: 50, want: 2},
+		{stable: 10, bound: 10, weight: 25, want: 3}, // 2.5 rounded up
+		{stable: 3, bound: 3, weight: 99, want: 3},
+		{stable: 4, bound: 4, weight: 10, shared: true, want: 1},  // 1 of 5 pods: 20% >= 10%
+		{stable: 4, bound: 4, weight: 50, shared: true, want: 4},  // 4 of 8
+		{stable: 3, bound: 3, weight: 25, shared: true, want: 1},  // 1 of 4
+		{stable: 9, bound: 9, weight: 20, shared: true, want: 3},  // 9*20/80 = 2.25 -> 3: 3 of 12 = 25%
+		{stable: 2, bound: 2, weight: 100, shared: true, want: 2}, // the whole share: as many as stable
+		{stable: 0, bound: 1, weight: 30, shared: true, want: 1},  // nothing stable: still one canary pod
+		{stable: 20, bound: 20, weight: 1, want: 1},               // 0.2 rounded up
+		{stable: 4, bound: 0, weight: 50, shared: true, want: 1},  // at least one, whatever the bound
+		// The bound: never more canary pods than the WebApp may run.
+		{stable: 10, bound: 10, weight: 99, shared: true, want: 10},    // not 990: half the pods
+		{stable: 10, bound: 10, weight: 75, shared: true, want: 10},    // not 30
+		{stable: 10, bound: 10, weight: 50, shared: true, want: 10},    // exactly the bound: 50%
+		{stable: 100, bound: 100, weight: 99, shared: true, want: 100}, // an HPA at its maximum of 100: not 9,900
+		{stable: 2, bound: 100, weight: 90, shared: true, want: 18},    // an HPA at 2 of at most 100: the share is reached
+		{stable: 1000, bound: 100, weight: 99, shared: true, want: 100},
+		{stable: 100, bound: 100, weight: 99, want: 99}, // behind a route: below the bound already
+		{stable: 2147483647, bound: 2147483647, weight: 99, shared: true, want: 2147483647},
 	}
 	for _, c := range cases {
-		if got := canaryReplicas(c.stable, c.weight, c.shared); got != c.want {
-			t.Errorf("canaryReplicas(%d, %d%%, shared %v) = %d, want %d", c.stable, c.weight, c.shared, got, c.want)
+		got := canaryReplicas(c.stable, c.bound, c.weight, c.shared)
+		if got != c.want {
+			t.Errorf("canaryReplicas(%d, bound %d, %d%%, shared %v) = %d, want %d", c.stable, c.bound, c.weight, c.shared, got, c.want)
 		}
+		if c.weight > 0 && got > max(c.bound, 1) {
+			t.Errorf("canaryReplicas(%d, bound %d, %d%%, shared %v) = %d: above the bound", c.stable, c.bound, c.weight, c.shared, got)
+		}
+	}
+}
+
+func TestCanaryBound(t *testing.T) {
+	cases := []struct {
+		name        string
+		replicas    int32
+		autoscaling *webappv2.Autoscaling
+		want        int32
+	}{
+		{name: "the WebApp's replicas", replicas: 10, want: 10},
+		{name: "autoscaling: its maximum", replicas: 3, autoscaling: &webappv2.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 100}, want: 100},
+		{name: "autoscaling below the replicas: its maximum", replicas: 10, autoscaling: &webappv2.Autoscaling{MaxReplicas: 4}, want: 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			app := newApp("shop", c.replicas, 8080, "shop:2")
+			app.Spec.Autoscaling = c.autoscaling
+			if got := canaryBound(app); got != c.want {
+				t.Errorf("canaryBound = %d, want %d", got, c.want)
+			}
+		})
 	}
 }
 
@@ -56,6 +91,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 		{name: "shared Service: by replicas, selected by the one Service", d: canaryDecision{state: canaryState{canary: "r2"}, phase: phaseCanary, replicaWeight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
 		{name: "behind a route: its own pods", set: gateway, d: canaryDecision{phase: phaseCanary, replicaWeight: 50}, stable: 4, wantReplicas: 2},
 		{name: "promoting: kept at its weight", set: gateway, d: canaryDecision{phase: phasePromoting, replicaWeight: 50}, stable: 4, wantReplicas: 2},
+		{name: "shared Service at 99%: bounded by the WebApp's replicas", d: canaryDecision{state: canaryState{canary: "r2"}, phase: phaseCanary, replicaWeight: 99}, stable: 3, wantReplicas: 3, wantInstance: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -63,7 +99,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 			if c.set != nil {
 				c.set(app)
 			}
-			dep, err := desiredCanaryDeployment(app, inputs{configHash: "h"}, c.d, c.stable)
+			dep, err := desiredCanaryDeployment(app, inputs{configHash: "h"}, c.d, c.stable, canaryBound(app))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -359,5 +362,69 @@ func TestCanaryRefusals(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal of a weight of 100, an address without a scheme and max 1e3: %v, want it to name %s", err, want)
 		}
+	}
+}
+
+// TestCanaryCheckAnswers: without a Gateway, a 99% step's canary has no more pods than the WebApp's replicas (the
+// split by replicas asked for 990 beside 10), and a check whose Prometheus (served by the test) answers what is no
+// measurement rolls the canary back, saying why.
+func TestCanaryCheckAnswers(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+		want   string
+	}{
+		{name: "-Inf", want: "value is -Inf", answer: func(w http.ResponseWriter) {
+			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"-Inf"]}}`)
+		}},
+		{name: "64 MiB", want: "larger than 4 MiB", answer: func(w http.ResponseWriter) {
+			// Valid JSON whose value passes, were it read whole.
+			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"0"]},"pad":"`)
+			chunk := strings.Repeat("x", 64<<10)
+			for range 1024 {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+			}
+			_, _ = io.WriteString(w, `"}`)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				c.answer(w)
+			}))
+			defer prom.Close()
+			ns := newNamespace(t)
+			startOperator(t, ns, time.Second)
+			ctx := context.Background()
+			app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+				Image: "shop:1", Replicas: ptr.To[int32](10), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+				Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
+					Steps:  []webappv2.CanaryStep{{Weight: 99, PauseSeconds: 3600}},
+					Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: prom.URL, Query: "vector(0)"}, Max: "0.01"}},
+				}},
+			}}
+			if err := k8s.Create(ctx, app); err != nil {
+				t.Fatal(err)
+			}
+			waitChildren(t, ns, "web")
+			markAvailable(t, ns, "web")
+			canaryPhase(t, ns, "web", "Stable/0/0")
+			update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+			canaryPhase(t, ns, "web", "Canary/0/0")
+			canary := &appsv1.Deployment{}
+			testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", canary) })
+			if n := *canary.Spec.Replicas; n != 10 {
+				t.Errorf("the canary has %d replicas at 99%% beside 10, want 10 (the WebApp's replicas)", n)
+			}
+			// Ready at its count: the check is queried, and its answer is no measurement.
+			markAvailable(t, ns, "web-canary")
+			rolled := canaryPhase(t, ns, "web", "RolledBack/0/0")
+			if msg := rolled.Status.Canary.Message; rolled.Status.Canary.Reason != controller.ReasonCheckFailed || !strings.Contains(msg, c.want) {
+				t.Errorf("rolled back for %s: %q, want %s saying %q", rolled.Status.Canary.Reason, msg, controller.ReasonCheckFailed, c.want)
+			}
+		})
 	}
 }
