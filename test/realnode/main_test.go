@@ -80,6 +80,10 @@ func runOutside() int {
 	// Images built already (make test builds them in the background while the other suites run) are taken as
 	// they are; otherwise they are built now.
 	images := strings.FieldsFunc(os.Getenv(envImages), func(r rune) bool { return r == ',' })
+	if len(images) == 0 && os.Getenv(cluster.EnvNoBuild) == "1" {
+		fmt.Fprintf(os.Stderr, "real-node tests: %s names no images, and %s=1 says a suite builds nothing (make test builds them in the background before this suite starts)\n", envImages, cluster.EnvNoBuild)
+		return 1
+	}
 	if len(images) == 0 {
 		if images, err = cluster.BuildImages(filepath.Join(dir, "images")); err != nil {
 			fmt.Fprintln(os.Stderr, err)
