@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -15,6 +16,16 @@ import (
 type ToolCommand struct {
 	Pkg  string
 	Tags []string
+}
+
+// Name is the command's name, as go build names its binary: the package path's last element, or the one before a
+// major version suffix (sigs.k8s.io/kustomize/kustomize/v5 is kustomize).
+func (c ToolCommand) Name() string {
+	name := path.Base(c.Pkg)
+	if len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" {
+		return path.Base(path.Dir(c.Pkg))
+	}
+	return name
 }
 
 // The tools module's commands the suites run, declared once: make test builds each of them (test/cmd/tools) before

@@ -9,7 +9,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path"
 	"slices"
 
 	"github.com/example/webapp-operator/test/cluster"
@@ -18,13 +17,13 @@ import (
 func main() {
 	names := os.Args[1:]
 	for _, name := range names {
-		if !slices.ContainsFunc(cluster.SuiteTools, func(c cluster.ToolCommand) bool { return path.Base(c.Pkg) == name }) {
+		if !slices.ContainsFunc(cluster.SuiteTools, func(c cluster.ToolCommand) bool { return c.Name() == name }) {
 			fmt.Fprintf(os.Stderr, "tools: no command %s in cluster.SuiteTools\n", name)
 			os.Exit(2)
 		}
 	}
 	for _, c := range cluster.SuiteTools {
-		if len(names) > 0 && !slices.Contains(names, path.Base(c.Pkg)) {
+		if len(names) > 0 && !slices.Contains(names, c.Name()) {
 			continue
 		}
 		bin, err := cluster.Tool(c)
