@@ -111,7 +111,7 @@ func TestQueryCheckBoundsTheAnswer(t *testing.T) {
 	for _, declared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("length declared %v", declared), func(t *testing.T) {
 			written := make(chan int64, 1)
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				if declared {
 					w.Header().Set("Content-Length", fmt.Sprint(size))

@@ -1,6 +1,7 @@
 package nobuild
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +58,8 @@ func TestNoBuildShimRefusesOnlyACompile(t *testing.T) {
 			}
 			out, err := goCmd(shim, tc.args...)
 			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				code = ee.ExitCode()
 			} else if err != nil {
 				t.Fatal(err)

@@ -38,7 +38,7 @@ var (
 	SuiteTools      = []ToolCommand{HelmCommand, KustomizeCommand, PromtoolCommand}
 )
 
-// EnvNoBuild, when "1", says that everything the suites run was built before their clocks started (make test's
+// EnvNoBuild names the variable that, when "1", says that everything the suites run was built before their clocks started (make test's
 // build phases): a tool not in the cache then is an error naming the build to add, never a compile inside a
 // test's wait.
 const EnvNoBuild = "WEBAPP_NO_BUILD"
