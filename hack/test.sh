@@ -68,9 +68,10 @@ print_table() {
 
 # cpu: "busy total" clock ticks of all CPUs since boot (/proc/stat); busy_since BEFORE: the share of the CPUs' time
 # busy since then and the CPU-seconds it was, "cpu N%, M CPU-s" (a phase near 100% waits on the CPU: only less work
-# makes it shorter; one far below it waits on something else, and work beside it is free). Both count the whole
-# machine: what ran beside a phase too.
-cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+# makes it shorter; one far below it waits on something else, and work beside it is free). Both count the cores
+# this run may use (its affinity: make test-cold pins it to one), and what else ran on them beside a phase too.
+cores=$(awk '/^Cpus_allowed_list:/{n = split($2, r, ","); for (i = 1; i <= n; i++) { m = split(r[i], b, "-"); for (c = b[1]; c <= b[m]; c++) printf "cpu%d ", c }}' /proc/self/status)
+cpu() { awk -v cores=" $cores" 'index(cores, " " $1 " ") {b += $2+$3+$4+$7+$8+$9; t += $2+$3+$4+$5+$6+$7+$8+$9} END {print b, t}' /proc/stat; }
 busy_since() {
   local b0 t0 b1 t1
   read -r b0 t0 <<<"$1"
