@@ -8,11 +8,13 @@ IMG ?= webapp-operator:dev
 # cold make test compiles them once. (A plain `go test ./...` works too, in a build cache of its own.)
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(filter-out -trimpath,$(shell go env GOFLAGS)) -trimpath)
-LOCALBIN := $(CURDIR)/bin
 CONTROLLER_GEN_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
-CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
-GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# The generator and the linter, one binary per version in the cache outside the checkout (as the control plane's):
+# a clean clone (CI's, a second worktree) compiles neither again; golangci-lint's cold compile is minutes.
+TOOLBIN := $(or $(WEBAPP_TOOLS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/webapp-operator)/bin
+CONTROLLER_GEN := $(TOOLBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # The local control plane's binaries (etcd, kube-apiserver, ..., kwok) are built once by test/tools/install.sh
 # into a versioned cache outside the checkout (~/.cache/webapp-operator); WEBAPP_TOOLS_CACHE moves it.
 # The generative test's seed and number of cases (make fuzz SEED=7 COUNT=1000).
@@ -192,12 +194,13 @@ undeploy: ## Remove what deploy installed.
 docker-build: ## Build the container image $(IMG) (DOCKER_BUILD_ARGS: extra docker build flags).
 	docker build $(DOCKER_BUILD_ARGS) -t $(IMG) .
 
+# Each installed into a directory of its own, then renamed into place: two checkouts may install at once.
 $(CONTROLLER_GEN):
-	mkdir -p $(LOCALBIN)
-	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-	mv $(LOCALBIN)/controller-gen $@
+	mkdir -p $(TOOLBIN)
+	tmp=$$(mktemp -d "$(TOOLBIN)/.install.XXXXXX") && GOBIN=$$tmp go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) && \
+		mv $$tmp/controller-gen $@ && rmdir $$tmp
 
 $(GOLANGCI_LINT):
-	mkdir -p $(LOCALBIN)
-	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
-	mv $(LOCALBIN)/golangci-lint $@
+	mkdir -p $(TOOLBIN)
+	tmp=$$(mktemp -d "$(TOOLBIN)/.install.XXXXXX") && GOBIN=$$tmp go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) && \
+		mv $$tmp/golangci-lint $@ && rmdir $$tmp
