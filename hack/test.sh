@@ -76,7 +76,7 @@ busy_since() {
   local b0 t0 b1 t1
   read -r b0 t0 <<<"$1"
   read -r b1 t1 <<<"$(cpu)"
-  # /proc/stat counts in USER_HZ ticks (getconf CLK_TCK, 100 on Linux): CPU-seconds of all cores, what a phase
+  # /proc/stat counts in USER_HZ ticks (getconf CLK_TCK, 100 on Linux): CPU-seconds of those cores, what a phase
   # would take on one core, to scale to a machine of other cores.
   if [ "$t1" -gt "$t0" ]; then echo "cpu $((100 * (b1 - b0) / (t1 - t0)))%, $(((b1 - b0) / $(getconf CLK_TCK))) CPU-s"; else echo "cpu -"; fi
 }
