@@ -44,8 +44,6 @@ type canaryRun struct {
 	held *corev1ac.PodTemplateSpecApplyConfiguration
 	// stableReplicas is the stable Deployment's count, which the canary's follows.
 	stableReplicas int32
-	// canaryBound is the most pods the canary may have (canaryBound).
-	canaryBound int32
 	// err: the canary could not be decided (its inputs unknown); its objects are left as they are.
 	err error
 }
@@ -183,7 +181,6 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	stable := r.cachedDeploymentOf(ctx, app, app.Name)
 	canary := r.cachedDeploymentOf(ctx, app, canaryName(app))
 	run.stableReplicas = webAppReplicas(app)
-	run.canaryBound = canaryBound(app)
 	if replicasByHPA(app, in.hpaExists) && stable != nil && stable.Spec.Replicas != nil {
 		// The HPA's count is the stable version's; the canary's comes on top of it, never out of it.
 		run.stableReplicas = *stable.Spec.Replicas
@@ -192,7 +189,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	obs := canaryObservation{revision: run.revision, deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
 	trying := state.canary == run.revision && state.canary != ""
 	if trying && state.step < len(run.plan.steps) {
-		n := canaryReplicas(run.stableReplicas, run.canaryBound, run.plan.steps[state.step].weight, canaryShared(app))
+		n := canaryReplicas(run.stableReplicas, canaryBound(app), run.plan.steps[state.step].weight, canaryShared(app))
 		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
 		obs.canaryReady = runs(canary, state.canary) && rolledOut(canary, n) && (canaryShared(app) || r.hasCanaryService(ctx, app))
 	}
@@ -399,7 +396,7 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 	if _, ok, err := in.canary.decided(); !ok {
 		return nil, err
 	}
-	dep, err := desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas, in.canary.canaryBound)
+	dep, err := desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
 	if dep != nil && err == nil && in.claimErr != nil {
 		// Its pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
 		return nil, in.claimErr

@@ -82,11 +82,11 @@ func canarySelector(app *webappv2.WebApp) map[string]string {
 	return map[string]string{LabelName: appName, LabelCanaryOf: app.Name}
 }
 
-// desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods, at
-// most bound (canaryBound):
-// the WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the
-// canary's count (no HPA decides it) and its revision. nil while there is no canary: it must not exist.
-func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, stable, bound int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
+// desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods: the
+// WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the canary's
+// count (no HPA decides it; at most canaryBound(app)) and its revision. nil while there is no canary: it must not
+// exist.
+func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	if d.replicaWeight <= 0 {
 		return nil, nil
 	}
@@ -110,7 +110,7 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	dep.Name = ptr.To(canaryName(app))
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
-	dep.Spec.WithReplicas(canaryReplicas(stable, bound, d.replicaWeight, canaryShared(app)))
+	dep.Spec.WithReplicas(canaryReplicas(stable, canaryBound(app), d.replicaWeight, canaryShared(app)))
 	dep.WithAnnotations(map[string]string{AnnotationRevision: rev})
 	return dep, nil
 }

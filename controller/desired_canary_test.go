@@ -99,7 +99,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 			if c.set != nil {
 				c.set(app)
 			}
-			dep, err := desiredCanaryDeployment(app, inputs{configHash: "h"}, c.d, c.stable, canaryBound(app))
+			dep, err := desiredCanaryDeployment(app, inputs{configHash: "h"}, c.d, c.stable)
 			if err != nil {
 				t.Fatal(err)
 			}
