@@ -174,16 +174,7 @@ func (s *servedAPIs) recheck(ctx context.Context, c childKind, err error) bool {
 	if crdTerminating(err) {
 		// Discovery lists the kind until its CRD is gone: counted unserved from now, and checked every
 		// goingRecheck until it is gone.
-		if s.markGoing(c) {
-			log.FromContext(ctx).Info("the CRD of this kind of child is being deleted: not writing it", "kind", c.kind)
-			select {
-			case s.kick <- struct{}{}:
-			default:
-			}
-			if s.changed != nil {
-				s.changed(ctx)
-			}
-		}
+		s.countGoing(ctx, c, "the CRD of this kind of child is being deleted: not writing it")
 		return true
 	}
 	if !missingAPI(err) {
@@ -195,7 +186,29 @@ func (s *servedAPIs) recheck(ctx context.Context, c childKind, err error) bool {
 	if !recent {
 		s.check(ctx)
 	}
+	if s.isServed(c) {
+		// The API server's handler for the kind is gone before its discovery says so (or a check just before
+		// the removal still listed it): the write's answer is believed, the kind counted unserved and checked
+		// every goingRecheck; listed for goingFor more, it counts as served again.
+		s.countGoing(ctx, c, "a write of this kind of child found no API while discovery still lists it: not writing it")
+	}
 	return !s.isServed(c)
+}
+
+// countGoing marks c as going (markGoing) and, the first time, says why, wakes Start for checks every goingRecheck and
+// has every WebApp looked at again.
+func (s *servedAPIs) countGoing(ctx context.Context, c childKind, why string) {
+	if !s.markGoing(c) {
+		return
+	}
+	log.FromContext(ctx).Info(why, "kind", c.kind)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	if s.changed != nil {
+		s.changed(ctx)
+	}
 }
 
 // missingAPI: err is what a request for a kind may answer after its API is removed: no mapping for the kind, a 404

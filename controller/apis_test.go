@@ -34,8 +34,9 @@ func (d *scriptedDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.A
 }
 
 // TestServedAPIsFollowDiscoveryBothWays: a kind is watched when discovery lists it and unwatched when it stops
-// (only on a 404: an unavailable server changes nothing); a write refused because the CRD terminates counts the
-// kind unserved at once, with no watch change until discovery no longer lists it, and for goingFor at most.
+// (only on a 404: an unavailable server changes nothing); a write refused because the CRD terminates, or answered
+// 404 while discovery still lists the kind, counts the kind unserved at once, with no watch change until discovery
+// no longer lists it, and for goingFor at most.
 func TestServedAPIsFollowDiscoveryBothWays(t *testing.T) {
 	route := *childKindOf("HTTPRoute")
 	terminating := apierrors.NewForbidden(schema.GroupResource{Group: gatewayGroup, Resource: "httproutes"}, "web",
@@ -62,7 +63,14 @@ func TestServedAPIsFollowDiscoveryBothWays(t *testing.T) {
 		{"an unavailable server uninstalls nothing", []step{
 			{answer: "served", do: "check", served: true, watches: "+", changed: 1},
 			{answer: "error", do: "check", served: true},
-			{answer: "error", do: "write-404", served: true},
+		}},
+		{"a write that finds no API while discovery still lists it is believed, for goingFor at most", []step{
+			{answer: "served", do: "check", served: true, watches: "+", changed: 1},
+			{answer: "served", do: "write-404", served: false, changed: 1},
+			{answer: "served", do: "write-404", served: false},
+			{answer: "served", do: "expire", served: true, changed: 1},
+			{answer: "served", do: "write-404", served: false, changed: 1},
+			{answer: "absent", do: "check", served: false, watches: "-"},
 		}},
 		{"a write that finds the API gone asks discovery at once", []step{
 			{answer: "served", do: "check", served: true, watches: "+", changed: 1},
