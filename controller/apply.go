@@ -131,6 +131,7 @@ type outcome[PT client.Object] struct {
 type written struct {
 	existed, sent, changed bool
 	deleted                bool // the object was deleted (an optional child the WebApp no longer needs)
+	replaced               bool // the deletion replaces it (hooks.replaced): created again by the next reconcile
 	configChanged          bool // the config hash the object carries changed
 	handedOver             bool // fields were handed to their next owner before the apply (the count, to the HPA)
 }

@@ -73,6 +73,11 @@ func stateOf(st *webappv2.CanaryStatus, plan canaryPlan) canaryState {
 	}
 	s := canaryState{stable: st.StableRevision, canary: st.CanaryRevision, failed: st.FailedRevision, step: max(int(st.Step), 0),
 		reason: st.Reason, message: st.Message}
+	if st.Phase == string(phasePromoting) && st.CanaryRevision != "" {
+		// Promoted stays promoted: steps added to the plan meanwhile do not send the rollout back to one (and a check
+		// then cannot roll back a version the stable Deployment already runs).
+		s.step = len(plan.steps)
+	}
 	if st.StepStartedAt != nil {
 		s.since = st.StepStartedAt.Time
 	}
@@ -215,21 +220,39 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	}
 	run.decision = nextCanary(run.plan, state, obs, now)
 	run.hold = run.decision.phase == phaseCanary || run.decision.phase == phaseRolledBack
-	if run.hold && stable != nil {
-		// The stable version keeps its pods: the template our manager owns on its Deployment, applied as it is (as
-		// the server has it when the cache has not seen our last write of it).
-		if r.mem.behind("Deployment", client.ObjectKeyFromObject(app), stable) {
-			fresh := &appsv1.Deployment{}
-			if err := r.reader().Get(ctx, client.ObjectKeyFromObject(stable), fresh); err == nil {
-				stable = fresh
-			}
-		}
-		if owned, err := appsv1ac.ExtractDeployment(stable, FieldManager); err == nil && owned.Spec != nil && owned.Spec.Template != nil {
-			run.held = owned.Spec.Template
-		}
+	if run.hold {
+		run.held = r.heldStable(ctx, app, stable, run.decision.state.stable)
 	}
 	r.tellCanary(app, state, run)
 	return run
+}
+
+// heldStable is the pod template of the stable version (revision stable), which the stable Deployment keeps while
+// a canary holds it: its record's (stable_record.go); without one (a canary begun before records were kept, or a
+// WebApp that took the strategy while its Deployment ran another version), the template our manager owns on the
+// stable Deployment, applied as it is (as the server has it when the cache has not seen our last write of it). Nil:
+// not known.
+func (r *WebAppReconciler) heldStable(ctx context.Context, app *webappv2.WebApp, stable *appsv1.Deployment, rev string) *corev1ac.PodTemplateSpecApplyConfiguration {
+	if c := childOf("ControllerRevision"); c != nil {
+		if obj, _ := r.cachedChild(ctx, *c, app); obj != nil {
+			if t := heldTemplate(obj.(*appsv1.ControllerRevision), rev); t != nil {
+				return t
+			}
+		}
+	}
+	if stable == nil {
+		return nil
+	}
+	if r.mem.behind("Deployment", client.ObjectKeyFromObject(app), stable) {
+		fresh := &appsv1.Deployment{}
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(stable), fresh); err == nil {
+			stable = fresh
+		}
+	}
+	if owned, err := appsv1ac.ExtractDeployment(stable, FieldManager); err == nil && owned.Spec != nil && owned.Spec.Template != nil {
+		return owned.Spec.Template
+	}
+	return nil
 }
 
 // checksWanted: the checks are queried for what was observed: a canary ready at its step, whose pods show no
@@ -388,7 +411,7 @@ func desiredStableDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploym
 }
 
 // errStableUnknown stops the stable Deployment's write while a canary holds it and its template is gone.
-var errStableUnknown = errors.New("the stable version's pod template is not known (its Deployment was deleted, or our fields on it cannot be read) " +
+var errStableUnknown = errors.New("the stable version's pod template is not known (neither its record, ControllerRevision <name>-stable, nor our fields on its Deployment can be read) " +
 	"while spec.rollout.canary holds it: set the spec back to the stable version, or remove spec.rollout.canary to run the spec's version")
 
 // buildCanaryDeployment is the canary variant of the Deployment (nil: none must exist).

@@ -91,6 +91,11 @@ var children = expand([]childKind{
 	declare("PersistentVolumeClaim", "v1", true, func(app *webappv2.WebApp, _ inputs) (*corev1ac.PersistentVolumeClaimApplyConfiguration, error) {
 		return desiredClaim(app), nil
 	}, corev1ac.ExtractPersistentVolumeClaim).keptOn(claimKept),
+	// With a canary strategy, the record of the stable version's pod template (stable_record.go), which the stable
+	// Deployment holds while a canary runs or after a rollback; its data is immutable, so a new stable version
+	// replaces it.
+	declareNamed("ControllerRevision", "apps/v1", "ControllerRevision", true, stableRecordName, desiredStableRecord, extractStableRecord).
+		replacedWhen(recordReplaced),
 	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
 	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 		return desiredPDB(app), nil
@@ -137,6 +142,10 @@ type hooks struct {
 	// kept: an object of the kind is never deleted; when the WebApp no longer wants it, it is released (our owner
 	// reference taken off).
 	kept bool
+	// replaced reports whether the object cur cannot become desired by an apply (a field the API server never lets
+	// change differs): it is then deleted, with a UID precondition, and the reconcile its deletion brings creates
+	// it again. Where SSA cannot express a change at all, this is the narrowest write that can.
+	replaced func(cur client.Object, desired any) bool
 }
 
 // inputs are what the builders need besides the WebApp, read once per reconcile.
@@ -204,6 +213,16 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 			deleted, err := deleteChild(ctx, r, c, app)
 			return childOutcome{written: written{sent: deleted, deleted: deleted}}, err
 		}
+		if c.hooks.replaced != nil {
+			if cur, _ := r.cachedChild(ctx, c, app); cur != nil && c.hooks.replaced(cur, desired) {
+				// Replaced: deleted now, created by the next reconcile (brought by the deletion's event). Gone
+				// already (the cache behind our own replacement): decided below, on the server's.
+				deleted, err := deleteChild(ctx, r, c, app)
+				if deleted || err != nil {
+					return childOutcome{written: written{sent: deleted, deleted: deleted, replaced: true}}, err
+				}
+			}
+		}
 		if h := c.hooks.handover; h != nil {
 			o.beforeApply = func(ctx context.Context, cur client.Object) (bool, error) { return h(ctx, r, app, in, cur) }
 		}
@@ -262,6 +281,13 @@ func (c childKind) withConfigHash(f func(client.Object) string) childKind {
 // keptOn makes the kind kept: never deleted, released when unwanted, and on the WebApp's deletion where f says so.
 func (c childKind) keptOn(f func(*webappv2.WebApp) bool) childKind {
 	c.hooks.kept, c.keptOnDeletion = true, f
+	return c
+}
+
+// replacedWhen makes objects of the kind replaced (deleted, then created again) when f says an apply cannot change
+// them into the desired one.
+func (c childKind) replacedWhen(f func(cur client.Object, desired any) bool) childKind {
+	c.hooks.replaced = f
 	return c
 }
 

@@ -89,6 +89,7 @@ type WebAppReconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups="",resources=resourcequotas;namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -325,6 +326,9 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, c c
 	case w.deleted && err != nil:
 		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
 		r.event(app, child, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting %s failed: %v", name, err)
+	case w.deleted && w.replaced:
+		// Replaced (an immutable field changed): created again at once, no news for the user.
+		appliesTotal.WithLabelValues(kind, resultDeleted).Inc()
 	case w.deleted:
 		appliesTotal.WithLabelValues(kind, resultDeleted).Inc()
 		r.event(app, child, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s: the WebApp's spec no longer asks for it", name)

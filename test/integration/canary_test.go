@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -427,4 +428,153 @@ func TestCanaryCheckAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stableImage waits until the WebApp name's stable Deployment runs want.
+func stableImage(t *testing.T, ns, name, want, why string) {
+	t.Helper()
+	testutil.Eventually(t, wait10s, why, func(ctx context.Context) error {
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, name, dep); err != nil {
+			return err
+		}
+		if img := dep.Spec.Template.Spec.Containers[0].Image; img != want {
+			return fmt.Errorf("the stable Deployment runs %s", img)
+		}
+		return nil
+	})
+}
+
+// setImage is `kubectl set image deployment/name app=image`: an Update under another field manager, which takes
+// the field from ours.
+func setImage(t *testing.T, ns, name, image string) {
+	t.Helper()
+	update(t, ns, name, &appsv1.Deployment{}, func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = image },
+		client.FieldOwner("kubectl-set"))
+}
+
+// TestCanaryKeepsTheStableVersionAsItsOwnData (issue 47, items 1, 2 and 8): the stable version's template is
+// the record the operator keeps (ControllerRevision <name>-stable), not what its manager happens to own on the
+// Deployment. So another writer's `kubectl set image` on the stable Deployment is put back during a canary's pause
+// and after a rollback, a stable Deployment deleted after a rollback comes back running the stable version, and a
+// canary being promoted stays promoted when steps are added to the plan, whatever its checks say then.
+func TestCanaryKeepsTheStableVersionAsItsOwnData(t *testing.T) {
+	var answer atomic.Value
+	answer.Store("0")
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"scalar","result":[1,%q]}}`, answer.Load())
+	}))
+	defer prom.Close()
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	checks := []webappv2.CanaryCheck{{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: prom.URL, Query: "vector(0)"}, Max: "0.5"}}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{CheckIntervalSeconds: 1, Checks: checks,
+			Steps: []webappv2.CanaryStep{{Weight: 50, PauseSeconds: 3600}}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	stable := canaryPhase(t, ns, "web", "Stable/0/0").Status.Canary.StableRevision
+	record := &appsv1.ControllerRevision{}
+	testutil.Eventually(t, wait10s, "the stable version's record", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web-stable", record); err != nil {
+			return err
+		}
+		if rev := record.Annotations[controller.AnnotationRevision]; rev != stable {
+			return fmt.Errorf("the record is of revision %s, want %s", rev, stable)
+		}
+		return nil
+	})
+
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	canaryPhase(t, ns, "web", "Canary/0/50")
+
+	// Item 1, in a step's pause: put back.
+	since := time.Now()
+	setImage(t, ns, "web", "evil:1")
+	stableImage(t, ns, "web", "shop:1", "the stable version back in the pause")
+	if ev := strings.Join(eventsSince(t, ns, since), "\n"); !strings.Contains(ev, "DriftRepaired") {
+		t.Errorf("no DriftRepaired event for the stable Deployment; events: %s", ev)
+	}
+
+	// A failing check rolls back; then item 1 after the rollback, and item 8.
+	answer.Store("1")
+	canaryPhase(t, ns, "web", "RolledBack/0/0")
+	setImage(t, ns, "web", "evil:1")
+	stableImage(t, ns, "web", "shop:1", "the stable version back after the rollback")
+	dep := &appsv1.Deployment{}
+	if err := get(ctx, ns, "web", dep); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, wait10s, "the stable Deployment again", func(ctx context.Context) error {
+		again := &appsv1.Deployment{}
+		if err := get(ctx, ns, "web", again); err != nil {
+			return err
+		}
+		if again.UID == dep.UID {
+			return fmt.Errorf("not deleted yet")
+		}
+		if img, rev := again.Spec.Template.Spec.Containers[0].Image, again.Annotations[controller.AnnotationRevision]; img != "shop:1" || rev != stable {
+			return fmt.Errorf("it runs %s (revision %s), want shop:1 (%s)", img, rev, stable)
+		}
+		return nil
+	})
+	markAvailable(t, ns, "web")
+	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonRolledBack)
+
+	// Item 2: promoting, a step added, then a failing check: still promoted, and promoted at the end.
+	answer.Store("0")
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Image = "shop:3"
+		a.Spec.Rollout.Canary.Steps[0].PauseSeconds = 0
+	})
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the canary of shop:3", func(ctx context.Context) error {
+		c := &appsv1.Deployment{}
+		if err := get(ctx, ns, "web-canary", c); err != nil {
+			return err
+		}
+		if img := c.Spec.Template.Spec.Containers[0].Image; img != "shop:3" {
+			return fmt.Errorf("the canary runs %s", img)
+		}
+		return nil
+	})
+	markAvailable(t, ns, "web-canary")
+	promoting := canaryPhase(t, ns, "web", "Promoting/1/50").Status.Canary.CanaryRevision
+	stableImage(t, ns, "web", "shop:3", "the stable Deployment rolling to the promoted version")
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Rollout.Canary.Steps = append(a.Spec.Rollout.Canary.Steps, webappv2.CanaryStep{Weight: 80, PauseSeconds: 3600})
+	})
+	answer.Store("1")
+	waitResyncs(t, 3, 30*time.Second)
+	if st := canaryPhase(t, ns, "web", "Promoting/2/80").Status.Canary; st.CanaryRevision != promoting || st.FailedRevision == promoting {
+		t.Errorf("after a step was added while promoting: %+v, want %s still promoted", st, promoting)
+	}
+	stableImage(t, ns, "web", "shop:3", "the promoted version kept")
+	markAvailable(t, ns, "web")
+	final := canaryPhase(t, ns, "web", "Stable/0/0")
+	if final.Status.Canary.StableRevision != promoting {
+		t.Errorf("stable revision %s after the promotion, want %s", final.Status.Canary.StableRevision, promoting)
+	}
+	testutil.Eventually(t, wait10s, "the record of the promoted version", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web-stable", record); err != nil {
+			return err
+		}
+		if rev := record.Annotations[controller.AnnotationRevision]; rev != promoting {
+			return fmt.Errorf("the record is of revision %s, want %s", rev, promoting)
+		}
+		return nil
+	})
 }

@@ -47,6 +47,7 @@
 - apiGroups:
   - apps
   resources:
+  - controllerrevisions
   - deployments
   verbs:
   - create

@@ -1,0 +1,129 @@
+package controller
+
+import (
+	"encoding/json"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// TestDesiredStableRecord: the record holds the spec's template while the spec's version is stable or promoted, the
+// held one while a canary holds the stable version, none without a strategy, and nothing is built (the record is
+// left as it is) when the canary is undecided or the held template unknown.
+func TestDesiredStableRecord(t *testing.T) {
+	app := newApp("web", 2, 8080, "shop:2")
+	app.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50}}}
+	spec, err := desiredDeployment(app, inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("app").WithImage("shop:1")))
+	decided := func(phase canaryPhase, hold bool, held *corev1ac.PodTemplateSpecApplyConfiguration) *canaryRun {
+		return &canaryRun{revision: "rev2", hold: hold, held: held,
+			decision: canaryDecision{phase: phase, state: canaryState{stable: "rev1", canary: "rev2"}}}
+	}
+	for _, c := range []struct {
+		name     string
+		run      *canaryRun
+		wantRev  string
+		wantTmpl *corev1ac.PodTemplateSpecApplyConfiguration // nil: no record
+		wantErr  bool
+	}{
+		{name: "no strategy", run: nil},
+		{name: "undecided", run: &canaryRun{err: errStableUnknown}, wantErr: true},
+		{name: "stable", run: decided(phaseStable, false, nil), wantRev: "rev2", wantTmpl: spec.Spec.Template},
+		{name: "promoting", run: decided(phasePromoting, false, nil), wantRev: "rev2", wantTmpl: spec.Spec.Template},
+		{name: "canary", run: decided(phaseCanary, true, held), wantRev: "rev1", wantTmpl: held},
+		{name: "rolled back", run: decided(phaseRolledBack, true, held), wantRev: "rev1", wantTmpl: held},
+		{name: "held unknown", run: decided(phaseCanary, true, nil), wantErr: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := desiredStableRecord(app, inputs{canary: c.run})
+			switch {
+			case (err != nil) != c.wantErr:
+				t.Fatalf("error %v, want one: %v", err, c.wantErr)
+			case c.wantTmpl == nil && got != nil:
+				t.Fatalf("a record without one wanted: %v", got)
+			case c.wantTmpl == nil:
+				return
+			}
+			if rev := got.Annotations[AnnotationRevision]; rev != c.wantRev || *got.Name != "web-stable" {
+				t.Errorf("record %s of revision %s, want web-stable of %s", *got.Name, rev, c.wantRev)
+			}
+			// What it holds is what a canary reads back, and what our manager would own of it compares equal.
+			cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Annotations: got.Annotations}, Data: *got.Data}
+			if back := heldTemplate(cr, c.wantRev); asJSON(t, back) != asJSON(t, c.wantTmpl) {
+				t.Errorf("held back %s, want %s", asJSON(t, back), asJSON(t, c.wantTmpl))
+			}
+			if heldTemplate(cr, "other") != nil {
+				t.Errorf("a record of another revision was read as the stable one's")
+			}
+			if recordReplaced(cr, got) {
+				t.Errorf("a record replaced by itself")
+			}
+		})
+	}
+}
+
+// TestRecordReplacedAndExtracted: a record is replaced when its data or revision differ (its data is immutable),
+// and what our manager owns of it compares equal whatever the order of the server's keys.
+func TestRecordReplacedAndExtracted(t *testing.T) {
+	app := newApp("web", 2, 8080, "shop:1")
+	app.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50}}}
+	run := &canaryRun{revision: "rev1", decision: canaryDecision{phase: phaseStable, state: canaryState{stable: "rev1"}}}
+	want, err := desiredStableRecord(app, inputs{canary: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Annotations: want.Annotations}, Data: *want.Data}
+	other := app.DeepCopy()
+	other.Spec.Image = "shop:2"
+	next, err := desiredStableRecord(other, inputs{canary: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !recordReplaced(cr, next) {
+		t.Errorf("a record of another template not replaced")
+	}
+	renamed := cr.DeepCopy()
+	renamed.Annotations = map[string]string{AnnotationRevision: "rev0"}
+	if !recordReplaced(renamed, want) {
+		t.Errorf("a record of another revision not replaced")
+	}
+	// The server's JSON (keys in another order, spaces) is the same data.
+	var generic map[string]any
+	if err := json.Unmarshal(want.Data.Raw, &generic); err != nil {
+		t.Fatal(err)
+	}
+	pretty, _ := json.MarshalIndent(generic, "", "  ")
+	served := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Annotations: want.Annotations}, Data: runtime.RawExtension{Raw: pretty}}
+	if recordReplaced(served, want) {
+		t.Errorf("the same data in another layout replaced")
+	}
+}
+
+// TestStateOfKeepsAPromotionPromoted: a status that says Promoting is at the end of the plan, however many steps the
+// plan has now.
+func TestStateOfKeepsAPromotionPromoted(t *testing.T) {
+	plan := canaryPlan{steps: []canaryStep{{weight: 20}, {weight: 50}, {weight: 80}}}
+	for _, c := range []struct {
+		phase string
+		step  int32
+		want  int
+	}{
+		{phase: "Promoting", step: 1, want: 3},
+		{phase: "Promoting", step: 2, want: 3},
+		{phase: "Canary", step: 1, want: 1},
+		{phase: "RolledBack", step: 1, want: 1},
+	} {
+		s := stateOf(&webappv2.CanaryStatus{Phase: c.phase, Step: c.step, StableRevision: "a", CanaryRevision: "b"}, plan)
+		if s.step != c.want {
+			t.Errorf("%s at step %d: state at step %d, want %d", c.phase, c.step, s.step, c.want)
+		}
+	}
+}
