@@ -108,11 +108,12 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !app.DeletionTimestamp.IsZero() {
-		// Being deleted: release the children if the policy says so, then let the WebApp go. Done, it waits for
-		// other finalizers with nothing left for a resync to do.
-		err := r.finalize(ctx, app)
+		// Being deleted: release the children if the policy says so, then let the WebApp go (a canary's objects first
+		// wait for the gateway to follow the route: come back then). Done, it waits for other finalizers with nothing
+		// left for a resync to do.
+		wait, err := r.finalize(ctx, app)
 		r.mem.settle(req.NamespacedName, r.fingerprint(ctx, app), err)
-		return ctrl.Result{}, err
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	// Only the Orphan policy and a kept claim need a finalizer; Delete is left to garbage collection, so an
 	// uninstalled operator never blocks deleting a WebApp that keeps nothing.
@@ -409,17 +410,24 @@ func (r *WebAppReconciler) removeFinalizer(ctx context.Context, key types.Namesp
 	return nil
 }
 
-// finalize runs when the WebApp is being deleted and still carries our finalizer: it first releases the children
-// the deletion keeps (all with the Orphan policy, a kept claim), then it removes the finalizer so the deletion
-// completes.
-func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv2.WebApp) error {
+// finalize runs when the WebApp is being deleted and still carries our finalizer: with the Orphan policy it first
+// retires a canary (traffic back to the stable version, then the canary's objects deleted: it returns how long to
+// wait meanwhile), then it releases the children the deletion keeps (all others with the Orphan policy, a kept
+// claim), then it removes the finalizer so the deletion completes.
+func (r *WebAppReconciler) finalize(ctx context.Context, app *webappv2.WebApp) (time.Duration, error) {
 	if !controllerutil.ContainsFinalizer(app, webappv2.Finalizer) {
-		return nil
+		return 0, nil
+	}
+	if app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan {
+		// An untried version is never left running unowned, nor traffic sent to one about to go (orphan_canary.go).
+		if wait, err := r.retireCanary(ctx, app); err != nil || wait > 0 {
+			return wait, err
+		}
 	}
 	if err := r.releaseChildren(ctx, app); err != nil {
-		return err
+		return 0, err
 	}
-	return r.ensureFinalizer(ctx, app, false)
+	return 0, r.ensureFinalizer(ctx, app, false)
 }
 
 // needsFinalizer: the WebApp's deletion must release children first (the Orphan policy, or a kind kept on
@@ -430,8 +438,12 @@ func needsFinalizer(app *webappv2.WebApp) bool {
 	})
 }
 
-// releasedOnDeletion: the WebApp's deletion releases its child of kind c (all of them with the Orphan policy).
+// releasedOnDeletion: the WebApp's deletion releases its child of kind c (all of them with the Orphan policy, but
+// a variant: a canary's objects are the operator's alone, deleted by retireCanary, or by the garbage collector).
 func releasedOnDeletion(app *webappv2.WebApp, c childKind) bool {
+	if c.isVariant() {
+		return false
+	}
 	return app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan || (c.keptOnDeletion != nil && c.keptOnDeletion(app))
 }
 

@@ -15,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -574,6 +576,126 @@ func TestCanaryKeepsTheStableVersionAsItsOwnData(t *testing.T) {
 		}
 		if rev := record.Annotations[controller.AnnotationRevision]; rev != promoting {
 			return fmt.Errorf("the record is of revision %s, want %s", rev, promoting)
+		}
+		return nil
+	})
+}
+
+// TestOrphanDeletionMidCanaryKeepsTheStableVersionAlone (issue 47): a WebApp with the Orphan policy deleted while a
+// canary takes 25% of the traffic through a Gateway, and one whose canary shares the one Service (no Gateway). What
+// is left running without an owner is the stable version alone, serving all the traffic: the route first sends
+// everything to the stable Service, the canary's Deployment and Service are deleted canaryRetire later (never
+// released), then the rest is released and the WebApp goes.
+func TestOrphanDeletionMidCanaryKeepsTheStableVersionAlone(t *testing.T) {
+	installGatewayAPI(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	steps := []webappv2.CanaryStep{{Weight: 25, PauseSeconds: 3600}}
+	for _, name := range []string{"web", "shared"} {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: webappv2.WebAppSpec{
+			Image: "shop:1", Replicas: ptr.To[int32](4), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+			DeletionPolicy: webappv2.DeletionPolicyOrphan,
+			Rollout:        webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: steps}},
+		}}
+		if name == "web" {
+			app.Spec.Expose = &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
+		}
+		if err := k8s.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+		waitChildren(t, ns, name)
+		markAvailable(t, ns, name)
+		canaryPhase(t, ns, name, "Stable/0/0")
+		update(t, ns, name, &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+		canaryPhase(t, ns, name, "Canary/0/0")
+		testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, name+"-canary", &appsv1.Deployment{}) })
+		markAvailable(t, ns, name+"-canary")
+		canaryPhase(t, ns, name, "Canary/0/25")
+	}
+	if got := backends(t, ns); got != "web=75,web-canary=25" {
+		t.Fatalf("route backends %s before the deletion, want web=75,web-canary=25", got)
+	}
+
+	for _, name := range []string{"web", "shared"} {
+		deleted := time.Now()
+		if err := k8s.Delete(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		// Watched every 50 ms: when the route left the canary, when the canary went, when the WebApp went.
+		var routeLeft, canaryGone, appGone time.Duration
+		for appGone == 0 {
+			if time.Since(deleted) > 60*time.Second {
+				t.Fatalf("%s: after 60 s: route left the canary at %v, canary gone at %v, WebApp still there", name, routeLeft, canaryGone)
+			}
+			since := time.Since(deleted)
+			if name == "shared" {
+				routeLeft = max(routeLeft, time.Nanosecond)
+			} else if routeLeft == 0 && !strings.Contains(routeBackends(t, ns, name), "canary") {
+				routeLeft = since
+			}
+			if err := get(ctx, ns, name+"-canary", &appsv1.Deployment{}); apierrors.IsNotFound(err) && canaryGone == 0 {
+				canaryGone = since
+				if routeLeft == 0 {
+					t.Errorf("%s: the canary Deployment went while the route still sent it traffic: %s", name, routeBackends(t, ns, name))
+				}
+			}
+			if err := get(ctx, ns, name, &webappv2.WebApp{}); apierrors.IsNotFound(err) {
+				appGone = since
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("%s: the route left the canary %v after the deletion, the canary went at %v, the WebApp at %v", name, routeLeft.Round(time.Millisecond), canaryGone.Round(time.Millisecond), appGone.Round(time.Millisecond))
+		switch {
+		case canaryGone == 0:
+			t.Errorf("%s: the canary Deployment is still there after the WebApp went", name)
+		case canaryGone > appGone:
+			t.Errorf("%s: the canary Deployment went at %v, after the WebApp at %v", name, canaryGone, appGone)
+		case name == "web" && routeLeft == 0:
+			t.Errorf("the route still sends the canary traffic: %s", routeBackends(t, ns, name))
+		case name == "web" && canaryGone-routeLeft < 9500*time.Millisecond:
+			t.Errorf("the canary went %v after the route left it: the gateway is given %v to follow the route", canaryGone-routeLeft, 10*time.Second)
+		}
+		if err := get(ctx, ns, name+"-canary", &corev1.Service{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the canary Service: %v, want NotFound", name, err)
+		}
+		dep, svc := &appsv1.Deployment{}, &corev1.Service{}
+		if err := get(ctx, ns, name, dep); err != nil {
+			t.Fatalf("%s: the stable Deployment: %v", name, err)
+		}
+		if err := get(ctx, ns, name, svc); err != nil {
+			t.Fatalf("%s: the Service: %v", name, err)
+		}
+		if img := dep.Spec.Template.Spec.Containers[0].Image; img != "shop:1" || len(dep.OwnerReferences)+len(svc.OwnerReferences) != 0 {
+			t.Errorf("%s: the stable Deployment runs %s, owners %v (Service %v); want shop:1, none", name, img, dep.OwnerReferences, svc.OwnerReferences)
+		}
+		if name == "web" {
+			route := &gwv1.HTTPRoute{}
+			if err := get(ctx, ns, name, route); err != nil {
+				t.Fatal(err)
+			}
+			if got := routeBackends(t, ns, name); got != "web=1" || len(route.OwnerReferences) != 0 {
+				t.Errorf("the route after the deletion: backends %s, owners %v; want web=1, none", got, route.OwnerReferences)
+			}
+		}
+	}
+	testutil.Eventually(t, wait10s, "the events", func(ctx context.Context) error {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var got []string
+		for _, e := range list.Items {
+			got = append(got, e.Regarding.Name+" "+e.Reason+": "+e.Note)
+		}
+		for _, want := range []string{
+			"web CanaryRemoved: Deleted Deployment web-canary and Service web-canary: the WebApp was deleted with deletionPolicy Orphan mid-canary",
+			"shared CanaryRemoved: Deleted Deployment shared-canary: the WebApp was deleted with deletionPolicy Orphan mid-canary",
+			"web Orphaned: Released HTTPRoute web", "web Orphaned: Released Deployment web", "shared Orphaned: Released Deployment shared",
+		} {
+			if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want) }) {
+				return fmt.Errorf("no event %q in %q", want, got)
+			}
 		}
 		return nil
 	})

@@ -1,0 +1,228 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// An Orphan deletion mid-canary (issue 47): what is left running without an owner is the stable version alone,
+// serving all the traffic. The canary's objects (the variants: its Deployment and Service) are the operator's
+// alone, for the length of a canary; they are never released, but deleted once the route's traffic has left them.
+// The step machine is not asked: which objects are the canary's is known by name and owner reference alone, so a
+// canary that could not be decided (its config unreadable, its state unknown) is deleted all the same. A user who
+// orphans a WebApp means "keep what serves"; an untried version nobody owns, still taking a share of the traffic,
+// is the one thing nobody asked to keep. What the stable Deployment runs is what our manager owns on it, released
+// as it is: the stable version during Canary and RolledBack (the template it holds), the promoted one during
+// Promoting (it already runs, or rolls to, that version).
+
+// ReasonCanaryRemoved is the event of an Orphan deletion that deleted a canary's objects.
+const ReasonCanaryRemoved = "CanaryRemoved"
+
+// orphanCanaryView is what an Orphan deletion sees of a canary.
+type orphanCanaryView struct {
+	// status is the WebApp's status.canary (nil: none was written, or no strategy), for the event's words.
+	status *webappv2.CanaryStatus
+	// objects name the canary's objects that exist and are the WebApp's ("Deployment web-canary").
+	objects []string
+	// routeToCanary: the route, as our manager owns it, has a backend of the canary's Service (or what we own on it
+	// cannot be read: an apply repairs it).
+	routeToCanary bool
+	// routeChanged is when our manager last changed the route, by the API server's clock (zero: no route of ours).
+	routeChanged time.Time
+}
+
+// orphanCanaryStep is what an Orphan deletion does next about a canary, in this order.
+type orphanCanaryStep struct {
+	// stableRoute: apply the route with the stable Service as its only backend.
+	stableRoute bool
+	// wait: the gateway follows the route's last change first; look again then (the canary stays meanwhile).
+	wait time.Duration
+	// deleteCanary: delete the canary's objects; note says why, for the event.
+	deleteCanary bool
+	note         string
+}
+
+// orphanCanary decides what an Orphan deletion does about a canary at now: traffic back to the stable Service
+// first, then (canaryRetire after the route's last change, as after a rollback) the canary's objects deleted; with
+// no canary and no traffic to one, nothing.
+func orphanCanary(v orphanCanaryView, now time.Time) orphanCanaryStep {
+	switch {
+	case v.routeToCanary && len(v.objects) > 0:
+		// Traffic first; the canary's pods keep answering the requests already on their way.
+		return orphanCanaryStep{stableRoute: true, wait: canaryRetire}
+	case v.routeToCanary:
+		// A backend with nothing behind it: the stable Service gets its share, at once.
+		return orphanCanaryStep{stableRoute: true}
+	case len(v.objects) == 0:
+		return orphanCanaryStep{}
+	}
+	if !v.routeChanged.IsZero() {
+		// Bounded by canaryRetire: a clock ahead of ours never holds the deletion longer.
+		if left := min(v.routeChanged.Add(canaryRetire).Sub(now), canaryRetire); left > 0 {
+			return orphanCanaryStep{wait: left}
+		}
+	}
+	return orphanCanaryStep{deleteCanary: true, note: orphanCanaryNote(v)}
+}
+
+// orphanCanaryNote says which of the canary's objects an Orphan deletion deleted, and what keeps running.
+func orphanCanaryNote(v orphanCanaryView) string {
+	what := "Deleted " + strings.Join(v.objects, " and ") + ": the WebApp was deleted with deletionPolicy Orphan"
+	s := v.status
+	switch {
+	case s == nil || s.Phase == "":
+		return what + ", and its canary's state is not known; a canary is never left running without an owner, and what the WebApp's own Deployment runs keeps running"
+	case s.Phase == string(phaseCanary):
+		return fmt.Sprintf("%s mid-canary: revision %s, never promoted, is not kept; revision %s keeps running without an owner and serves all the traffic", what, s.CanaryRevision, s.StableRevision)
+	case s.Phase == string(phasePromoting):
+		return fmt.Sprintf("%s while revision %s was promoted: the WebApp's own Deployment, rolled to it, keeps running without an owner and serves all the traffic", what, s.CanaryRevision)
+	case s.Phase == string(phaseRolledBack):
+		return fmt.Sprintf("%s while the pods of revision %s, rolled back, were retiring; revision %s keeps running without an owner and serves all the traffic", what, s.FailedRevision, s.StableRevision)
+	}
+	return fmt.Sprintf("%s; a canary's objects are never left running without an owner: revision %s keeps running and serves all the traffic", what, s.StableRevision)
+}
+
+// stableRoute is the route as our manager owns it (owned; nil: not readable, then the spec's) with the stable
+// Service as the only backend of every rule that had the canary's: an Orphan deletion changes the route's traffic
+// and nothing else of it (a spec change not yet applied does not roll out during a deletion). nil: no route.
+func stableRoute(owned *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+	if owned == nil || owned.Spec == nil {
+		return desiredHTTPRoute(app, 0)
+	}
+	out := &gwv1ac.HTTPRouteApplyConfiguration{}
+	if err := roundTrip(owned, out); err != nil {
+		return desiredHTTPRoute(app, 0)
+	}
+	for i := range out.Spec.Rules {
+		if slices.ContainsFunc(out.Spec.Rules[i].BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) }) {
+			out.Spec.Rules[i].BackendRefs = nil
+			out.Spec.Rules[i].WithBackendRefs(routeBackends(app, 0)...)
+		}
+	}
+	return out
+}
+
+// routesToCanary: a rule of route has a backend of app's canary Service.
+func routesToCanary(route *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.WebApp) bool {
+	if route == nil || route.Spec == nil {
+		return false
+	}
+	return slices.ContainsFunc(route.Spec.Rules, func(r gwv1ac.HTTPRouteRuleApplyConfiguration) bool {
+		return slices.ContainsFunc(r.BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) })
+	})
+}
+
+// toCanary: b is the canary's Service.
+func toCanary(app *webappv2.WebApp, b gwv1ac.HTTPBackendRefApplyConfiguration) bool {
+	return b.Name != nil && string(*b.Name) == canaryName(app) && (b.Kind == nil || *b.Kind == "Service")
+}
+
+// liveRoutesToCanary: a rule of the route as it is has a backend of app's canary Service.
+func liveRoutesToCanary(route *gwv1.HTTPRoute, app *webappv2.WebApp) bool {
+	return slices.ContainsFunc(route.Spec.Rules, func(r gwv1.HTTPRouteRule) bool {
+		return slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return string(b.Name) == canaryName(app) })
+	})
+}
+
+// appliedAt is when our field manager's apply last changed obj, at the latest (zero: it owns nothing on it).
+func appliedAt(obj client.Object) time.Time {
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.Time != nil {
+			// Stored in whole seconds: the change came within the second after.
+			return e.Time.Add(time.Second)
+		}
+	}
+	return time.Time{}
+}
+
+// retireCanary, in an Orphan deletion, takes the traffic off a canary and then deletes its objects (orphanCanary
+// says what comes next). It returns how long the gateway needs to follow the route before the canary may go.
+func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebApp) (time.Duration, error) {
+	v, owned, err := r.observeOrphanCanary(ctx, app)
+	if err != nil {
+		return 0, err
+	}
+	now := r.now().Time
+	step := orphanCanary(v, now)
+	if step.stableRoute {
+		if want := stableRoute(owned, app); want != nil {
+			// The one write of the route: compared with what our manager owns, never creating one that is gone.
+			out, err := ensure(ctx, r, "HTTPRoute", client.ObjectKeyFromObject(app), func(*gwv1.HTTPRoute) *gwv1ac.HTTPRouteApplyConfiguration { return want },
+				gwv1ac.ExtractHTTPRoute, writeOpts{owner: app.UID, onlyIfExists: true})
+			if err != nil {
+				r.event(app, childRef(app, *childOf("HTTPRoute")), corev1.EventTypeWarning, "ApplyFailed", "Apply", "Sending the route's traffic back to Service %s failed: %v", app.Name, err)
+				return 0, err
+			}
+			// Just changed, or found changed already (the cache was behind our write): since when, by the server.
+			v.routeChanged = now
+			if !out.sent && out.obj != nil {
+				v.routeChanged = appliedAt(out.obj)
+			}
+		}
+		// Decided again on the route as it is now (or as the spec says none should exist).
+		v.routeToCanary = false
+		step = orphanCanary(v, now)
+	}
+	if !step.deleteCanary {
+		return step.wait, nil
+	}
+	var errs []error
+	for _, c := range r.activeChildren() {
+		if c.isVariant() {
+			// With the UID seen, as any deletion of a child (a canary object the cache has not seen keeps our owner
+			// reference: the garbage collector deletes it after the WebApp).
+			_, err := deleteChild(ctx, r, c, app)
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.event(app, nil, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting the canary of an Orphan deletion failed: %v", err)
+		return 0, err
+	}
+	r.event(app, nil, corev1.EventTypeNormal, ReasonCanaryRemoved, "Delete", "%s", truncateTo(step.note, 1000))
+	return 0, nil
+}
+
+// observeOrphanCanary reads, from the cache, the canary's objects that are app's and the route as our manager owns
+// it (nil when it is not ours, or what we own cannot be read).
+func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv2.WebApp) (orphanCanaryView, *gwv1ac.HTTPRouteApplyConfiguration, error) {
+	v := orphanCanaryView{status: app.Status.Canary}
+	var owned *gwv1ac.HTTPRouteApplyConfiguration
+	for _, c := range r.activeChildren() {
+		if !c.isVariant() && c.kind != "HTTPRoute" {
+			continue
+		}
+		obj, err := r.cachedChild(ctx, c, app)
+		switch {
+		case err != nil:
+			return v, nil, &childError{kind: c.kind, key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, err: err, read: true}
+		case obj == nil:
+		case c.isVariant():
+			v.objects = append(v.objects, c.kind+" "+c.objectName(app))
+		default:
+			v.routeChanged = appliedAt(obj)
+			var err error
+			route := obj.(*gwv1.HTTPRoute)
+			if owned, err = gwv1ac.ExtractHTTPRoute(route, FieldManager); err != nil {
+				// What we own cannot be read: the route as it is says, and the spec's route at weight 0 repairs it.
+				owned, v.routeToCanary = nil, liveRoutesToCanary(route, app)
+				continue
+			}
+			v.routeToCanary = routesToCanary(owned, app)
+		}
+	}
+	return v, owned, nil
+}

@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+func TestOrphanCanary(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	both := []string{"Deployment shop-canary", "Service shop-canary"}
+	canary := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "s1", CanaryRevision: "c2", Step: 1, Weight: 50}
+	cases := []struct {
+		name string
+		view orphanCanaryView
+		want orphanCanaryStep
+		note []string // fragments of the event's note
+	}{
+		{"no canary, a route to the stable Service", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Stable", StableRevision: "s1"}, routeChanged: now.Add(-time.Hour)},
+			orphanCanaryStep{}, nil},
+		{"no strategy, nothing", orphanCanaryView{}, orphanCanaryStep{}, nil},
+		{"mid-canary behind a route: traffic first, then wait for the gateway", orphanCanaryView{status: canary, objects: both, routeToCanary: true, routeChanged: now.Add(-time.Minute)},
+			orphanCanaryStep{stableRoute: true, wait: canaryRetire}, nil},
+		{"the route changed 3 s ago: the canary waits 7 s more", orphanCanaryView{status: canary, objects: both, routeChanged: now.Add(-3 * time.Second)},
+			orphanCanaryStep{wait: 7 * time.Second}, nil},
+		{"the route changed 10 s ago: the canary goes", orphanCanaryView{status: canary, objects: both, routeChanged: now.Add(-canaryRetire)},
+			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Deployment shop-canary and Service shop-canary", "mid-canary", "revision c2, never promoted, is not kept", "revision s1 keeps running"}},
+		{"a server clock ahead never holds it longer than canaryRetire", orphanCanaryView{status: canary, objects: both, routeChanged: now.Add(time.Hour)},
+			orphanCanaryStep{wait: canaryRetire}, nil},
+		{"shared Service (no route): the canary goes at once", orphanCanaryView{status: canary, objects: both[:1]},
+			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Deployment shop-canary:", "mid-canary"}},
+		{"a canary at weight 0 never had traffic: it goes at once", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "s1", CanaryRevision: "c2"}, objects: both, routeChanged: now.Add(-time.Hour)},
+			orphanCanaryStep{deleteCanary: true}, []string{"mid-canary"}},
+		{"promoting: the promoted version is kept", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Promoting", StableRevision: "s1", CanaryRevision: "c2", Step: 2, Weight: 50}, objects: both, routeChanged: now.Add(-time.Hour)},
+			orphanCanaryStep{deleteCanary: true}, []string{"while revision c2 was promoted", "rolled to it"}},
+		{"rolled back, its pods retiring", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "RolledBack", StableRevision: "s1", FailedRevision: "c2"}, objects: both[:1], routeChanged: now.Add(-2 * time.Second)},
+			orphanCanaryStep{wait: 8 * time.Second}, nil},
+		{"rolled back, retired enough", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "RolledBack", StableRevision: "s1", FailedRevision: "c2"}, objects: both[:1], routeChanged: now.Add(-time.Minute)},
+			orphanCanaryStep{deleteCanary: true}, []string{"revision c2, rolled back", "revision s1 keeps running"}},
+		{"state unknown: deleted all the same, and said", orphanCanaryView{objects: both},
+			orphanCanaryStep{deleteCanary: true}, []string{"its canary's state is not known", "never left running without an owner"}},
+		{"leftovers of a finished canary", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Stable", StableRevision: "s1"}, objects: both[1:]},
+			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Service shop-canary", "revision s1 keeps running"}},
+		{"a route to a canary already gone: the stable Service gets it at once", orphanCanaryView{status: canary, routeToCanary: true},
+			orphanCanaryStep{stableRoute: true}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := orphanCanary(tc.view, now)
+			note := got.note
+			got.note = ""
+			if got != tc.want {
+				t.Errorf("orphanCanary = %+v, want %+v", got, tc.want)
+			}
+			if (note != "") != tc.want.deleteCanary {
+				t.Errorf("note %q with deleteCanary %v", note, tc.want.deleteCanary)
+			}
+			for _, w := range tc.note {
+				if !strings.Contains(note, w) {
+					t.Errorf("note %q does not contain %q", note, w)
+				}
+			}
+		})
+	}
+}
+
+func TestStableRoute(t *testing.T) {
+	gw := webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
+	cases := []struct {
+		name      string
+		owned     func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration // the route our manager owns (nil: unreadable)
+		spec      *webappv2.Expose
+		toCanary  bool
+		want      []string // fragments of the JSON; none: no route
+		notInJSON []string
+	}{
+		{"mid-canary: the stable Service alone, at weight 1", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desiredHTTPRoute(app, 25) }, &gw, true, []string{
+			`"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]`,
+			`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop"`,
+		}, []string{"shop-canary"}},
+		// Only the traffic changes: the hosts our manager owns stay, whatever the spec says now.
+		{"a spec change not yet applied does not roll out", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+			old := app.DeepCopy()
+			old.Spec.Expose.Hosts = []webappv2.Hostname{"old.example.com"}
+			return desiredHTTPRoute(old, 50)
+		}, &gw, true, []string{`"hostnames":["old.example.com"]`, `"name":"shop","port":8080,"weight":1}]`}, []string{"a.example.com", "shop-canary"}},
+		{"no canary backend: as owned", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desiredHTTPRoute(app, 0) }, &gw, false, []string{`"name":"shop","port":8080,"weight":1}]`}, nil},
+		{"what we own unreadable: the spec's at weight 0", func(*webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return nil }, &gw, false, []string{`"hostnames":["a.example.com"]`, `"weight":1}]`}, nil},
+		{"unreadable, and the spec has no route", func(*webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return nil }, nil, false, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := exposed(gw)
+			route := tc.owned(app)
+			app.Spec.Expose = tc.spec
+			if got := routesToCanary(route, app); got != tc.toCanary {
+				t.Errorf("routesToCanary = %v, want %v", got, tc.toCanary)
+			}
+			out := stableRoute(route, app)
+			if tc.want == nil {
+				if out != nil {
+					t.Fatalf("a route: %s", asJSON(t, out))
+				}
+				return
+			}
+			got := asJSON(t, out)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s\ndoes not contain\n%s", got, w)
+				}
+			}
+			for _, w := range tc.notInJSON {
+				if strings.Contains(got, w) {
+					t.Errorf("%s\ncontains\n%s", got, w)
+				}
+			}
+			if routesToCanary(out, app) {
+				t.Errorf("still routes to the canary: %s", got)
+			}
+		})
+	}
+}
