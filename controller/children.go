@@ -95,7 +95,9 @@ var children = expand([]childKind{
 	// Deployment holds while a canary runs or after a rollback; its data is immutable, so a new stable version
 	// replaces it.
 	declareNamed("ControllerRevision", "apps/v1", "ControllerRevision", true, stableRecordName, desiredStableRecord, extractStableRecord).
-		replacedWhen(recordReplaced),
+		replacedWhen(recordReplaced).
+		// The operator's own bookkeeping: never released, it goes with the WebApp whatever the deletion policy.
+		goesWithTheWebApp(),
 	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
 	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 		return desiredPDB(app), nil
@@ -125,6 +127,9 @@ type childKind struct {
 	// keptOnDeletion, set for a kept kind (hooks.kept), says whether the WebApp's deletion releases its object too
 	// (the WebApp then carries the finalizer).
 	keptOnDeletion func(*webappv2.WebApp) bool
+	// goesWith: an object of the kind is the operator's own record, never released by an Orphan deletion: garbage
+	// collection deletes it with the WebApp.
+	goesWith bool
 	// configHash reads the config hash an object of the kind carries (nil: it carries none).
 	configHash func(client.Object) string
 	// hooks are shared by the declaration's copies (write reads them).
@@ -288,6 +293,12 @@ func (c childKind) keptOn(f func(*webappv2.WebApp) bool) childKind {
 // them into the desired one.
 func (c childKind) replacedWhen(f func(cur client.Object, desired any) bool) childKind {
 	c.hooks.replaced = f
+	return c
+}
+
+// goesWithTheWebApp makes the kind deleted with the WebApp whatever its deletion policy (see goesWith).
+func (c childKind) goesWithTheWebApp() childKind {
+	c.goesWith = true
 	return c
 }
 

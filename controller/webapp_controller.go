@@ -441,7 +441,8 @@ func needsFinalizer(app *webappv2.WebApp) bool {
 // releasedOnDeletion: the WebApp's deletion releases its child of kind c (all of them with the Orphan policy, but
 // a variant: a canary's objects are the operator's alone, deleted by retireCanary, or by the garbage collector).
 func releasedOnDeletion(app *webappv2.WebApp, c childKind) bool {
-	if c.isVariant() {
+	if c.isVariant() || c.goesWith {
+		// The canary's objects (retired first, see retireCanary) and the operator's own records go with the WebApp.
 		return false
 	}
 	return app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan || (c.keptOnDeletion != nil && c.keptOnDeletion(app))

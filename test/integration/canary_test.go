@@ -669,6 +669,12 @@ func TestOrphanDeletionMidCanaryKeepsTheStableVersionAlone(t *testing.T) {
 		if img := dep.Spec.Template.Spec.Containers[0].Image; img != "shop:1" || len(dep.OwnerReferences)+len(svc.OwnerReferences) != 0 {
 			t.Errorf("%s: the stable Deployment runs %s, owners %v (Service %v); want shop:1, none", name, img, dep.OwnerReferences, svc.OwnerReferences)
 		}
+		// The stable version's record is the operator's: left to the garbage collector (which this API server does
+		// not run), with our owner reference, never released.
+		record := &appsv1.ControllerRevision{}
+		if err := get(ctx, ns, name+"-stable", record); err != nil || len(record.OwnerReferences) != 1 {
+			t.Errorf("%s: the stable version's record: owners %v (%v), want the WebApp's, for the garbage collector", name, record.OwnerReferences, err)
+		}
 		if name == "web" {
 			route := &gwv1.HTTPRoute{}
 			if err := get(ctx, ns, name, route); err != nil {
