@@ -77,8 +77,10 @@ type canaryObservation struct {
 	canaryReady bool
 	// troubleReason and troubleMessage are the canary's pods' trouble (podTrouble), "" when none.
 	troubleReason, troubleMessage string
-	// checks are the checks' results of this reconcile, in the plan's order; nil when none was due.
-	checks []checkResult
+	// checks are the results of the round of checks that ended since the last reconcile, in the plan's order (nil:
+	// none ended); checksAt is when that round started.
+	checks   []checkResult
+	checksAt time.Time
 	// stableRolledOut: the stable Deployment runs the canary's revision and its rollout is complete.
 	stableRolledOut bool
 }
@@ -180,8 +182,8 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 		d.after = min(left, nextCheck(plan))
 		return d
 	}
-	if len(plan.checks) > 0 && (len(obs.checks) < len(plan.checks) || failing != "") {
-		// The pause is over, but the step passes only on every check's passing result, taken now.
+	if len(plan.checks) > 0 && (len(obs.checks) < len(plan.checks) || failing != "" || obs.checksAt.Before(d.state.since.Add(step.pause))) {
+		// The pause is over, but the step passes only on every check's passing result, taken after it.
 		d.after = nextCheck(plan)
 		return d
 	}

@@ -214,8 +214,14 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		if !state.since.IsZero() {
 			pauseEnd = state.since.Add(run.plan.steps[state.step].pause)
 		}
-		if r.checks.due(client.ObjectKeyFromObject(app), state.canary, state.step, run.plan.checks[0].interval, pauseEnd, now) {
-			obs.checks = queryChecks(ctx, r.checkTransport(), spec.Checks[:len(run.plan.checks)], now)
+		key := client.ObjectKeyFromObject(app)
+		// The results of a round that ended (its end brought this reconcile), then a new round if one is due.
+		if round, ok := r.checks.take(key, state.canary, state.step); ok {
+			obs.checks, obs.checksAt = round.results, round.at
+		}
+		if r.checks.due(key, state.canary, state.step, run.plan.checks[0].interval, pauseEnd, now) {
+			rt, checks := r.checkTransport(), spec.Checks[:len(run.plan.checks)]
+			r.checks.start(ctx, key, state.canary, state.step, now, func(ctx context.Context) []checkResult { return queryChecks(ctx, rt, checks, now) })
 		}
 	}
 	run.decision = nextCanary(run.plan, state, obs, now)
@@ -454,11 +460,18 @@ func (run *canaryRun) decided() (d canaryDecision, ok bool, err error) {
 	return run.decision, true, nil
 }
 
-// checkClock says when a canary's checks are due: each WebApp's last evaluation, in this process (after a restart
-// they are due at once).
-type checkClock struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]checkedAt
+// checkRounds runs canaries' checks apart from the reconcile: a reconcile that finds a WebApp's checks due starts
+// a round in the background and goes on; the round's checks are queried at once under one checkTimeout bound, and
+// when it ends its results wait for the WebApp's next reconcile, which the round's end brings (wake). So a worker is
+// never held by a check, however many hang, and a canary's pod trouble is never decided behind one. One round per
+// WebApp at a time; after a restart the checks are due at once.
+type checkRounds struct {
+	mu      sync.Mutex
+	last    map[types.NamespacedName]checkedAt  // when each WebApp's last round started
+	running map[types.NamespacedName]bool       // a round is under way
+	done    map[types.NamespacedName]checkRound // rounds ended, their results not yet taken
+	// wake has a WebApp reconciled once its round ended (nil: no one is told; its next resync takes the results).
+	wake func(types.NamespacedName)
 }
 
 type checkedAt struct {
@@ -467,11 +480,21 @@ type checkedAt struct {
 	at       time.Time
 }
 
-// due reports whether key's checks are due at now (and if so, takes them as evaluated): at the first look at a
-// step, every interval, and once the step's pause is over (at pauseEnd; zero: its pause has not started).
-func (c *checkClock) due(key types.NamespacedName, revision string, step int, interval time.Duration, pauseEnd, now time.Time) bool {
+// checkRound is an ended round: when it started, for which canary and step, and each check's result.
+type checkRound struct {
+	checkedAt
+	results []checkResult
+}
+
+// due reports whether key's checks are due at now (and if so, takes them as started): at the first look at a
+// step, every interval, and once the step's pause is over (at pauseEnd; zero: its pause has not started); never
+// while a round is under way.
+func (c *checkRounds) due(key types.NamespacedName, revision string, step int, interval time.Duration, pauseEnd, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.running[key] {
+		return false
+	}
 	last, ok := c.last[key]
 	pauseOver := !pauseEnd.IsZero() && !now.Before(pauseEnd) && last.at.Before(pauseEnd)
 	if ok && last.revision == revision && last.step == step && now.Sub(last.at) < interval && !pauseOver {
@@ -484,10 +507,50 @@ func (c *checkClock) due(key types.NamespacedName, revision string, step int, in
 	return true
 }
 
-func (c *checkClock) forget(key types.NamespacedName) {
+// start runs a round for key (due said so) in the background: query has each check's result, under its own bound.
+func (c *checkRounds) start(ctx context.Context, key types.NamespacedName, revision string, step int, now time.Time, query func(context.Context) []checkResult) {
+	c.mu.Lock()
+	if c.running == nil {
+		c.running = map[types.NamespacedName]bool{}
+	}
+	c.running[key] = true
+	c.mu.Unlock()
+	// Not the reconcile's context: the round outlives the reconcile that started it (queryChecks bounds it).
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		results := query(ctx)
+		c.mu.Lock()
+		delete(c.running, key)
+		if c.done == nil {
+			c.done = map[types.NamespacedName]checkRound{}
+		}
+		c.done[key] = checkRound{checkedAt: checkedAt{revision: revision, step: step, at: now}, results: results}
+		wake := c.wake
+		c.mu.Unlock()
+		if wake != nil {
+			wake(key)
+		}
+	}()
+}
+
+// take returns key's ended round for revision and step, once (a round of another canary or step is dropped).
+func (c *checkRounds) take(key types.NamespacedName, revision string, step int) (checkRound, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.done[key]
+	if !ok {
+		return r, false
+	}
+	delete(c.done, key)
+	return r, r.revision == revision && r.step == step
+}
+
+// forget drops what is known of key (its WebApp is gone); a round under way ends unseen.
+func (c *checkRounds) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.last, key)
+	delete(c.done, key)
 }
 
 func (r *WebAppReconciler) checkTransport() http.RoundTripper {

@@ -95,12 +95,19 @@ func TestNextCanary(t *testing.T) {
 		now:   t0.Add(time.Minute),
 		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: 10 * time.Second},
 	}, {
-		name:  "the pause over and the check passing: the next step",
+		name:  "the pause over and the check passing, taken after it: the next step",
 		plan:  checked,
 		state: canaryState{stable: "a", canary: "b", since: t0},
-		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: ok},
-		now:   t0.Add(time.Minute),
+		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: ok, checksAt: t0.Add(time.Minute)},
+		now:   t0.Add(time.Minute + time.Second),
 		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 1}, phase: phaseCanary, weight: 10, replicaWeight: 50},
+	}, {
+		name:  "the pause over, the check passing in a round begun before its end: wait for one begun after it",
+		plan:  checked,
+		state: canaryState{stable: "a", canary: "b", since: t0},
+		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: ok, checksAt: t0.Add(time.Minute - time.Second)},
+		now:   t0.Add(time.Minute + time.Second),
+		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", since: t0}, phase: phaseCanary, weight: 10, replicaWeight: 10, after: 10 * time.Second},
 	}, {
 		name:  "a failure within the allowed: counted (a write), the step holds",
 		plan:  checked,

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
@@ -203,5 +205,53 @@ func TestChecksWanted(t *testing.T) {
 		if got := checksWanted(c.plan, c.obs); got != c.want {
 			t.Errorf("%s: checksWanted = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestCheckRoundsRunApartFromTheReconcile: a round starts and returns at once, however long its checks take; its
+// end wakes the WebApp, whose next reconcile takes the results once; no second round starts while one runs; a
+// round of another canary or step is dropped.
+func TestCheckRoundsRunApartFromTheReconcile(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	woke := make(chan types.NamespacedName, 1)
+	c := &checkRounds{wake: func(k types.NamespacedName) { woke <- k }}
+	release := make(chan struct{})
+	t0 := time.Now()
+	if !c.due(key, "b", 0, 10*time.Second, time.Time{}, t0) {
+		t.Fatal("the first look at a step: not due")
+	}
+	began := time.Now()
+	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []checkResult { <-release; return []checkResult{{value: 1}} })
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("start held its caller %v", d)
+	}
+	if c.due(key, "b", 0, 10*time.Second, time.Time{}, t0.Add(time.Hour)) {
+		t.Errorf("a second round due while one runs")
+	}
+	if _, ok := c.take(key, "b", 0); ok {
+		t.Errorf("results taken before the round ended")
+	}
+	close(release)
+	select {
+	case k := <-woke:
+		if k != key {
+			t.Errorf("woke %v, want %v", k, key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the round's end woke no one")
+	}
+	r, ok := c.take(key, "b", 0)
+	if !ok || len(r.results) != 1 || r.results[0].value != 1 || !r.at.Equal(t0) {
+		t.Errorf("took %+v, %v; want the round's one result, started at %v", r, ok, t0)
+	}
+	if _, ok := c.take(key, "b", 0); ok {
+		t.Errorf("a round's results taken twice")
+	}
+	// A round of step 0 taken at step 1 is dropped.
+	c.due(key, "b", 0, 10*time.Second, time.Time{}, t0.Add(time.Hour))
+	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []checkResult { return []checkResult{{value: 2}} })
+	<-woke
+	if _, ok := c.take(key, "b", 1); ok {
+		t.Errorf("a round of another step taken")
 	}
 }

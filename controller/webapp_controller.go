@@ -72,7 +72,7 @@ type WebAppReconciler struct {
 	// apis says which kinds of child are served (nil: all, as in unit tests).
 	apis *servedAPIs
 	// checks says when each canary's checks are due.
-	checks checkClock
+	checks checkRounds
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=webapps,verbs=get;list;watch;patch
@@ -623,6 +623,15 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if len(stores) < len(fingerprintKinds()) {
 		log.FromContext(ctx).Info("the resync reads some kinds through the client: the cache keeps no single store of them", "stores", slices.Sorted(maps.Keys(stores)))
 	}
+	// A round of a canary's checks that ended has its WebApp reconciled (checkRounds).
+	checksEnded := make(chan event.GenericEvent, 1024)
+	r.checks.wake = func(key types.NamespacedName) {
+		select {
+		case checksEnded <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+		default:
+			// Full: the WebApp's requeue after the check interval takes the results.
+		}
+	}
 	resync := make(chan event.GenericEvent)
 	if err := mgr.Add(r.resyncLoop(resync)); err != nil {
 		return err
@@ -673,6 +682,7 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.failingWebAppsIn), builder.OnlyMetadata).
 		// The periodic resync: WebApps a reconcile could decide differently for, from resyncLoop.
 		WatchesRawSource(source.Channel(resync, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(checksEnded, &handler.EnqueueRequestForObject{})).
 		Named("webapp")
 	// WebApps whose status does not describe their spec yet go first (queue.go).
 	b = b.WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1), NewQueue: newQueue(mgr.GetLogger(), r.unobserved)})

@@ -706,3 +706,71 @@ func TestOrphanDeletionMidCanaryKeepsTheStableVersionAlone(t *testing.T) {
 		return nil
 	})
 }
+
+// TestHangingChecksHoldNoWorker (issue 47, item 4): a canary whose five checks hang (each until its 5 s bound) holds
+// no worker: with the one worker these tests run, another WebApp's changes are applied within moments, each of
+// them, while the hanging rounds go on (they run apart from the reconcile, and their end brings the next one).
+func TestHangingChecksHoldNoWorker(t *testing.T) {
+	var asked atomic.Int32
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		<-r.Context().Done()
+	}))
+	defer hang.Close()
+	defer hang.CloseClientConnections()
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	var checks []webappv2.CanaryCheck
+	for i := range 5 {
+		checks = append(checks, webappv2.CanaryCheck{Name: fmt.Sprint("hangs-", i), Prometheus: webappv2.PrometheusQuery{Address: hang.URL, Query: "vector(0)"},
+			Max: "1", FailuresAllowed: 100})
+	}
+	slow := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{CheckIntervalSeconds: 1, Checks: checks,
+			Steps: []webappv2.CanaryStep{{Weight: 50, PauseSeconds: 3600}}}},
+	}}
+	other := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Spec: webappv2.WebAppSpec{Image: "other:0"}}
+	for _, a := range []*webappv2.WebApp{slow, other} {
+		if err := k8s.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitChildren(t, ns, "slow")
+	markAvailable(t, ns, "slow")
+	canaryPhase(t, ns, "slow", "Stable/0/0")
+	update(t, ns, "slow", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "slow-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "slow-canary")
+	testutil.Eventually(t, wait10s, "the checks hanging", func(context.Context) error {
+		if n := asked.Load(); n < 5 {
+			return fmt.Errorf("%d checks asked", n)
+		}
+		return nil
+	})
+	// In each of the next three rounds, while its five queries hang: a change of the other WebApp, its time measured.
+	// (One change per round: a WebApp whose spec changed goes first in the queue, so a stream of them would starve the
+	// canary's own reconciles, which is the queue's design, not the checks'.)
+	var took []string
+	worst := time.Duration(0)
+	for round := 2; round <= 4; round++ {
+		testutil.Eventually(t, 15*time.Second, fmt.Sprintf("round %d of the checks hanging", round), func(context.Context) error {
+			if n := asked.Load(); n < int32(5*round) {
+				return fmt.Errorf("%d checks asked", n)
+			}
+			return nil
+		})
+		image := fmt.Sprintf("other:%d", round)
+		changed := time.Now()
+		update(t, ns, "other", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = image })
+		stableImage(t, ns, "other", image, "the other WebApp's change applied")
+		d := time.Since(changed)
+		worst = max(worst, d)
+		took = append(took, fmt.Sprintf("%.2fs", d.Seconds()))
+	}
+	t.Logf("the other WebApp's changes applied in %s, each while a round of 5 checks hung (one worker)", strings.Join(took, ", "))
+	if worst > 3*time.Second {
+		t.Errorf("a change of another WebApp waited %v behind hanging checks (each hangs 5 s), want under 3 s: %s", worst, strings.Join(took, ", "))
+	}
+}
