@@ -712,7 +712,7 @@ func TestOrphanDeletionMidCanaryKeepsTheStableVersionAlone(t *testing.T) {
 // them, while the hanging rounds go on (they run apart from the reconcile, and their end brings the next one).
 func TestHangingChecksHoldNoWorker(t *testing.T) {
 	var asked atomic.Int32
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		asked.Add(1)
 		<-r.Context().Done()
 	}))
