@@ -305,7 +305,11 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 // actDeleteMidCanary deletes a WebApp whose canary runs (or was just rolled back), under its policy or after
 // switching it, sometimes with the canary's Deployment in the same command.
 func (s *seq) actDeleteMidCanary(a *app) bool {
-	if a.state != alive || a.plan == nil || s.get(deploymentKind, canaryName(a.name)) == nil {
+	if a.state != alive || a.plan == nil {
+		return false
+	}
+	if v2 := s.getV2(a.name); s.get(deploymentKind, canaryName(a.name)) == nil &&
+		(v2 == nil || v2.Status.Canary == nil || (v2.Status.Canary.Phase != "Canary" && v2.Status.Canary.Phase != "Promoting")) {
 		return false
 	}
 	if s.chance(0.5) {
