@@ -66,6 +66,7 @@ func TestRandomActionsKeepTheInvariants(t *testing.T) {
 	seed, steps := seedAndSteps(t)
 	t.Logf("seed %d, %d steps (WEBAPP_ACTIONS_SEED=%d WEBAPP_ACTIONS_STEPS=%d, or make fuzz-actions SEED=%d STEPS=%d)", seed, steps, seed, steps, seed, steps)
 	fmt.Printf("action test: seed %d, %d steps\n", seed, steps)
+	startPrometheus(t)
 	for i := 0; steps > 0; i++ {
 		n := min(steps, stepsPerSequence)
 		steps -= n
@@ -90,6 +91,7 @@ type app struct {
 	spec     webappv1.WebAppSpec // the spec last applied, as the server stored it
 	sentinel string              // a ConfigMap owned by the WebApp: its deletion shows the garbage collector passed
 	exports  map[string]*unstructured.Unstructured
+	plan     map[string]any // the canary strategy last applied through v2 (nil: none)
 }
 
 // deletion is what the test knew when it deleted a WebApp, to check afterwards.
@@ -146,6 +148,8 @@ type seq struct {
 	pending     []*deletion             // WebApps deleted, not yet checked gone
 	created     map[types.UID]time.Time // when each WebApp was created
 	shown       map[types.UID]bool      // WebApps that have shown a Ready condition
+	// totalBefore and slowBefore are the reconciles this process had seen, and the slow ones, when the sequence began.
+	totalBefore, slowBefore uint64
 }
 
 func runSequence(t *testing.T, seed uint64, index, steps int) {
@@ -169,6 +173,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 		_ = k8s.Delete(context.Background(), ns)
 	})
 	t.Logf("sequence %d in namespace %s: %d steps", index, s.ns, steps)
+	s.totalBefore, s.slowBefore = slowReconciles(t)
 
 	// Both WebApps exist from the start, so the first actions have something to act on.
 	for _, a := range s.apps {
@@ -193,6 +198,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	}
 	s.waitDeletions()
 	s.check()
+	s.checkWorkersBound()
 	t.Logf("sequence %d checked %d versions of WebApps, %d status claims, %d deletions (%d with released children), %d foreign objects, %d user deletions after a WebApp's",
 		index, s.cursor, len(s.claims), s.stats.deletions, s.stats.releases, len(s.foreign), len(s.marks))
 }
@@ -221,6 +227,10 @@ var actions = []struct {
 	{2, (*seq).actToggleGatewayAPI},
 	{4, (*seq).actAutoscale},
 	{2, (*seq).actRefuseHPAs},
+	{6, (*seq).actSetCanary},
+	{10, (*seq).actStartCanary},
+	{10, (*seq).actEditCanaryObject},
+	{6, (*seq).actDeleteMidCanary},
 }
 
 // randomStep draws actions until one applies.
@@ -276,10 +286,11 @@ func (s *seq) createWebApp(a *app) {
 	if u == nil {
 		return
 	}
-	a.state, a.uid = alive, u.GetUID()
+	a.state, a.uid, a.plan = alive, u.GetUID(), nil
 	s.created[a.uid] = time.Now()
 	// A new WebApp of the name may create children of the name again.
 	s.clearMarks("", a.name, rv(u))
+	s.clearMarks("", canaryName(a.name), rv(u))
 	// The sentinel is owned by this WebApp only; once the garbage collector deleted it, it has processed the
 	// WebApp's deletion.
 	a.sentinel = fmt.Sprintf("%s-sentinel-%s", a.name, utilrand.String(5))
@@ -289,6 +300,10 @@ func (s *seq) createWebApp(a *app) {
 		s.fail("creating the sentinel ConfigMap: %v", err)
 	}
 	s.note("(the test also creates ConfigMap %s owned by webapp/%s uid %s, to see the garbage collector pass)", a.sentinel, a.name, a.uid)
+	if s.chance(0.6) && !unschedulable(a.spec) {
+		// Its next versions reach users as canaries.
+		s.setCanary(a)
+	}
 }
 
 // actChangeSpec changes a live WebApp's spec to another valid one, or to one the Deployment API refuses.
@@ -297,6 +312,10 @@ func (s *seq) actChangeSpec(a *app) bool {
 		return false
 	}
 	spec := s.randomSpec(a.spec.DeletionPolicy)
+	if a.plan != nil {
+		// A canary whose pods wait for a node rolls back only after a minute: longer than the test waits for rest.
+		spec.Resources, spec.ProgressDeadlineSeconds = corev1.ResourceRequirements{}, 0
+	}
 	if s.chance(0.25) {
 		// A user adds a bad pod label to the spec as it is: nothing else changes, so only the refusal can stop
 		// the status from claiming the new generation.
@@ -306,7 +325,7 @@ func (s *seq) actChangeSpec(a *app) bool {
 		}
 		spec.PodLabels["tier"] = "has space"
 	}
-	s.record(fmt.Sprintf("change the spec of WebApp %s", a.name))
+	s.record(fmt.Sprintf("change the spec of WebApp %s%s", a.name, s.phaseNote(a.name)))
 	s.applySpec(a, spec)
 	return true
 }
@@ -331,9 +350,9 @@ func (s *seq) actDeleteWebApp(a *app) bool {
 	if a.state != alive {
 		return false
 	}
-	var with *kind
+	var with *objectRef
 	if s.chance(0.5) {
-		with = ptr.To(pick(s, deploymentKind, deploymentKind, serviceKind, pdbKind))
+		with = &objectRef{k: pick(s, deploymentKind, deploymentKind, serviceKind, pdbKind), name: a.name}
 	}
 	s.deleteWebApp(a, with)
 	return true
@@ -341,11 +360,11 @@ func (s *seq) actDeleteWebApp(a *app) bool {
 
 // deleteWebApp deletes WebApp a (and the child of kind with, when not nil, right after, as
 // `kubectl delete webapp/a deployment/a` does), remembering what must happen to its children.
-func (s *seq) deleteWebApp(a *app, with *kind) {
+func (s *seq) deleteWebApp(a *app, with *objectRef) {
 	ctx := context.Background()
 	args := "webapp/" + a.name
 	if with != nil {
-		args += " " + with.short + "/" + a.name
+		args += " " + with.k.short + "/" + with.name
 	}
 	s.record(fmt.Sprintf("delete WebApp %s", args), fmt.Sprintf("kubectl -n %s delete %s --wait=false", s.ns, args))
 	cur := &webappv1.WebApp{}
@@ -377,7 +396,7 @@ func (s *seq) deleteWebApp(a *app, with *kind) {
 	a.state = deleting
 	s.pending = append(s.pending, d)
 	if with != nil {
-		s.deleteChild(a, *with)
+		s.deleteNamed(a, with.k, with.name)
 	}
 }
 
@@ -411,31 +430,34 @@ func (s *seq) actDeleteChild(a *app) bool {
 		return false
 	}
 	s.record(fmt.Sprintf("delete %s %s", k.name, a.name), fmt.Sprintf("kubectl -n %s delete %s/%s --wait=false", s.ns, k.short, a.name))
-	s.deleteChild(a, k)
+	s.deleteNamed(a, k, a.name)
 	return true
 }
 
-// deleteChild exports the object of kind k named like a (kubectl get -o yaml) and deletes it; deleted while the
-// WebApp is gone or being deleted, nothing may bring it back.
-func (s *seq) deleteChild(a *app, k kind) {
-	u := s.get(k, a.name)
+// deleteNamed deletes the object of kind k named name, one of WebApp a's (a child of a's name is exported first,
+// as kubectl get -o yaml, to be created again); deleted while the WebApp is gone or being deleted, nothing may bring
+// it back.
+func (s *seq) deleteNamed(a *app, k kind, name string) {
+	u := s.get(k, name)
 	if u == nil {
-		s.note("%s %s was already gone", k.name, a.name)
+		s.note("%s %s was already gone", k.name, name)
 		return
 	}
-	a.exports[k.name] = export(u)
-	s.note("(exported first: kubectl -n %s get %s/%s -o yaml)", s.ns, k.short, a.name)
+	if name == a.name {
+		a.exports[k.name] = export(u)
+		s.note("(exported first: kubectl -n %s get %s/%s -o yaml)", s.ns, k.short, name)
+	}
 	uid := u.GetUID()
-	err := dyn.Resource(k.gvr).Namespace(s.ns).Delete(context.Background(), a.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := dyn.Resource(k.gvr).Namespace(s.ns).Delete(context.Background(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		s.note("%s %s was gone or replaced meanwhile: %v", k.name, a.name, err)
+		s.note("%s %s was gone or replaced meanwhile: %v", k.name, name, err)
 		return
 	case err != nil:
-		s.fail("deleting %s %s: %v", k.name, a.name, err)
+		s.fail("deleting %s %s: %v", k.name, name, err)
 	}
-	if a.state != alive {
-		s.marks = append(s.marks, &mark{kind: k.name, name: a.name, uid: uid, step: len(s.steps)})
+	if a.state != alive && k != controllerRevisionKind {
+		s.marks = append(s.marks, &mark{kind: k.name, name: name, uid: uid, step: len(s.steps)})
 	}
 }
 

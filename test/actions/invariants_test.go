@@ -323,6 +323,7 @@ func (s *seq) settleDeletion(d *deletion) {
 			return nil
 		})
 	}
+	s.canaryLeftovers(d)
 }
 
 // userDeleted reports whether a user deleted the object of uid after its WebApp was deleted.
@@ -376,6 +377,9 @@ func (s *seq) quiesce() {
 				if err := s.converged(ctx, a); err != nil {
 					return err
 				}
+				if err := s.canaryConverged(ctx, a); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -384,6 +388,7 @@ func (s *seq) quiesce() {
 	for _, a := range s.apps {
 		if a.state == alive {
 			s.checkRetained(a)
+			s.checkCanaryAtRest(a)
 		}
 	}
 
@@ -426,10 +431,17 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 	if unschedulable(app.Spec) {
 		blocking = append(blocking, "its pods ask for more CPU than the node has")
 	}
+	if stableUnknown(ready) {
+		blocking = append(blocking, "the stable version's template is lost mid-canary (its record and the stable Deployment both edited or deleted)")
+	}
 	if len(blocking) > 0 {
 		if ready.Status == metav1.ConditionTrue || ready.Reason == "" || ready.Message == "" {
 			return fmt.Errorf("WebApp %s: Ready=%s %s %q although %s", a.name, ready.Status, ready.Reason, ready.Message, strings.Join(blocking, ", "))
 		}
+		return nil
+	}
+	if ready.Status != metav1.ConditionTrue && ready.Reason == controller.ReasonRolledBack && ready.Message != "" {
+		// The last canary was rolled back: the stable version serves, and Ready says what failed.
 		return nil
 	}
 	if ready.Status != metav1.ConditionTrue && (ready.Reason != ReasonFieldsRetained || ready.Message == "") {
@@ -473,6 +485,10 @@ func (s *seq) blocking(name string) []string {
 // reason FieldsRetained and a message naming the manager.
 func (s *seq) checkRetained(a *app) {
 	if len(s.blocking(a.name)) > 0 || refused(a.spec) || unschedulable(a.spec) {
+		return
+	}
+	if v2 := s.getV2(a.name); v2 != nil && v2.Status.Canary != nil && v2.Status.Canary.Phase != "Stable" {
+		// Rolled back: the stable Deployment runs the stable version, not the spec's (invariant 8 judges it).
 		return
 	}
 	dep := &appsv1.Deployment{}
@@ -520,7 +536,8 @@ func (s *seq) zeroWrites(when string, since time.Time, retried map[string]bool) 
 	var bad []string
 	tried := map[string]bool{}
 	for _, w := range s.writes.take() {
-		name := path.Base(w)
+		// A refused version is the canary's too: its Deployment is tried once more as well.
+		name := strings.TrimSuffix(path.Base(w), "-canary")
 		switch {
 		case strings.Contains(w, "/events"):
 			// Judged by the events themselves, below: one recorded before may still be on its way.
@@ -587,7 +604,7 @@ func (s *seq) fail(format string, args ...any) {
 // dump is every WebApp and child of the namespace (the markers aside) as YAML.
 func (s *seq) dump() string {
 	var b strings.Builder
-	for _, k := range append([]kind{webAppKind}, childKinds...) {
+	for _, k := range append([]kind{webAppKind, controllerRevisionKind}, childKinds...) {
 		list, err := dyn.Resource(k.gvr).Namespace(s.ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			fmt.Fprintf(&b, "# listing %s: %v\n", k.name, err)
