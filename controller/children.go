@@ -46,8 +46,10 @@ var children = expand([]childKind{
 		}
 		return desiredStableDeployment(app, in)
 	}, appsv1ac.ExtractDeployment).
-		// With a canary strategy, the new version's Deployment beside the stable one while a canary runs.
+		// With a canary strategy, the new version's Deployment beside the stable one while a canary runs; a canary
+		// of another version replaces it rather than roll it (canaryReplaced).
 		alsoAs("canary", canaryName, buildCanaryDeployment).
+		variantReplacedWhen(canaryReplaced).
 		// A new config hash on an existing Deployment is a config rollout, not drift.
 		withConfigHash(func(o client.Object) string {
 			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
@@ -286,6 +288,12 @@ func (c childKind) withConfigHash(f func(client.Object) string) childKind {
 // keptOn makes the kind kept: never deleted, released when unwanted, and on the WebApp's deletion where f says so.
 func (c childKind) keptOn(f func(*webappv2.WebApp) bool) childKind {
 	c.hooks.kept, c.keptOnDeletion = true, f
+	return c
+}
+
+// variantReplacedWhen is replacedWhen for the variant declared last (alsoAs).
+func (c childKind) variantReplacedWhen(f func(cur client.Object, desired any) bool) childKind {
+	c.variants[len(c.variants)-1].hooks.replaced = f
 	return c
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"maps"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	corev1 "k8s.io/api/core/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -163,4 +165,17 @@ func splitPods(app *webappv2.WebApp, pods []*cachedPod) (stable, canary []*cache
 		}
 	}
 	return stable, canary
+}
+
+// canaryReplaced: the canary Deployment cur runs another version than desired, the one to try now. It is replaced
+// (deleted, then created by the next reconcile) rather than rolled: the version it runs is no longer wanted, so its
+// pods go at once, and never keep serving (behind the one Service, without a Gateway) beside a new version the
+// Deployment API refuses, which an apply could never replace.
+func canaryReplaced(cur client.Object, desired any) bool {
+	want, ok := desired.(*appsv1ac.DeploymentApplyConfiguration)
+	if !ok || want == nil {
+		return false
+	}
+	have := cur.GetAnnotations()[AnnotationRevision]
+	return have != "" && have != want.Annotations[AnnotationRevision]
 }

@@ -140,7 +140,8 @@ type WebAppSpec struct {
 	// +optional
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 
-	// PodAnnotations are added to the pods.
+	// PodAnnotations are added to the pods. Keys under webapp.example.com/ (the config hash) cannot be set here.
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('webapp.example.com/'))",message="podAnnotations must not set a key under webapp.example.com/ (config-hash): the operator's own, by which a change of the referenced ConfigMaps and Secrets rolls the pods"
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`

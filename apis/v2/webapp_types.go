@@ -446,7 +446,9 @@ type PodSpec struct {
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Annotations are added to the pods.
+	// Annotations are added to the pods. Keys under webapp.example.com/ (the config hash that rolls the pods when
+	// their ConfigMaps or Secrets change) are the operator's and cannot be set here.
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('webapp.example.com/'))",message="pod.annotations must not set a key under webapp.example.com/ (config-hash): the operator's own, by which a change of the referenced ConfigMaps and Secrets rolls the pods"
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`

@@ -415,13 +415,6 @@ func (s *seq) checkCanaryAtRest(a *app) {
 		s.fail("invariant 8 (the stable Deployment runs the stable version's record): WebApp %s's canary is %s; its Deployment's pod template differs from the record's: %s\nThe record:\n%s\nThe Deployment:\n%s",
 			a.name, c.Phase, why, toYAML(record), toYAML(dep))
 	}
-	if refused(a.spec) {
-		// TODO(issue 47): a version the Deployment API refuses, applied mid-canary, leaves the previous canary's pods
-		// running (and, without a Gateway, serving behind the one Service) while status.canary names only the refused
-		// revision (seed 1, sequence 1: a canary of one image, then a pod label with a space). Checked again once the
-		// operator scales the old canary away, or names what runs.
-		return
-	}
 	pods := &corev1.PodList{}
 	if err := k8s.List(ctx, pods, client.InNamespace(s.ns), client.HasLabels{controller.LabelCanaryOf}); err != nil {
 		s.fail("listing pods: %v", err)

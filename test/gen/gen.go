@@ -290,7 +290,8 @@ func (g *Gen) labels() map[string]string {
 
 func (g *Gen) annotations() map[string]string {
 	a := map[string]string{}
-	for _, k := range g.subset("example.com/note", "prometheus.io/scrape", "team") {
+	// Near the operator's own keys, not among them (anything under webapp.example.com/ is refused on the pods).
+	for _, k := range g.subset("example.com/note", "prometheus.io/scrape", "team", "webapp.example.com.au/note") {
 		a[k] = g.pick("", "true", "free text, with: punctuation", "{\"json\": 1}")
 	}
 	if len(a) == 0 {

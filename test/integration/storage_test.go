@@ -93,6 +93,9 @@ func TestStorageAndPodFieldsAreRefusedInTheirOwnTerms(t *testing.T) {
 			"pod.labels must not set a key under webapp.example.com/"},
 		{"a pod label under the operator's prefix", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{Labels: map[string]string{"webapp.example.com/anything": "x"}}},
 			"pod.labels must not set a key under webapp.example.com/"},
+		// The config hash is the operator's: one set by the user would be taken for the configuration's.
+		{"a pod annotation of the operator's config hash", webappv2.WebAppSpec{Image: "x", Pod: webappv2.PodSpec{Annotations: map[string]string{"webapp.example.com/config-hash": "x"}}},
+			"pod.annotations must not set a key under webapp.example.com/"},
 	}
 	for i, tc := range cases {
 		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bad-%d", i)}, Spec: tc.spec}
@@ -128,6 +131,10 @@ func TestStorageAndPodFieldsAreRefusedInTheirOwnTerms(t *testing.T) {
 		Spec: webappv1.WebAppSpec{Image: "x", PodLabels: map[string]string{"webapp.example.com/canary-of": "web"}}}
 	if err := k8s.Create(context.Background(), v1); err == nil || !strings.Contains(err.Error(), "podLabels must not set a key under webapp.example.com/") {
 		t.Errorf("v1 podLabels with webapp.example.com/canary-of: error %v", err)
+	}
+	v1.Name, v1.Spec.PodLabels, v1.Spec.PodAnnotations = "v1-config-hash", nil, map[string]string{"webapp.example.com/config-hash": "x"}
+	if err := k8s.Create(context.Background(), v1); err == nil || !strings.Contains(err.Error(), "podAnnotations must not set a key under webapp.example.com/") {
+		t.Errorf("v1 podAnnotations with webapp.example.com/config-hash: error %v", err)
 	}
 
 	// An owned claim's class and access mode cannot change, nor its size shrink; it may grow. The claim is the

@@ -21,7 +21,8 @@ type PodSpecApplyConfiguration struct {
 	// Labels are added to the pods. The operator's own labels (app.kubernetes.io/name, instance and managed-by,
 	// and any key under webapp.example.com/, such as a canary's canary-of) cannot be set here.
 	Labels map[string]string `json:"labels,omitempty"`
-	// Annotations are added to the pods.
+	// Annotations are added to the pods. Keys under webapp.example.com/ (the config hash that rolls the pods when
+	// their ConfigMaps or Secrets change) are the operator's and cannot be set here.
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// ImagePullSecrets name Secrets in the WebApp's namespace with credentials for the image registry.
 	ImagePullSecrets []v1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
