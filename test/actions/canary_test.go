@@ -305,12 +305,33 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 // actDeleteMidCanary deletes a WebApp whose canary runs (or was just rolled back), under its policy or after
 // switching it, sometimes with the canary's Deployment in the same command.
 func (s *seq) actDeleteMidCanary(a *app) bool {
-	if a.state != alive || a.plan == nil {
+	if a.state != alive || (a.plan == nil && unschedulable(a.spec)) {
 		return false
 	}
-	if v2 := s.getV2(a.name); s.get(deploymentKind, canaryName(a.name)) == nil &&
-		(v2 == nil || v2.Status.Canary == nil || (v2.Status.Canary.Phase != "Canary" && v2.Status.Canary.Phase != "Promoting")) {
-		return false
+	if a.plan == nil {
+		// No strategy: one first (a step of its own).
+		s.setCanary(a)
+		if a.plan == nil {
+			return true
+		}
+	}
+	midCanary := func() bool {
+		v2 := s.getV2(a.name)
+		return s.get(deploymentKind, canaryName(a.name)) != nil ||
+			(v2 != nil && v2.Status.Canary != nil && (v2.Status.Canary.Phase == "Canary" || v2.Status.Canary.Phase == "Promoting"))
+	}
+	if !midCanary() {
+		// None runs: a new version first (a step of its own), and the deletion once its canary does, so deletions
+		// mid-canary are drawn as often as their weight says, not only when a canary happens to be under way.
+		s.actStartCanary(a)
+		deadline := time.Now().Add(10 * time.Second)
+		for !midCanary() {
+			if time.Now().After(deadline) {
+				// (A version the Deployment API refuses starts no canary Deployment.)
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	if s.chance(0.5) {
 		s.actSwitchPolicy(a)
@@ -322,6 +343,7 @@ func (s *seq) actDeleteMidCanary(a *app) bool {
 	phase := s.phaseNote(a.name)
 	s.deleteWebApp(a, with)
 	s.steps[len(s.steps)-1].what += " mid-canary" + phase
+	s.t.Logf("step %d was a deletion mid-canary%s", len(s.steps), phase)
 	return true
 }
 
