@@ -80,14 +80,7 @@ func startPrometheus(t *testing.T) {
 			}
 		case "huge":
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"0"]},"pad":"`)
-			chunk := strings.Repeat("x", 64<<10)
-			for range 128 {
-				if _, err := io.WriteString(w, chunk); err != nil {
-					return
-				}
-			}
-			_, _ = io.WriteString(w, `"}`)
+			testutil.WriteHugeCheckAnswer(w, 8)
 		default:
 			http.NotFound(w, r)
 		}

@@ -382,14 +382,7 @@ func TestCanaryCheckAnswers(t *testing.T) {
 		}},
 		{name: "64 MiB", want: "larger than 4 MiB", answer: func(w http.ResponseWriter) {
 			// Valid JSON whose value passes, were it read whole.
-			_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"0"]},"pad":"`)
-			chunk := strings.Repeat("x", 64<<10)
-			for range 1024 {
-				if _, err := io.WriteString(w, chunk); err != nil {
-					return
-				}
-			}
-			_, _ = io.WriteString(w, `"}`)
+			testutil.WriteHugeCheckAnswer(w, 64)
 		}},
 	}
 	for _, c := range cases {
