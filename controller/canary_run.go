@@ -521,10 +521,13 @@ func (c *checkRounds) start(ctx context.Context, key types.NamespacedName, revis
 		results := query(ctx)
 		c.mu.Lock()
 		delete(c.running, key)
-		if c.done == nil {
-			c.done = map[types.NamespacedName]checkRound{}
+		if _, known := c.last[key]; known {
+			// (Forgotten meanwhile: its WebApp is gone, and nobody will take the results.)
+			if c.done == nil {
+				c.done = map[types.NamespacedName]checkRound{}
+			}
+			c.done[key] = checkRound{checkedAt: checkedAt{revision: revision, step: step, at: now}, results: results}
 		}
-		c.done[key] = checkRound{checkedAt: checkedAt{revision: revision, step: step, at: now}, results: results}
 		wake := c.wake
 		c.mu.Unlock()
 		if wake != nil {

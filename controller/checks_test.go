@@ -254,4 +254,15 @@ func TestCheckRoundsRunApartFromTheReconcile(t *testing.T) {
 	if _, ok := c.take(key, "b", 1); ok {
 		t.Errorf("a round of another step taken")
 	}
+	// A round whose WebApp is forgotten meanwhile (deleted) leaves nothing behind.
+	c.due(key, "b", 0, 10*time.Second, time.Time{}, t0.Add(2*time.Hour))
+	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []checkResult { return nil })
+	c.forget(key)
+	<-woke
+	c.mu.Lock()
+	left := len(c.done)
+	c.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d rounds kept after their WebApp was forgotten", left)
+	}
 }
