@@ -163,6 +163,10 @@ type inputs struct {
 	// decides the count; hpaErr: that could not be read.
 	hpaExists bool
 	hpaErr    error
+	// deploymentMissing: the WebApp's Deployment is not in the cache as its own, so the apply creates it. It is
+	// created with the WebApp's count even when the HPA decides it: a Deployment created without one starts at the
+	// API's default of 1 (below the HPA's minimum) until the HPA's next sync; the count is handed over from there.
+	deploymentMissing bool
 	// canary is the canary's decision (nil: no strategy).
 	canary *canaryRun
 	// claimErr: the claim of the WebApp's name cannot be the WebApp's (not its own, or of other access modes), or

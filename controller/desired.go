@@ -89,8 +89,9 @@ func desiredDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApp
 		WithTemplate(template)
 	// Once the HorizontalPodAutoscaler exists the count is its: it is left out, so the HPA's writes through /scale
 	// own it (handOverReplicas makes sure it is never reset on the way). Until then it is the WebApp's, so a count
-	// never passes to an HPA the API refused.
-	if !replicasByHPA(app, in.hpaExists) {
+	// never passes to an HPA the API refused; and a Deployment created (again) gets the WebApp's count in the HPA's
+	// range, never the API's default of 1, and hands it over on the next reconcile.
+	if !replicasByHPA(app, in.hpaExists) || in.deploymentMissing {
 		spec.WithReplicas(webAppReplicas(app))
 	}
 	if app.Spec.Rollout.RevisionHistoryLimit != nil {

@@ -370,3 +370,34 @@ func TestDesiredDeploymentCountAndTheHPA(t *testing.T) {
 		})
 	}
 }
+
+// TestDesiredDeploymentCreatedUnderAnHPA: a Deployment the apply creates (new, or deleted by someone) while the HPA
+// decides the count gets the WebApp's count in the HPA's range, not the API's default of 1; one that exists leaves
+// the count to the HPA.
+func TestDesiredDeploymentCreatedUnderAnHPA(t *testing.T) {
+	cases := []struct {
+		name      string
+		replicas  *int32
+		hpaExists bool
+		missing   bool
+		want      *int32
+	}{
+		{"the HPA exists, the Deployment too", ptr.To(int32(1)), true, false, nil},
+		{"the HPA exists, the Deployment missing: below minReplicas", ptr.To(int32(1)), true, true, ptr.To(int32(3))},
+		{"the HPA exists, the Deployment missing: above maxReplicas", ptr.To(int32(9)), true, true, ptr.To(int32(6))},
+		{"no HPA, the Deployment missing", ptr.To(int32(4)), false, true, ptr.To(int32(4))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp("x", 1, 80, "nginx")
+			app.Spec.Replicas, app.Spec.Autoscaling = tc.replicas, &webappv2.Autoscaling{MinReplicas: ptr.To(int32(3)), MaxReplicas: 6}
+			ac, err := desiredDeployment(app, inputs{hpaExists: tc.hpaExists, deploymentMissing: tc.missing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := typed[appsv1.Deployment](t, ac).Spec.Replicas; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("replicas = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
+			}
+		})
+	}
+}

@@ -226,6 +226,8 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	in.configHash, in.configErr = r.configHash(ctx, app)
 	// Read once, for the Deployment's count and the status alike: the HPA decides the count only once it exists.
 	in.hpaExists, in.hpaErr = r.hpaExists(ctx, app)
+	// A Deployment the apply creates (new, or deleted by someone) starts at the WebApp's count, even under an HPA.
+	in.deploymentMissing = in.hpaExists && r.cachedDeployment(ctx, client.ObjectKeyFromObject(app)) == nil
 	// With a canary strategy: which version serves, which is tried, and the traffic each gets.
 	in.canary = r.decideCanary(ctx, app, in)
 	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before

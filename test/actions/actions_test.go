@@ -92,6 +92,7 @@ type app struct {
 	sentinel string              // a ConfigMap owned by the WebApp: its deletion shows the garbage collector passed
 	exports  map[string]*unstructured.Unstructured
 	plan     map[string]any // the canary strategy last applied through v2 (nil: none)
+	exposed  bool           // spec.expose.gateway is set (actExpose)
 }
 
 // deletion is what the test knew when it deleted a WebApp, to check afterwards.
@@ -165,6 +166,13 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	for _, n := range appNames {
 		s.apps = append(s.apps, &app{name: n, exports: map[string]*unstructured.Unstructured{}})
 	}
+	// The Gateway API is served as each sequence begins (actToggleGatewayAPI takes it away now and then), so
+	// exposed WebApps' canaries run behind a route.
+	if !httpRouteServed() {
+		if _, err := envtest.InstallCRDs(lc.Config, envtest.CRDInstallOptions{Paths: []string{gatewayAPICRD(t)}, ErrorIfPathMissing: true}); err != nil {
+			t.Fatalf("installing the HTTPRoute CRD: %v", err)
+		}
+	}
 	s.hist = watchHistory(t, s.ns)
 	s.hist.createMarkers(t, s.ns)
 	s.op = startOperator(t, s.ns, requeue, s.writes, &s.faults)
@@ -231,6 +239,7 @@ var actions = []struct {
 	{10, (*seq).actStartCanary},
 	{10, (*seq).actEditCanaryObject},
 	{6, (*seq).actDeleteMidCanary},
+	{4, (*seq).actExpose},
 }
 
 // randomStep draws actions until one applies.
@@ -286,7 +295,7 @@ func (s *seq) createWebApp(a *app) {
 	if u == nil {
 		return
 	}
-	a.state, a.uid, a.plan = alive, u.GetUID(), nil
+	a.state, a.uid, a.plan, a.exposed = alive, u.GetUID(), nil, false
 	s.created[a.uid] = time.Now()
 	// A new WebApp of the name may create children of the name again.
 	s.clearMarks("", a.name, rv(u))
@@ -300,6 +309,10 @@ func (s *seq) createWebApp(a *app) {
 		s.fail("creating the sentinel ConfigMap: %v", err)
 	}
 	s.note("(the test also creates ConfigMap %s owned by webapp/%s uid %s, to see the garbage collector pass)", a.sentinel, a.name, a.uid)
+	if s.chance(0.5) {
+		// Its canaries then run behind a route, with a Service of their own.
+		s.actExpose(a)
+	}
 	if s.chance(0.6) && !unschedulable(a.spec) {
 		// Its next versions reach users as canaries.
 		s.setCanary(a)

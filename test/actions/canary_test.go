@@ -214,15 +214,24 @@ type objectRef struct {
 }
 
 // actEditCanaryObject edits or deletes, in whatever phase the canary is, the stable Deployment (`kubectl set
-// image`: an Update under another field manager, which takes the field from ours), the canary's Deployment or
-// Service, or the stable version's record (`kubectl annotate` of its revision).
+// image`: an Update under another field manager, which takes the field from ours), the canary's Deployment, the
+// stable or the canary's Service (`kubectl set selector`), the route (`kubectl edit` of its weights), or the stable
+// version's record (`kubectl annotate` of its revision).
 func (s *seq) actEditCanaryObject(a *app) bool {
 	if a.state != alive || a.plan == nil {
 		return false
 	}
+	if s.chance(0.5) && !unschedulable(a.spec) {
+		// Half the time mid-canary, whatever the chance that a canary runs when drawn.
+		s.startedCanary(a)
+	}
 	var present []objectRef
 	for _, o := range []objectRef{{deploymentKind, a.name, "stable Deployment"}, {deploymentKind, canaryName(a.name), "canary Deployment"},
-		{serviceKind, canaryName(a.name), "canary Service"}, {controllerRevisionKind, recordName(a.name), "stable version's record"}} {
+		{serviceKind, a.name, "stable Service"}, {serviceKind, canaryName(a.name), "canary Service"}, {httpRouteKind, a.name, "route"},
+		{controllerRevisionKind, recordName(a.name), "stable version's record"}} {
+		if o.k == httpRouteKind && !httpRouteServed() {
+			continue
+		}
 		if u := s.get(o.k, o.name); u != nil && controlledByAWebApp(u) {
 			present = append(present, o)
 		}
@@ -257,6 +266,10 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 		edit = func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedStringMap(u.Object, map[string]string{controller.LabelName: "evil"}, "spec", "selector")
 		}
+	case httpRouteKind:
+		var c string
+		c, edit = editRoute(o.name)
+		cmd = strings.Replace(c, "NS", s.ns, 1)
 	default:
 		cmd = fmt.Sprintf("kubectl -n %s annotate --overwrite controllerrevision/%s %s=edited", s.ns, o.name, controller.AnnotationRevision)
 		edit = func(u *unstructured.Unstructured) {
@@ -270,8 +283,11 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 	}
 	s.record(fmt.Sprintf("edit the %s %s%s", o.role, o.name, phase), cmd)
 	manager := "kubectl-set"
-	if o.k == controllerRevisionKind {
+	switch o.k {
+	case controllerRevisionKind:
 		manager = "kubectl-annotate"
+	case httpRouteKind:
+		manager = "kubectl-edit"
 	}
 	for attempt := 0; ; attempt++ {
 		u := s.get(o.k, o.name)
@@ -295,6 +311,31 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 	}
 }
 
+// midCanary reports whether WebApp a's canary runs (its Deployment exists, or the status says Canary or Promoting).
+func (s *seq) midCanary(a *app) bool {
+	v2 := s.getV2(a.name)
+	return s.get(deploymentKind, canaryName(a.name)) != nil ||
+		(v2 != nil && v2.Status.Canary != nil && (v2.Status.Canary.Phase == "Canary" || v2.Status.Canary.Phase == "Promoting"))
+}
+
+// startedCanary makes sure WebApp a's canary runs: when none does, a new version (a step of its own), then a poll
+// until it runs; false when none started within 10 s (a version the Deployment API refuses starts no canary
+// Deployment).
+func (s *seq) startedCanary(a *app) bool {
+	if s.midCanary(a) {
+		return true
+	}
+	s.actStartCanary(a)
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.midCanary(a) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
+}
+
 // actDeleteMidCanary deletes a WebApp whose canary runs (or was just rolled back), under its policy or after
 // switching it, sometimes with the canary's Deployment in the same command.
 func (s *seq) actDeleteMidCanary(a *app) bool {
@@ -308,23 +349,10 @@ func (s *seq) actDeleteMidCanary(a *app) bool {
 			return true
 		}
 	}
-	midCanary := func() bool {
-		v2 := s.getV2(a.name)
-		return s.get(deploymentKind, canaryName(a.name)) != nil ||
-			(v2 != nil && v2.Status.Canary != nil && (v2.Status.Canary.Phase == "Canary" || v2.Status.Canary.Phase == "Promoting"))
-	}
-	if !midCanary() {
-		// None runs: a new version first (a step of its own), and the deletion once its canary does, so deletions
-		// mid-canary are drawn as often as their weight says, not only when a canary happens to be under way.
-		s.actStartCanary(a)
-		deadline := time.Now().Add(10 * time.Second)
-		for !midCanary() {
-			if time.Now().After(deadline) {
-				// (A version the Deployment API refuses starts no canary Deployment.)
-				return true
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	// A new version first when none runs, so deletions mid-canary are drawn as often as their weight says, not only
+	// when a canary happens to be under way.
+	if !s.startedCanary(a) {
+		return true
 	}
 	if s.chance(0.5) {
 		s.actSwitchPolicy(a)
@@ -342,7 +370,8 @@ func (s *seq) actDeleteMidCanary(a *app) bool {
 
 // canaryLeftovers: invariant 7. Once a deleted WebApp is gone and the garbage collector has passed, nothing its
 // canary strategy added is left, whatever the policy: no canary Deployment or Service and no stable version's record
-// that still names it as owner or that has no controller (an Orphan deletion never releases them).
+// that still names it as owner or that has no controller (an Orphan deletion never releases them), and a route it
+// released sends nothing to the canary.
 func (s *seq) canaryLeftovers(d *deletion) {
 	testutil.Eventually(s.reporting(), convergeTimeout, fmt.Sprintf("invariant 7 (a canary's objects and the stable version's record go with their WebApp, "+
 		"whatever the policy): WebApp %s (uid %s, deleted at step %d%s)", d.name, d.uid, d.step, map[bool]string{true: " with the Orphan policy"}[d.release]),
@@ -356,7 +385,7 @@ func (s *seq) canaryLeftovers(d *deletion) {
 					return fmt.Errorf("%s %s is left %s:\n%s", o.k.name, o.name, map[bool]string{true: "unowned", false: "owned by the deleted WebApp"}[ref == nil], toYAML(u.Object))
 				}
 			}
-			return nil
+			return s.releasedRouteLeftover(d.name)
 		})
 }
 

@@ -389,6 +389,7 @@ func (s *seq) quiesce() {
 		if a.state == alive {
 			s.checkRetained(a)
 			s.checkCanaryAtRest(a)
+			s.checkRouteAtRest(a)
 		}
 	}
 

@@ -487,3 +487,50 @@ func countNotOurs(ctx context.Context, ns string) error {
 	}
 	return nil
 }
+
+// TestADeploymentDeletedUnderAnHPAComesBackInItsRange: a Deployment deleted while the HPA decides the count is
+// created again with the WebApp's count in the HPA's range, never at the API's default of 1 below the HPA's minimum
+// (the HPA would only raise it at its next sync, up to 15 s later), and its count is handed to the HPA again, with
+// no write at rest after. Found by the actions test (seed 3): the code before created it without a count.
+func TestADeploymentDeletedUnderAnHPAComesBackInItsRange(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	op := startOperator(t, ns, time.Second)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auto"},
+		Spec: webappv2.WebAppSpec{Image: "nginx", Replicas: ptr.To(int32(1)),
+			Autoscaling: &webappv2.Autoscaling{MinReplicas: ptr.To(int32(3)), MaxReplicas: 6}}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the HPA decides the count", func(ctx context.Context) error {
+		if err := get(ctx, ns, "auto", &autoscalingv2.HorizontalPodAutoscaler{}); err != nil {
+			return err
+		}
+		return countNotOurs(ctx, ns)
+	})
+	deploymentReplicas(t, cs, ns, 3)
+	old, err := cs.AppsV1().Deployments(ns).Get(ctx, "auto", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := watchReplicas(t, cs, ns, "auto")
+	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "auto", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "a new Deployment, its count handed to the HPA", func(ctx context.Context) error {
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, "auto", dep); err != nil {
+			return err
+		}
+		if dep.UID == old.UID {
+			return fmt.Errorf("the old Deployment is still there")
+		}
+		return countNotOurs(ctx, ns)
+	})
+	deploymentReplicas(t, cs, ns, 3)
+	if got := seen(); slices.ContainsFunc(got, func(n int32) bool { return n < 3 }) {
+		t.Errorf("the Deployment created again had a count below the HPA's minimum of 3: every count seen %v", got)
+	}
+	restartCostsNoWrites(t, op, ns)
+}

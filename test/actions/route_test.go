@@ -1,0 +1,177 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// Exposure through a Gateway in the actions test: some WebApps get v2 spec.expose.gateway from another client
+// ("net"), so a canary runs behind an HTTPRoute with a Service of its own, and the route's weights carry its traffic.
+// No Gateway controller runs here (Exposed stays False, which Ready does not depend on); the route, its weights and
+// the canary's Service are the operator's, and other actors edit and delete them in every phase. The HTTPRoute CRD
+// comes and goes (actToggleGatewayAPI).
+
+var httpRouteKind = kind{"HTTPRoute", "httproute", schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}, "gateway.networking.k8s.io/v1"}
+
+// gatewayName is the Gateway every exposed WebApp's route names (none exists: no controller judges the routes).
+const gatewayName = "public"
+
+// actExpose exposes a live WebApp through the Gateway, changes its hosts or paths, or removes spec.expose, as
+// another client ("net") through v2, in whatever phase its canary is.
+func (s *seq) actExpose(a *app) bool {
+	if a.state != alive {
+		return false
+	}
+	var expose map[string]any
+	what := "expose WebApp %s through Gateway " + gatewayName
+	switch {
+	case a.exposed && s.chance(0.3):
+		what = "stop exposing WebApp %s"
+	case a.exposed:
+		what = "change the hosts or paths WebApp %s is exposed at"
+		fallthrough
+	default:
+		expose = map[string]any{"hosts": []any{pick(s, a.name+".example.com", "www."+a.name+".example.com")}, "gateway": map[string]any{"name": gatewayName}}
+		if s.chance(0.4) {
+			expose["paths"] = []any{pick(s, "/", "/shop", "/api/")}
+		}
+	}
+	what = fmt.Sprintf(what, a.name) + s.phaseNote(a.name)
+	sp := map[string]any{}
+	if expose != nil {
+		sp["expose"] = expose
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
+		"metadata": map[string]any{"name": a.name}, "spec": sp}}
+	s.record(what, s.heredoc("apply --server-side --field-manager=net", u))
+	if _, err := dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "net"}); err != nil {
+		s.fail("applying spec.expose to WebApp %s: %v", a.name, err)
+	}
+	v1 := s.get(webAppKind, a.name)
+	if v1 == nil {
+		s.fail("WebApp %s gone after an apply", a.name)
+	}
+	typed := s.recordGeneration(a, v1)
+	s.note("generation %d", typed.Generation)
+	a.exposed = expose != nil
+	return true
+}
+
+// editRoute is `kubectl edit httproute/NAME` sending every request to the canary's Service (added when the route
+// has none): another client's Update, which takes the backends from our field manager.
+func editRoute(name string) (string, func(*unstructured.Unstructured)) {
+	return fmt.Sprintf("kubectl -n NS edit httproute/%s   # every request to %s", name, canaryName(name)), func(u *unstructured.Unstructured) {
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		for i := range rules {
+			r := rules[i].(map[string]any)
+			refs, _ := r["backendRefs"].([]any)
+			found := false
+			for j := range refs {
+				b := refs[j].(map[string]any)
+				if b["name"] == canaryName(name) {
+					b["weight"], found = int64(100), true
+				} else {
+					b["weight"] = int64(0)
+				}
+			}
+			if !found && len(refs) > 0 {
+				c := map[string]any{}
+				for k, v := range refs[0].(map[string]any) {
+					c[k] = v
+				}
+				c["name"], c["weight"] = canaryName(name), int64(100)
+				refs = append(refs, c)
+			}
+			r["backendRefs"] = refs
+		}
+		_ = unstructured.SetNestedSlice(u.Object, rules, "spec", "rules")
+	}
+}
+
+// routeBackends are the backends of every rule of route u, as "service:weight".
+func routeBackends(u *unstructured.Unstructured) []string {
+	var out []string
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	for _, r := range rules {
+		refs, _, _ := unstructured.NestedSlice(r.(map[string]any), "backendRefs")
+		for _, b := range refs {
+			m := b.(map[string]any)
+			w, ok := m["weight"].(int64)
+			if !ok {
+				w = 1
+			}
+			out = append(out, fmt.Sprintf("%v:%d", m["name"], w))
+		}
+	}
+	return out
+}
+
+// checkRouteAtRest: invariant 11, at rest. A WebApp exposed through a Gateway, where the cluster serves HTTPRoute,
+// has its route (controlled by it) sending every request to the stable Service, whatever the actors did to the
+// route (its weights edited, the route deleted) or to the canary (a canary the Deployment API refuses included: it
+// stays at 0%); the canary's Service is gone once its canary is.
+func (s *seq) checkRouteAtRest(a *app) {
+	if len(s.blocking(a.name)) > 0 {
+		return
+	}
+	app := s.getV2(a.name)
+	if app == nil || app.Spec.Expose == nil || app.Spec.Expose.Gateway == nil {
+		return
+	}
+	if app.Spec.Rollout.Canary != nil && stableUnknown(readyOf(app)) {
+		return
+	}
+	if !httpRouteServed() {
+		return
+	}
+	route := s.get(httpRouteKind, a.name)
+	if route == nil || !controlledBy(route, app.UID) {
+		s.fail("invariant 11 (the stable version gets the traffic at rest): WebApp %s is exposed through Gateway %s, but its HTTPRoute is missing or not its own:\n%s\nThe WebApp:\n%s",
+			a.name, gatewayName, toYAMLOrNone(route), toYAML(app))
+	}
+	want := []string{a.name + ":1"}
+	if got := routeBackends(route); !slices.Equal(got, want) {
+		s.fail("invariant 11 (the stable version gets the traffic at rest): WebApp %s's route sends requests to %s, want %s:\n%s\nThe WebApp:\n%s",
+			a.name, strings.Join(got, ", "), strings.Join(want, ", "), toYAML(route.Object), toYAML(app))
+	}
+	if refused(a.spec) {
+		// A version the Deployment API refuses stays a canary at 0% (Ready says why), its Service waiting for it.
+		return
+	}
+	if svc := s.get(serviceKind, canaryName(a.name)); svc != nil && controlledBy(svc, app.UID) {
+		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's canary Service %s is still there:\n%s\nThe WebApp:\n%s",
+			a.name, svc.GetName(), toYAML(svc.Object), toYAML(app))
+	}
+}
+
+// releasedRouteLeftover: invariant 7 for the route. A route released by an Orphan deletion (no controller, it was
+// the WebApp's) sends nothing to the canary's Service, which went with the WebApp: traffic was put back on the
+// stable version first.
+func (s *seq) releasedRouteLeftover(name string) error {
+	u := s.get(httpRouteKind, name)
+	if u == nil || s.ours[u.GetUID()] || metav1.GetControllerOfNoCopy(u) != nil {
+		return nil
+	}
+	for _, b := range routeBackends(u) {
+		svc, w, _ := strings.Cut(b, ":")
+		if svc == canaryName(name) && w != "0" {
+			return fmt.Errorf("the released HTTPRoute %s still sends requests to the canary's Service (%s):\n%s", name, strings.Join(routeBackends(u), ", "), toYAML(u.Object))
+		}
+	}
+	return nil
+}
+
+func toYAMLOrNone(u *unstructured.Unstructured) string {
+	if u == nil {
+		return "(none)"
+	}
+	return toYAML(u.Object)
+}
