@@ -133,6 +133,13 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 			s.step, s.since = 0, time.Time{}
 		}
 		return canaryDecision{state: s, phase: phaseRolledBack}
+	case obs.revision != s.canary && s.canary == "" && obs.deployed == "":
+		// A new version while no stable Deployment runs and no canary is under way (the Deployment API refused
+		// the stable version, or it is not created yet): there is no traffic to protect, and a canary beside a
+		// version that cannot run would hold the new one back for ever. The spec's version is stable, as the first
+		// one is.
+		s.stable, s.step, s.since, s.failures = obs.revision, 0, time.Time{}, nil
+		return canaryDecision{state: s, phase: phaseStable}
 	case obs.revision != s.canary:
 		// A new version (or one changed mid-canary): its canary starts from the first step. One that comes while
 		// another is promoted starts beside it: the stable Deployment already runs (or rolls to) the promoted one.

@@ -47,6 +47,18 @@ func TestNextCanary(t *testing.T) {
 		obs:   canaryObservation{revision: "b", deployed: "a"},
 		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
+		name:  "a new version while no stable Deployment runs (the API refused the stable one): stable at once, no canary beside what cannot run",
+		plan:  plain,
+		state: canaryState{stable: "a"},
+		obs:   canaryObservation{revision: "b"},
+		want:  canaryDecision{state: canaryState{stable: "b"}, phase: phaseStable},
+	}, {
+		name:  "a new version after a rollback, no stable Deployment running: stable at once, the failed one still known",
+		plan:  plain,
+		state: canaryState{stable: "a", failed: "x", reason: ReasonCheckFailed},
+		obs:   canaryObservation{revision: "b"},
+		want:  canaryDecision{state: canaryState{stable: "b", failed: "x", reason: ReasonCheckFailed}, phase: phaseStable},
+	}, {
 		name:  "a pod trouble seen as the canary starts is the old version's: not a rollback",
 		plan:  plain,
 		state: canaryState{stable: "a"},

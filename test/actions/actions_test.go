@@ -237,7 +237,7 @@ var actions = []struct {
 	{2, (*seq).actRefuseHPAs},
 	{6, (*seq).actSetCanary},
 	{10, (*seq).actStartCanary},
-	{10, (*seq).actEditCanaryObject},
+	{16, (*seq).actEditCanaryObject},
 	{6, (*seq).actDeleteMidCanary},
 	{4, (*seq).actExpose},
 }

@@ -221,9 +221,16 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 	if a.state != alive || a.plan == nil {
 		return false
 	}
-	if s.chance(0.5) && !unschedulable(a.spec) {
-		// Half the time mid-canary, whatever the chance that a canary runs when drawn.
-		s.startedCanary(a)
+	if s.chance(0.5) && !unschedulable(a.spec) && s.startedCanary(a) && s.chance(0.5) {
+		// Half the time mid-canary, whatever the chance that a canary runs when drawn; then half the time once
+		// the canary gets traffic (its pods ready: a step's weight, or promoting).
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			if v2 := s.getV2(a.name); v2 == nil || v2.Status.Canary == nil || v2.Status.Canary.Weight > 0 || v2.Status.Canary.Phase != "Canary" {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	var present []objectRef
 	for _, o := range []objectRef{{deploymentKind, a.name, "stable Deployment"}, {deploymentKind, canaryName(a.name), "canary Deployment"},
@@ -240,6 +247,10 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 		return false
 	}
 	o := pick(s, present...)
+	if i := slices.IndexFunc(present, func(o objectRef) bool { return o.k == httpRouteKind }); i >= 0 && s.chance(0.3) {
+		// The route carries the canary's traffic: drawn more often than its share.
+		o = present[i]
+	}
 	phase := s.phaseNote(a.name)
 	if s.chance(0.4) {
 		s.record(fmt.Sprintf("delete the %s %s%s", o.role, o.name, phase), fmt.Sprintf("kubectl -n %s delete %s/%s --wait=false", s.ns, o.k.short, o.name))

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -765,5 +766,38 @@ func TestHangingChecksHoldNoWorker(t *testing.T) {
 	t.Logf("the other WebApp's changes applied in %s, each while a round of 5 checks hung (one worker)", strings.Join(took, ", "))
 	if worst > 3*time.Second {
 		t.Errorf("a change of another WebApp waited %v behind hanging checks (each hangs 5 s), want under 3 s: %s", worst, strings.Join(took, ", "))
+	}
+}
+
+// TestANewVersionWhenTheStableOneNeverRanIsNotHeldBack: a WebApp with a canary strategy whose first version the
+// Deployment API refuses (a pod label value it does not accept) has no stable Deployment; the user's fix is then not
+// a canary beside a version that cannot run (stuck for ever, the fix never applied) but the stable version at once.
+// Found by the actions test (seed 1).
+func TestANewVersionWhenTheStableOneNeverRanIsNotHeldBack(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Pod: webappv2.PodSpec{Labels: map[string]string{"tier": "has space"}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50, PauseSeconds: 3600}}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, wait10s, "Ready says the Deployment API refuses the spec", func(ctx context.Context) error {
+		got := &webappv2.WebApp{}
+		if err := get(ctx, ns, "web", got); err != nil {
+			return err
+		}
+		if r := meta.FindStatusCondition(got.Status.Conditions, "Ready"); r == nil || r.Reason != controller.ReasonInvalidChild {
+			return fmt.Errorf("Ready %+v", r)
+		}
+		return nil
+	})
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image, a.Spec.Pod.Labels = "shop:2", map[string]string{"tier": "web"} })
+	stableImage(t, ns, "web", "shop:2", "the fixed version runs as the stable one")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	if err := get(ctx, ns, "web-canary", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a canary Deployment beside a stable version that never ran: %v", err)
 	}
 }
