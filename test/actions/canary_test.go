@@ -443,7 +443,8 @@ func (s *seq) checkCanaryAtRest(a *app) {
 		s.fail("reading WebApp %s: %v", a.name, err)
 	}
 	c := app.Status.Canary
-	if app.Spec.Rollout.Canary == nil || c == nil || len(s.blocking(a.name)) > 0 || stableUnknown(readyOf(app)) {
+	if app.Spec.Rollout.Canary == nil || c == nil || len(s.blocking(a.name)) > 0 || stableUnknown(readyOf(app)) || refused(a.spec) {
+		// (A spec the Deployment API refuses: Ready says InvalidChild, and the Deployment keeps what it had.)
 		return
 	}
 	dep := &appsv1.Deployment{}
