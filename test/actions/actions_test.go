@@ -93,6 +93,7 @@ type app struct {
 	exports  map[string]*unstructured.Unstructured
 	plan     map[string]any // the canary strategy last applied through v2 (nil: none)
 	exposed  bool           // spec.expose.gateway is set (actExpose)
+	claim    *claimVol      // the claim volume last applied through v2 (nil: none)
 }
 
 // deletion is what the test knew when it deleted a WebApp, to check afterwards.
@@ -151,6 +152,7 @@ type seq struct {
 	shown       map[types.UID]bool      // WebApps that have shown a Ready condition
 	// totalBefore and slowBefore are the reconciles this process had seen, and the slow ones, when the sequence began.
 	totalBefore, slowBefore uint64
+	storage                 *storage // what the test knows of claims (claim_test.go), made on first use
 }
 
 func runSequence(t *testing.T, seed uint64, index, steps int) {
@@ -240,6 +242,8 @@ var actions = []struct {
 	{16, (*seq).actEditCanaryObject},
 	{6, (*seq).actDeleteMidCanary},
 	{4, (*seq).actExpose},
+	{5, (*seq).actStorage},
+	{3, (*seq).actCreateForeignClaim},
 }
 
 // randomStep draws actions until one applies.
@@ -295,7 +299,7 @@ func (s *seq) createWebApp(a *app) {
 	if u == nil {
 		return
 	}
-	a.state, a.uid, a.plan, a.exposed = alive, u.GetUID(), nil, false
+	a.state, a.uid, a.plan, a.exposed, a.claim = alive, u.GetUID(), nil, false, nil
 	s.created[a.uid] = time.Now()
 	// A new WebApp of the name may create children of the name again.
 	s.clearMarks("", a.name, rv(u))

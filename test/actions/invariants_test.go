@@ -45,10 +45,13 @@ var (
 // and on the deletions that completed.
 func (s *seq) check() {
 	s.hist.sync(s.reporting(), s.ns)
+	s.store().sync(s.reporting(), s.ns)
 	s.settleDeletions()
 	s.checkResurrections()
 	s.checkForeign()
 	s.checkStatusClaims()
+	s.checkMounts()
+	s.checkClaimsAtRest()
 	for _, a := range s.apps {
 		if since := time.Since(s.created[a.uid]); a.state == alive && !s.shown[a.uid] && since > promptStatus {
 			s.fail("invariant 5 (a WebApp says how it is): WebApp %s (uid %s) has had no Ready condition for %v since its creation, more than %v",
@@ -82,11 +85,12 @@ func (s *seq) checkResurrections() {
 	}
 }
 
-// checkForeign: invariant 3. An object the test created without our labels never gets an owner reference to a
-// WebApp, our managed-by label, or a managedFields entry of our field manager.
+// checkForeign: invariant 3. An object the test created without our labels (a Deployment, Service or
+// PersistentVolumeClaim of a WebApp's name) never gets an owner reference to a WebApp, our managed-by label, or a
+// managedFields entry of our field manager.
 func (s *seq) checkForeign() {
-	for _, k := range []kind{deploymentKind, serviceKind} {
-		for _, v := range s.hist.all(k.name) {
+	for _, vs := range [][]version{s.hist.all(deploymentKind.name), s.hist.all(serviceKind.name), s.store().hist.all(pvcKind.name)} {
+		for _, v := range vs {
 			what, ok := s.foreign[v.obj.GetUID()]
 			if !ok {
 				continue
@@ -323,6 +327,7 @@ func (s *seq) settleDeletion(d *deletion) {
 			return nil
 		})
 	}
+	s.claimKeptOrGone(d)
 	s.canaryLeftovers(d)
 }
 
@@ -462,7 +467,9 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 	return nil
 }
 
-// blocking lists the foreign objects of name that exist.
+// blocking lists the foreign objects of name that exist and keep its WebApp from Ready: a foreign Deployment or
+// Service, or a foreign claim when the WebApp has a claim volume (beside a WebApp that mounts no claim of its name it
+// blocks nothing); and its own claim being deleted while a pod waits for it.
 func (s *seq) blocking(name string) []string {
 	var out []string
 	for uid, what := range s.foreign {
@@ -470,15 +477,15 @@ func (s *seq) blocking(name string) []string {
 		if n != name {
 			continue
 		}
-		kk := deploymentKind
-		if k == serviceKind.name {
-			kk = serviceKind
+		kk := map[string]kind{deploymentKind.name: deploymentKind, serviceKind.name: serviceKind, pvcKind.name: pvcKind}[k]
+		if kk == pvcKind && !s.hasClaimVolume(name) {
+			continue
 		}
 		if u := s.get(kk, n); u != nil && u.GetUID() == uid {
 			out = append(out, "the foreign "+what+" exists")
 		}
 	}
-	return out
+	return append(out, s.claimBlocking(name)...)
 }
 
 // checkRetained: invariant 5 for fields another manager keeps. When the converged Deployment still has an env

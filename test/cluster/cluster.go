@@ -65,9 +65,9 @@ type Cluster struct {
 }
 
 // Start brings up etcd and kube-apiserver (through envtest), then kube-controller-manager (the Deployment,
-// ReplicaSet, garbage-collector, namespace, disruption and ClusterRole-aggregation controllers), kube-scheduler
-// and kwok, and registers one fake node. It returns once the node is Ready. On error everything started is
-// stopped again.
+// ReplicaSet, garbage-collector, namespace, disruption, ClusterRole-aggregation, PersistentVolume binder and claim
+// and volume protection controllers), kube-scheduler and kwok, and registers one fake node. It returns once the
+// node is Ready. On error everything started is stopped again.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	bin, err := ToolsBin()
 	if err != nil {
@@ -119,7 +119,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}{
 		{"kube-controller-manager", []string{
 			"--kubeconfig=" + c.Kubeconfig,
-			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,disruption-controller,clusterrole-aggregation-controller",
+			// The PersistentVolume binder binds claims to the volumes a test creates (no provisioner), so pods mounting
+			// them can be scheduled; the claim and volume protection controllers remove the finalizers the API server
+			// puts on both (a claim in use by a scheduled pod stays until that pod is gone, as on any cluster).
+			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,disruption-controller,clusterrole-aggregation-controller," +
+				"persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
 			"--leader-elect=false", "--secure-port=0",
 			// The default 20 QPS makes a few hundred Deployments take minutes to become available.
 			"--kube-api-qps=1000", "--kube-api-burst=2000",
