@@ -917,8 +917,18 @@ func (s *seq) actAutoscale(a *app) bool {
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
 		"metadata": map[string]any{"name": a.name}, "spec": sp}}
-	s.record(fmt.Sprintf("%s for WebApp %s", what, a.name), s.heredoc("apply --server-side --field-manager=autoscaler", u))
-	got, err := dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "autoscaler"})
+	var got *unstructured.Unstructured
+	var err error
+	if sp["autoscaling"] == nil {
+		// Switched off by a JSON merge patch: a v2 server-side apply that leaves spec.autoscaling out does not
+		// remove it while the v1 user co-owns the WebApp (README, "Known gap").
+		s.record(fmt.Sprintf("%s for WebApp %s", what, a.name),
+			fmt.Sprintf(`kubectl -n %s patch webapps.v2.example.com/%s --type=merge --field-manager=autoscaler -p '{"spec":{"autoscaling":null}}'`, s.ns, a.name))
+		got, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, []byte(`{"spec":{"autoscaling":null}}`), metav1.PatchOptions{FieldManager: "autoscaler"})
+	} else {
+		s.record(fmt.Sprintf("%s for WebApp %s", what, a.name), s.heredoc("apply --server-side --field-manager=autoscaler", u))
+		got, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "autoscaler"})
+	}
 	switch {
 	case refusedBehavior && err == nil:
 		s.fail("the WebApp API accepted an autoscaling behavior the HorizontalPodAutoscaler API refuses:\n%s", toYAML(u.Object))
@@ -934,6 +944,9 @@ func (s *seq) actAutoscale(a *app) bool {
 	}
 	typed := s.recordGeneration(a, v1)
 	s.note("generation %d", typed.Generation)
+	if sp["autoscaling"] == nil && s.autoscaled(typed.UID, typed.Generation) != nil {
+		s.fail("autoscaling was switched off for WebApp %s, and the WebApp still autoscales at generation %d", a.name, typed.Generation)
+	}
 	return true
 }
 
