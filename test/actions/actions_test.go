@@ -862,6 +862,18 @@ func (s *seq) applySpec(a *app, spec webappv1.WebAppSpec) *unstructured.Unstruct
 	return got
 }
 
+// recordWrite records the generation another client's accepted write gave WebApp a (recordGeneration), read back
+// through v1; the WebApp must still be there, and be of uid when it is given.
+func (s *seq) recordWrite(a *app, uid types.UID) *webappv1.WebApp {
+	v1 := s.get(webAppKind, a.name)
+	if v1 == nil || (uid != "" && v1.GetUID() != uid) {
+		s.fail("WebApp %s gone after an accepted write", a.name)
+	}
+	typed := s.recordGeneration(a, v1)
+	s.note("generation %d", typed.Generation)
+	return typed
+}
+
 // recordGeneration records the spec of the generation got (a WebApp as a v1 client reads it) has, and its
 // autoscaling bounds, which only v2 shows (read back at once: only the test changes a spec).
 func (s *seq) recordGeneration(a *app, got *unstructured.Unstructured) *webappv1.WebApp {
@@ -938,12 +950,7 @@ func (s *seq) actAutoscale(a *app) bool {
 	case err != nil:
 		s.fail("applying autoscaling to WebApp %s: %v", a.name, err)
 	}
-	v1 := s.get(webAppKind, a.name)
-	if v1 == nil || v1.GetUID() != got.GetUID() {
-		s.fail("WebApp %s gone after an apply", a.name)
-	}
-	typed := s.recordGeneration(a, v1)
-	s.note("generation %d", typed.Generation)
+	typed := s.recordWrite(a, got.GetUID())
 	if sp["autoscaling"] == nil && s.autoscaled(typed.UID, typed.Generation) != nil {
 		s.fail("autoscaling was switched off for WebApp %s, and the WebApp still autoscales at generation %d", a.name, typed.Generation)
 	}

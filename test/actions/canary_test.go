@@ -187,12 +187,7 @@ func (s *seq) setCanary(a *app) {
 	if _, err := dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "release"}); err != nil {
 		s.fail("applying the canary strategy to WebApp %s: %v", a.name, err)
 	}
-	v1 := s.get(webAppKind, a.name)
-	if v1 == nil {
-		s.fail("WebApp %s gone after an apply", a.name)
-	}
-	typed := s.recordGeneration(a, v1)
-	s.note("generation %d", typed.Generation)
+	s.recordWrite(a, "")
 	a.plan = plan
 }
 

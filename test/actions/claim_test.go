@@ -453,12 +453,7 @@ func (s *seq) applyStorage(a *app, c *claimVol) error {
 		s.note("refused: %v", err)
 		return err
 	}
-	v1 := s.get(webAppKind, a.name)
-	if v1 == nil {
-		s.fail("WebApp %s gone after an apply", a.name)
-	}
-	typed := s.recordGeneration(a, v1)
-	s.note("generation %d", typed.Generation)
+	s.recordWrite(a, "")
 	// The write is what the WebApp now says: its volumes and mounts are exactly those sent.
 	if got := s.getV2(a.name); got != nil {
 		var have []string
