@@ -133,7 +133,7 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 			s.step, s.since = 0, time.Time{}
 		}
 		return canaryDecision{state: s, phase: phaseRolledBack}
-	case obs.revision != s.canary && s.canary == "" && obs.deployed == "":
+	case s.canary == "" && obs.deployed == "":
 		// A new version while no stable Deployment runs and no canary is under way (the Deployment API refused
 		// the stable version, or it is not created yet): there is no traffic to protect, and a canary beside a
 		// version that cannot run would hold the new one back for ever. The spec's version is stable, as the first
