@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/controller/metricsauth"
 	"github.com/example/webapp-operator/conversion"
@@ -170,7 +171,7 @@ func run(o options) error {
 	r := &controller.WebAppReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder(controller.FieldManager),
+		Recorder:                mgr.GetEventRecorder(webappv2.FieldManager),
 		RequeueAfter:            o.requeueAfter,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Namespaces:              namespaces,
@@ -195,7 +196,7 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("conversion-webhook", webhookStarted); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "fieldManager", controller.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter.String())
+	ctrl.Log.Info("starting manager", "fieldManager", webappv2.FieldManager, "namespace", o.namespace, "requeueAfter", o.requeueAfter.String())
 	if conv == nil {
 		return mgr.Start(ctx)
 	}

@@ -256,7 +256,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	if r.mem.sentMatches(kind, key, cur, sum) {
 		return want, true, nil
 	}
-	owned, err := extract(cur, FieldManager)
+	owned, err := extract(cur, webappv2.FieldManager)
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("cannot read the fields we own; applying to repair them", "kind", kind, "error", err.Error())
 		return want, false, nil
@@ -302,9 +302,9 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		}
 	}
 	if o.status {
-		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
+		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership)
 	} else {
-		err = r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
+		err = r.Client.Apply(ctx, want, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership)
 	}
 	if err != nil {
 		// Refused: want is as it was built (on success the client decoded the object into it).
@@ -364,8 +364,8 @@ func notOursReason(obj client.Object, owner types.UID) string {
 		}
 		return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
 	}
-	if obj.GetLabels()[LabelManagedBy] != ManagedBy {
-		return "is not managed by " + ManagedBy
+	if obj.GetLabels()[webappv2.LabelManagedBy] != webappv2.ManagedBy {
+		return "is not managed by " + webappv2.ManagedBy
 	}
 	return ""
 }
@@ -441,7 +441,7 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 		// Already released, or never ours to release.
 		return false, nil
 	}
-	if owned, err := extract(cur, FieldManager); err == nil {
+	if owned, err := extract(cur, webappv2.FieldManager); err == nil {
 		u := &unstructured.Unstructured{}
 		if err := roundTrip(owned, &u.Object); err != nil {
 			return false, fmt.Errorf("releasing %s %s: %w", kind, key, err)
@@ -460,7 +460,7 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 		// resourceVersion, rather than write back fields someone changed since.
 		u.SetUID(cur.GetUID())
 		u.SetResourceVersion(cur.GetResourceVersion())
-		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(webappv2.FieldManager), client.ForceOwnership); err != nil {
 			if apierrors.IsConflict(err) && apierrors.IsNotFound(r.reader().Get(ctx, key, cur)) {
 				// Deleted since our read (the UID made the server refuse to create it again): nothing to release.
 				return false, nil

@@ -50,7 +50,7 @@ func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	if !ok || !replicasByHPA(app, in.hpaExists) {
 		return false, nil
 	}
-	owned, err := appsv1ac.ExtractDeployment(dep, FieldManager)
+	owned, err := appsv1ac.ExtractDeployment(dep, webappv2.FieldManager)
 	if err != nil {
 		return false, err
 	}
@@ -73,7 +73,7 @@ func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	// answer is decoded into the Scale body: dep, which the apply still reads, is left as it is.)
 	err = r.Client.SubResource("scale").Patch(ctx, dep, client.RawPatch(types.ApplyPatchType, body), &client.SubResourcePatchOptions{
 		SubResourceBody: &autoscalingv1.Scale{},
-		PatchOptions:    client.PatchOptions{FieldManager: FieldManager, Raw: &metav1.PatchOptions{}},
+		PatchOptions:    client.PatchOptions{FieldManager: webappv2.FieldManager, Raw: &metav1.PatchOptions{}},
 	})
 	switch {
 	case apierrors.IsConflict(err):
@@ -108,7 +108,7 @@ func webAppReplicas(app *webappv2.WebApp) int32 {
 // scaleHeld: our field manager's entry of the scale subresource owns dep's spec.replicas.
 func scaleHeld(dep *appsv1.Deployment) bool {
 	for _, e := range dep.ManagedFields {
-		if e.Manager == FieldManager && e.Subresource == "scale" && e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:replicas"`) {
+		if e.Manager == webappv2.FieldManager && e.Subresource == "scale" && e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:replicas"`) {
 			return true
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // What a resync of a converged WebApp costs in CPU: building the desired Deployment, extracting what our manager
@@ -46,7 +48,7 @@ func BenchmarkConvergedDeploymentDecision(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		owned, err := appsv1ac.ExtractDeployment(cached, FieldManager)
+		owned, err := appsv1ac.ExtractDeployment(cached, webappv2.FieldManager)
 		if err != nil {
 			b.Fatal(err)
 		}

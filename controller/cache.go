@@ -26,7 +26,7 @@ import (
 // refers to it); and only the given namespaces' objects when some are given (no Namespace at all then: a
 // Namespace is cluster-scoped, and a namespaced install has no right to read one, see WatchesNamespaces).
 func CacheOptions(namespaces ...string) cache.Options {
-	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	ours := labels.SelectorFromSet(labels.Set{webappv2.LabelManagedBy: webappv2.ManagedBy})
 	all := labels.Everything()
 	o := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
@@ -93,7 +93,7 @@ func onlyOurFields(o any) (any, error) {
 
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-func notOurs(e metav1.ManagedFieldsEntry) bool { return e.Manager != FieldManager }
+func notOurs(e metav1.ManagedFieldsEntry) bool { return e.Manager != webappv2.FieldManager }
 
 func metadataOnly(kind string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
@@ -113,9 +113,9 @@ func slimMetadata(o any) (any, error) {
 func slimOwned(o any) (any, error) {
 	if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 		var canaryOf map[string]string
-		if of := m.Labels[LabelCanaryOf]; of != "" {
+		if of := m.Labels[webappv2.LabelCanaryOf]; of != "" {
 			// A canary's: whose canary it is (webAppOfReplicaSet).
-			canaryOf = map[string]string{LabelCanaryOf: of}
+			canaryOf = map[string]string{webappv2.LabelCanaryOf: of}
 		}
 		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 			OwnerReferences: controllerRefOnly(m.OwnerReferences), Labels: canaryOf}

@@ -31,14 +31,14 @@ func TestOnlyOurFields(t *testing.T) {
 	}{
 		{"a Deployment with the controller-manager's status", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
 			Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"},
-			ManagedFields: []metav1.ManagedFieldsEntry{entry(FieldManager, "Apply", ""), entry("kube-controller-manager", "Update", "status"),
+			ManagedFields: []metav1.ManagedFieldsEntry{entry(webappv2.FieldManager, "Apply", ""), entry("kube-controller-manager", "Update", "status"),
 				entry("kubectl-edit", "Update", "")},
-		}}, []string{FieldManager + "/Apply/"}, map[string]string{"deployment.kubernetes.io/revision": "2"}},
+		}}, []string{webappv2.FieldManager + "/Apply/"}, map[string]string{"deployment.kubernetes.io/revision": "2"}},
 		{"a WebApp applied client-side", &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{
 			Annotations: map[string]string{lastApplied: `{"spec":{}}`, "team": "a"},
-			ManagedFields: []metav1.ManagedFieldsEntry{entry("kubectl-client-side-apply", "Update", ""), entry(FieldManager, "Apply", "status"),
-				entry(FieldManager, "Apply", ""), entry(FieldManager, "Update", "")},
-		}}, []string{FieldManager + "/Apply/status", FieldManager + "/Apply/", FieldManager + "/Update/"}, map[string]string{"team": "a"}},
+			ManagedFields: []metav1.ManagedFieldsEntry{entry("kubectl-client-side-apply", "Update", ""), entry(webappv2.FieldManager, "Apply", "status"),
+				entry(webappv2.FieldManager, "Apply", ""), entry(webappv2.FieldManager, "Update", "")},
+		}}, []string{webappv2.FieldManager + "/Apply/status", webappv2.FieldManager + "/Apply/", webappv2.FieldManager + "/Update/"}, map[string]string{"team": "a"}},
 		{"nothing to drop", &webappv2.WebApp{}, nil, nil},
 	}
 	for _, tc := range cases {

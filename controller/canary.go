@@ -5,18 +5,14 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // The canary's step machine (issue 32): a pure function of the plan (the spec's strategy, defaults applied), the
 // state the rollout has reached (kept in the WebApp's status, so a restart or a leader change resumes it at the same
 // step) and what this reconcile observed. It decides the next state and the traffic the canary gets; the builders
 // turn that into both Deployments, both Services and the route's weights (canary_run.go).
-
-// Reasons of a canary rollout's end, in the Ready condition and the state.
-const (
-	ReasonRolledBack  = "RolledBack"
-	ReasonCheckFailed = "CheckFailed"
-)
 
 // canaryPlan is a canary strategy with its defaults applied.
 type canaryPlan struct {
@@ -163,7 +159,7 @@ func nextCanary(plan canaryPlan, s canaryState, obs canaryObservation, now time.
 		if ok, said := passes(c, obs.checks[i]); !ok {
 			s.failures = countFailure(s.failures, len(plan.checks), i)
 			if s.failures[i] > c.failuresAllowed {
-				return rollBack(plan, s, ReasonCheckFailed, fmt.Sprintf("check %s: %s (failures %d, allowed %d)", c.name, said, s.failures[i], c.failuresAllowed), now)
+				return rollBack(plan, s, webappv2.ReasonCheckFailed, fmt.Sprintf("check %s: %s (failures %d, allowed %d)", c.name, said, s.failures[i], c.failuresAllowed), now)
 			}
 			failing = c.name
 		}

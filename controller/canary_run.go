@@ -26,9 +26,6 @@ import (
 // (canary.go) what follows, and hands the builders (desired_canary.go) what they need. The rollout's state is the
 // WebApp's status.canary, so a restart or a new leader resumes it where it was.
 
-// ReasonCanary is the Ready and Progressing reason while a canary runs.
-const ReasonCanary = "Canary"
-
 // defaultCheckInterval is how often a canary's checks are evaluated when the spec does not say.
 const defaultCheckInterval = 10 * time.Second
 
@@ -202,7 +199,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
 		pods, _ := r.podsOf(ctx, app, canary)
 		// Only this canary's: the pods of one rolled back just before may still be going.
-		pods = slices.DeleteFunc(slices.Clone(pods), func(p *cachedPod) bool { return p.Labels[LabelCanaryRevision] != state.canary })
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p *cachedPod) bool { return p.Labels[webappv2.LabelCanaryRevision] != state.canary })
 		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
 		obs.troubleReason, obs.troubleMessage = podTrouble(settledPods(pods, now), settledProbes(pods, probes, now))
 	}
@@ -255,7 +252,7 @@ func (r *WebAppReconciler) heldStable(ctx context.Context, app *webappv2.WebApp,
 			stable = fresh
 		}
 	}
-	if owned, err := appsv1ac.ExtractDeployment(stable, FieldManager); err == nil && owned.Spec != nil && owned.Spec.Template != nil {
+	if owned, err := appsv1ac.ExtractDeployment(stable, webappv2.FieldManager); err == nil && owned.Spec != nil && owned.Spec.Template != nil {
 		return owned.Spec.Template
 	}
 	return nil
@@ -304,7 +301,7 @@ const canaryPendingGrace = time.Minute
 func settledPods(pods []*cachedPod, now time.Time) []*cachedPod {
 	out := make([]*cachedPod, 0, len(pods))
 	for _, p := range pods {
-		if reason, _ := oneTrouble(p); reason == ReasonUnschedulable && now.Sub(p.CreationTimestamp.Time) < canaryPendingGrace {
+		if reason, _ := oneTrouble(p); reason == webappv2.ReasonUnschedulable && now.Sub(p.CreationTimestamp.Time) < canaryPendingGrace {
 			continue
 		}
 		out = append(out, p)
@@ -346,7 +343,7 @@ func (r *WebAppReconciler) hasCanaryService(ctx context.Context, app *webappv2.W
 
 // runs: dep is of revision and its controller has seen its spec.
 func runs(dep *appsv1.Deployment, revision string) bool {
-	return dep != nil && dep.Annotations[AnnotationRevision] == revision && dep.Status.ObservedGeneration >= dep.Generation
+	return dep != nil && dep.Annotations[webappv2.AnnotationRevision] == revision && dep.Status.ObservedGeneration >= dep.Generation
 }
 
 // deployedRevision is the revision the stable Deployment runs: its annotation, or for one written before the
@@ -356,10 +353,10 @@ func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecAppl
 	if dep == nil {
 		return ""
 	}
-	if r := dep.Annotations[AnnotationRevision]; r != "" {
+	if r := dep.Annotations[webappv2.AnnotationRevision]; r != "" {
 		return r
 	}
-	owned, err := appsv1ac.ExtractDeployment(dep, FieldManager)
+	owned, err := appsv1ac.ExtractDeployment(dep, webappv2.FieldManager)
 	if err != nil || owned.Spec == nil || owned.Spec.Template == nil {
 		return "unknown"
 	}
@@ -378,7 +375,7 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canaryState, run
 	d, s := run.decision, run.decision.state
 	switch {
 	case d.phase == phaseRolledBack && was.canary != "":
-		r.event(app, nil, corev1.EventTypeWarning, ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.failed, s.reason, truncateTo(s.message, 800))
+		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.failed, s.reason, truncateTo(s.message, 800))
 	case d.phase == phaseStable && was.canary != "" && s.stable == was.canary:
 		r.event(app, nil, corev1.EventTypeNormal, "Promoted", "Canary", "Revision %s is promoted: it serves all the traffic", s.stable)
 	case d.phase == phaseCanary && s.canary != was.canary:
@@ -413,7 +410,7 @@ func desiredStableDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploym
 		dep.Spec.Template = in.canary.held
 		rev = in.canary.decision.state.stable
 	}
-	return dep.WithAnnotations(map[string]string{AnnotationRevision: rev}), nil
+	return dep.WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev}), nil
 }
 
 // errStableUnknown stops the stable Deployment's write while a canary holds it and its template is gone.

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 func TestNextCanary(t *testing.T) {
@@ -55,14 +57,14 @@ func TestNextCanary(t *testing.T) {
 	}, {
 		name:  "a new version after a rollback, no stable Deployment running: stable at once, the failed one still known",
 		plan:  plain,
-		state: canaryState{stable: "a", failed: "x", reason: ReasonCheckFailed},
+		state: canaryState{stable: "a", failed: "x", reason: webappv2.ReasonCheckFailed},
 		obs:   canaryObservation{revision: "b"},
-		want:  canaryDecision{state: canaryState{stable: "b", failed: "x", reason: ReasonCheckFailed}, phase: phaseStable},
+		want:  canaryDecision{state: canaryState{stable: "b", failed: "x", reason: webappv2.ReasonCheckFailed}, phase: phaseStable},
 	}, {
 		name:  "a pod trouble seen as the canary starts is the old version's: not a rollback",
 		plan:  plain,
 		state: canaryState{stable: "a"},
-		obs:   canaryObservation{revision: "b", deployed: "a", troubleReason: ReasonCrashLoopBackOff},
+		obs:   canaryObservation{revision: "b", deployed: "a", troubleReason: webappv2.ReasonCrashLoopBackOff},
 		want:  canaryDecision{state: canaryState{stable: "a", canary: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
 		name:  "the canary not ready yet: its pause has not started",
@@ -133,7 +135,7 @@ func TestNextCanary(t *testing.T) {
 		state: canaryState{stable: "a", canary: "b", since: t0, failures: []int32{1}},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: bad},
 		now:   t0.Add(20 * time.Second),
-		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0.Add(20 * time.Second), reason: ReasonCheckFailed,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0.Add(20 * time.Second), reason: webappv2.ReasonCheckFailed,
 			message: "check errors: 0.3 > 0.05 (failures 2, allowed 1)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
 	}, {
 		name:  "a check that cannot be evaluated fails",
@@ -141,7 +143,7 @@ func TestNextCanary(t *testing.T) {
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: []checkResult{{err: errors.New("prometheus: connection refused")}}},
 		now:   t0,
-		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: ReasonCheckFailed,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: webappv2.ReasonCheckFailed,
 			message: "check errors: prometheus: connection refused (failures 1, allowed 0)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
 	}, {
 		name:  "an empty result fails",
@@ -149,7 +151,7 @@ func TestNextCanary(t *testing.T) {
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: []checkResult{{value: math.NaN()}}},
 		now:   t0,
-		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: ReasonCheckFailed,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: webappv2.ReasonCheckFailed,
 			message: "check errors: no value (failures 1, allowed 0)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
 	}, {
 		name:  "-Inf fails: below every max, yet no measurement",
@@ -157,7 +159,7 @@ func TestNextCanary(t *testing.T) {
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: []checkResult{{value: math.Inf(-1)}}},
 		now:   t0,
-		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: ReasonCheckFailed,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: webappv2.ReasonCheckFailed,
 			message: "check errors: -Inf is not a finite number (failures 1, allowed 0)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
 	}, {
 		name:  "+Inf fails",
@@ -165,23 +167,23 @@ func TestNextCanary(t *testing.T) {
 		state: canaryState{stable: "a", canary: "b", since: t0},
 		obs:   canaryObservation{revision: "b", deployed: "a", canaryReady: true, checks: []checkResult{{value: math.Inf(1)}}},
 		now:   t0,
-		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: ReasonCheckFailed,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", since: t0, reason: webappv2.ReasonCheckFailed,
 			message: "check errors: +Inf is not a finite number (failures 1, allowed 0)"}, phase: phaseRolledBack, replicaWeight: 10, after: canaryRetire},
 	}, {
 		name:  "the canary's pods crash-loop: rolled back at once, whatever the step",
 		plan:  checked,
 		state: canaryState{stable: "a", canary: "b", step: 1, since: t0},
-		obs:   canaryObservation{revision: "b", deployed: "a", troubleReason: ReasonCrashLoopBackOff, troubleMessage: "1/1 pods: back-off restarting app"},
+		obs:   canaryObservation{revision: "b", deployed: "a", troubleReason: webappv2.ReasonCrashLoopBackOff, troubleMessage: "1/1 pods: back-off restarting app"},
 		now:   t0,
-		want: canaryDecision{state: canaryState{stable: "a", failed: "b", step: 1, since: t0, reason: ReasonCrashLoopBackOff,
+		want: canaryDecision{state: canaryState{stable: "a", failed: "b", step: 1, since: t0, reason: webappv2.ReasonCrashLoopBackOff,
 			message: "1/1 pods: back-off restarting app"}, phase: phaseRolledBack, replicaWeight: 50, after: canaryRetire},
 	}, {
 		name:  "rolled back: the canary's pods go once the traffic has left them",
 		plan:  plain,
-		state: canaryState{stable: "a", failed: "b", step: 1, since: t0, reason: ReasonCrashLoopBackOff},
+		state: canaryState{stable: "a", failed: "b", step: 1, since: t0, reason: webappv2.ReasonCrashLoopBackOff},
 		obs:   canaryObservation{revision: "b", deployed: "a"},
 		now:   t0.Add(canaryRetire),
-		want:  canaryDecision{state: canaryState{stable: "a", failed: "b", reason: ReasonCrashLoopBackOff}, phase: phaseRolledBack},
+		want:  canaryDecision{state: canaryState{stable: "a", failed: "b", reason: webappv2.ReasonCrashLoopBackOff}, phase: phaseRolledBack},
 	}, {
 		name:  "a new version while one is promoted: the promoted one is stable, the new one its canary",
 		plan:  plain,
@@ -191,13 +193,13 @@ func TestNextCanary(t *testing.T) {
 	}, {
 		name:  "the rolled-back version applied again: it stays rolled back (no loop)",
 		plan:  plain,
-		state: canaryState{stable: "a", failed: "b", reason: ReasonCrashLoopBackOff},
+		state: canaryState{stable: "a", failed: "b", reason: webappv2.ReasonCrashLoopBackOff},
 		obs:   canaryObservation{revision: "b", deployed: "a"},
-		want:  canaryDecision{state: canaryState{stable: "a", failed: "b", reason: ReasonCrashLoopBackOff}, phase: phaseRolledBack},
+		want:  canaryDecision{state: canaryState{stable: "a", failed: "b", reason: webappv2.ReasonCrashLoopBackOff}, phase: phaseRolledBack},
 	}, {
 		name:  "a new version after a rollback: a new canary, the failed one still known",
 		plan:  plain,
-		state: canaryState{stable: "a", failed: "b", reason: ReasonCrashLoopBackOff, message: "m"},
+		state: canaryState{stable: "a", failed: "b", reason: webappv2.ReasonCrashLoopBackOff, message: "m"},
 		obs:   canaryObservation{revision: "c", deployed: "a"},
 		want:  canaryDecision{state: canaryState{stable: "a", canary: "c", failed: "b"}, phase: phaseCanary, replicaWeight: 10},
 	}, {
@@ -223,7 +225,7 @@ func TestNextCanary(t *testing.T) {
 		name:  "promoting: a crash seen now is not the canary's to roll back",
 		plan:  plain,
 		state: canaryState{stable: "a", canary: "b", step: 2},
-		obs:   canaryObservation{revision: "b", deployed: "b", troubleReason: ReasonCrashLoopBackOff},
+		obs:   canaryObservation{revision: "b", deployed: "b", troubleReason: webappv2.ReasonCrashLoopBackOff},
 		want:  canaryDecision{state: canaryState{stable: "a", canary: "b", step: 2}, phase: phasePromoting, weight: 50, replicaWeight: 50},
 	}, {
 		name:  "stable rolled out: the traffic leaves the canary, whose pods stay a moment longer",

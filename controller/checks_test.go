@@ -199,7 +199,7 @@ func TestChecksWanted(t *testing.T) {
 		{name: "ready, no trouble: queried", plan: checked, obs: canaryObservation{canaryReady: true}, want: true},
 		{name: "no checks", plan: canaryPlan{steps: checked.steps}, obs: canaryObservation{canaryReady: true}},
 		{name: "not ready at its step", plan: checked, obs: canaryObservation{}},
-		{name: "pod trouble decides first: not queried", plan: checked, obs: canaryObservation{canaryReady: true, troubleReason: ReasonCrashLoopBackOff}},
+		{name: "pod trouble decides first: not queried", plan: checked, obs: canaryObservation{canaryReady: true, troubleReason: webappv2.ReasonCrashLoopBackOff}},
 	}
 	for _, c := range cases {
 		if got := checksWanted(c.plan, c.obs); got != c.want {

@@ -52,7 +52,7 @@ var children = expand([]childKind{
 		variantReplacedWhen(canaryReplaced).
 		// A new config hash on an existing Deployment is a config rollout, not drift.
 		withConfigHash(func(o client.Object) string {
-			return o.(*appsv1.Deployment).Spec.Template.Annotations[ConfigHashAnnotation]
+			return o.(*appsv1.Deployment).Spec.Template.Annotations[webappv2.ConfigHashAnnotation]
 		}).
 		// A Recreate strategy first takes over the defaulted rollingUpdate; the HPA exists: the count passes to it
 		// without a reset.

@@ -140,7 +140,7 @@ func handOverStrategy(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 		return false, nil
 	}
 	if owners := managersOf(dep, "f:spec", "f:strategy", "f:rollingUpdate"); len(owners) > 0 {
-		if len(owners) == 1 && owners[0] == FieldManager {
+		if len(owners) == 1 && owners[0] == webappv2.FieldManager {
 			// Ours: the apply of Recreate releases it.
 			return false, nil
 		}
@@ -149,7 +149,7 @@ func handOverStrategy(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	}
 	// What our manager owns, plus the strategy as the server has it, guarded by UID and resourceVersion: it is
 	// refused rather than applied over a Deployment changed or re-created since it was read.
-	owned, err := appsv1ac.ExtractDeployment(dep, FieldManager)
+	owned, err := appsv1ac.ExtractDeployment(dep, webappv2.FieldManager)
 	if err != nil {
 		return false, err
 	}
@@ -160,7 +160,7 @@ func handOverStrategy(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	take.MaxSurge, take.MaxUnavailable = ru.MaxSurge, ru.MaxUnavailable
 	owned.Spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(dep.Spec.Strategy.Type).WithRollingUpdate(take))
 	owned.WithUID(dep.UID).WithResourceVersion(dep.ResourceVersion)
-	if err := r.Client.Apply(ctx, owned, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, owned, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership); err != nil {
 		appliesTotal.WithLabelValues("Deployment", resultFailed).Inc()
 		return false, fmt.Errorf("taking over the defaulted strategy.rollingUpdate before Recreate: %w", err)
 	}

@@ -48,7 +48,7 @@ func progressing(want *webappv2ac.WebAppApplyConfiguration) bool {
 	}
 	for _, c := range want.Status.Conditions {
 		if deref(c.Type) == webappv2.ConditionReady {
-			return deref(c.Status) == metav1.ConditionFalse && deref(c.Reason) == ReasonDeploymentProgressing
+			return deref(c.Status) == metav1.ConditionFalse && deref(c.Reason) == webappv2.ReasonDeploymentProgressing
 		}
 	}
 	return false

@@ -16,7 +16,7 @@ import (
 // with the retained fields given.
 func progressStatus(retained ...string) *webappv2ac.WebAppApplyConfiguration {
 	st := webappv2ac.WebAppStatus().WithObservedGeneration(1).WithConditions(metav1ac.Condition().
-		WithType(webappv2.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(ReasonDeploymentProgressing).WithObservedGeneration(1))
+		WithType(webappv2.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(webappv2.ReasonDeploymentProgressing).WithObservedGeneration(1))
 	for _, f := range retained {
 		st.WithRetainedFields(webappv2ac.RetainedField().WithKind("Deployment").WithField(f).WithManagers("ops"))
 	}

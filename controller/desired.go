@@ -21,21 +21,8 @@ import (
 )
 
 const (
-	// FieldManager is the one field manager every apply of the operator is sent under; field ownership in
-	// managedFields is recorded against it.
-	FieldManager = "webapp-operator"
-
-	// LabelName is the recommended name label, put on everything we create (value "webapp").
-	LabelName = "app.kubernetes.io/name"
-	// LabelInstance carries the WebApp's name; with LabelName it selects the WebApp's pods.
-	LabelInstance = "app.kubernetes.io/instance"
-	// LabelManagedBy says the object is ours (value ManagedBy); the operator's cache filters on it.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-
 	// appName is the value of LabelName.
 	appName = "webapp"
-	// ManagedBy is the value of LabelManagedBy.
-	ManagedBy = "webapp-operator"
 
 	// containerName names the single container.
 	containerName = "app"
@@ -49,13 +36,13 @@ const (
 // selectorLabels select the pods of one WebApp. Both labels are used, so pods of another tool that only share
 // the instance label (a Helm release of the same name, say) are never selected.
 func selectorLabels(app *webappv2.WebApp) map[string]string {
-	return map[string]string{LabelName: appName, LabelInstance: app.Name}
+	return map[string]string{webappv2.LabelName: appName, webappv2.LabelInstance: app.Name}
 }
 
 // commonLabels go on the Deployment, its pod template and the Service.
 func commonLabels(app *webappv2.WebApp) map[string]string {
 	l := selectorLabels(app)
-	l[LabelManagedBy] = ManagedBy
+	l[webappv2.LabelManagedBy] = webappv2.ManagedBy
 	return l
 }
 
@@ -69,10 +56,6 @@ func ownerReference(app *webappv2.WebApp) *metav1ac.OwnerReferenceApplyConfigura
 		WithController(true).
 		WithBlockOwnerDeletion(true)
 }
-
-// ConfigHashAnnotation on the pod template holds a hash of the data of the ConfigMaps and Secrets the WebApp's
-// environment refers to: when they change, the pod template changes and the Deployment rolls the pods.
-const ConfigHashAnnotation = "webapp.example.com/config-hash"
 
 // desiredDeployment is the complete Deployment we mean to own for app. Every field we own is set on every call:
 // a field left out of an apply is released by our manager and may be reset by the server. Of the inputs it takes
@@ -130,7 +113,7 @@ func desiredPodTemplate(app *webappv2.WebApp, configHash string) (*corev1ac.PodT
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[ConfigHashAnnotation] = configHash
+		annotations[webappv2.ConfigHashAnnotation] = configHash
 	}
 	container, err := desiredContainer(app)
 	if err != nil {

@@ -27,16 +27,6 @@ import (
 // split is by replicas. The canary Deployment's selector is the same in both forms (a selector is immutable): a
 // change of form rolls the canary's pods, it never needs a new Deployment.
 
-// LabelCanaryOf is on a canary's pods, with the WebApp's name; the canary Deployment and Service select by it.
-const LabelCanaryOf = "webapp.example.com/canary-of"
-
-// LabelCanaryRevision is on a canary's pods: the revision they run.
-const LabelCanaryRevision = "webapp.example.com/canary-revision"
-
-// AnnotationRevision is on the Deployments of a WebApp with a canary strategy: the revision of their pod template
-// (not on the template: setting it must roll no pod).
-const AnnotationRevision = "webapp.example.com/revision"
-
 // canaryName names the canary's Deployment and Service.
 func canaryName(app *webappv2.WebApp) string { return app.Name + "-canary" }
 
@@ -81,7 +71,7 @@ func canaryBound(app *webappv2.WebApp) int32 {
 
 // canarySelector selects a canary's pods.
 func canarySelector(app *webappv2.WebApp) map[string]string {
-	return map[string]string{LabelName: appName, LabelCanaryOf: app.Name}
+	return map[string]string{webappv2.LabelName: appName, webappv2.LabelCanaryOf: app.Name}
 }
 
 // desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods: the
@@ -104,16 +94,16 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	labels := maps.Clone(dep.Spec.Template.Labels)
 	maps.Copy(labels, canarySelector(app))
 	// Its pods say which version they are: a new canary's pods are told from the last one's still going.
-	labels[LabelCanaryRevision] = rev
+	labels[webappv2.LabelCanaryRevision] = rev
 	if !canaryShared(app) {
 		// Behind a route: the stable Service must not select the canary's pods.
-		delete(labels, LabelInstance)
+		delete(labels, webappv2.LabelInstance)
 	}
 	dep.Name = ptr.To(canaryName(app))
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
 	dep.Spec.WithReplicas(canaryReplicas(stable, canaryBound(app), d.replicaWeight, canaryShared(app)))
-	dep.WithAnnotations(map[string]string{AnnotationRevision: rev})
+	dep.WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev})
 	return dep, nil
 }
 
@@ -158,7 +148,7 @@ func revision(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, error) {
 // splitPods tells a WebApp's pods of the stable version from the canary's (by LabelCanaryOf).
 func splitPods(app *webappv2.WebApp, pods []*cachedPod) (stable, canary []*cachedPod) {
 	for _, p := range pods {
-		if p.Labels[LabelCanaryOf] == app.Name {
+		if p.Labels[webappv2.LabelCanaryOf] == app.Name {
 			canary = append(canary, p)
 		} else {
 			stable = append(stable, p)
@@ -176,6 +166,6 @@ func canaryReplaced(cur client.Object, desired any) bool {
 	if !ok || want == nil {
 		return false
 	}
-	have := cur.GetAnnotations()[AnnotationRevision]
-	return have != "" && have != want.Annotations[AnnotationRevision]
+	have := cur.GetAnnotations()[webappv2.AnnotationRevision]
+	return have != "" && have != want.Annotations[webappv2.AnnotationRevision]
 }

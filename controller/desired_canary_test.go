@@ -119,7 +119,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 				t.Errorf("name %s replicas %d, want shop-canary %d", *dep.Name, *dep.Spec.Replicas, c.wantReplicas)
 			}
 			sel := dep.Spec.Selector.MatchLabels
-			if !maps.Equal(sel, map[string]string{LabelName: appName, LabelCanaryOf: "shop"}) {
+			if !maps.Equal(sel, map[string]string{webappv2.LabelName: appName, webappv2.LabelCanaryOf: "shop"}) {
 				t.Errorf("selector %v", sel)
 			}
 			labels := dep.Spec.Template.Labels
@@ -128,10 +128,10 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 					t.Errorf("the template's labels %v do not match the selector %v", labels, sel)
 				}
 			}
-			if labels[LabelCanaryRevision] != c.d.state.canary {
-				t.Errorf("the canary's pods say revision %q, want %q", labels[LabelCanaryRevision], c.d.state.canary)
+			if labels[webappv2.LabelCanaryRevision] != c.d.state.canary {
+				t.Errorf("the canary's pods say revision %q, want %q", labels[webappv2.LabelCanaryRevision], c.d.state.canary)
 			}
-			_, hasInstance := labels[LabelInstance]
+			_, hasInstance := labels[webappv2.LabelInstance]
 			if hasInstance != c.wantInstance {
 				t.Errorf("instance label on the canary's pods: %v, want %v (labels %v)", hasInstance, c.wantInstance, labels)
 			}
@@ -226,10 +226,10 @@ func TestSplitPods(t *testing.T) {
 		return &cachedPod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	}
 	pods := []*cachedPod{
-		pod("s1", map[string]string{LabelInstance: "shop"}),
-		pod("c1", map[string]string{LabelInstance: "shop", LabelCanaryOf: "shop"}),
-		pod("c2", map[string]string{LabelCanaryOf: "shop"}),
-		pod("s2", map[string]string{LabelInstance: "shop", LabelCanaryOf: "other"}),
+		pod("s1", map[string]string{webappv2.LabelInstance: "shop"}),
+		pod("c1", map[string]string{webappv2.LabelInstance: "shop", webappv2.LabelCanaryOf: "shop"}),
+		pod("c2", map[string]string{webappv2.LabelCanaryOf: "shop"}),
+		pod("s2", map[string]string{webappv2.LabelInstance: "shop", webappv2.LabelCanaryOf: "other"}),
 	}
 	stable, canary := splitPods(app, pods)
 	names := func(ps []*cachedPod) (out []string) {
@@ -250,12 +250,12 @@ func TestCanaryReplaced(t *testing.T) {
 	dep := func(rev string) *appsv1.Deployment {
 		d := &appsv1.Deployment{}
 		if rev != "" {
-			d.Annotations = map[string]string{AnnotationRevision: rev}
+			d.Annotations = map[string]string{webappv2.AnnotationRevision: rev}
 		}
 		return d
 	}
 	want := func(rev string) *appsv1ac.DeploymentApplyConfiguration {
-		return appsv1ac.Deployment("web-canary", "ns").WithAnnotations(map[string]string{AnnotationRevision: rev})
+		return appsv1ac.Deployment("web-canary", "ns").WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev})
 	}
 	for _, c := range []struct {
 		name string

@@ -119,7 +119,7 @@ func TestDesiredPodTemplateAdditions(t *testing.T) {
 			s.Pod.Spread = &webappv2.Spread{Across: webappv2.SpreadZones, Required: true}
 		}, func(t *testing.T, _ *appsv1.Deployment, p corev1.PodSpec, _ corev1.Container) {
 			want := []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
-				LabelSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{LabelName: appName, LabelInstance: "x"}},
+				LabelSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{webappv2.LabelName: appName, webappv2.LabelInstance: "x"}},
 				MatchLabelKeys: []string{appsv1.DefaultDeploymentUniqueLabelKey}}}
 			if !reflect.DeepEqual(p.TopologySpreadConstraints, want) {
 				t.Errorf("constraints = %+v", p.TopologySpreadConstraints)
@@ -203,7 +203,7 @@ func TestDesiredClaim(t *testing.T) {
 			c := typed[corev1.PersistentVolumeClaim](t, ac)
 			size := c.Spec.Resources.Requests[corev1.ResourceStorage]
 			if c.Name != "x" || len(c.Spec.AccessModes) != 1 || c.Spec.AccessModes[0] != tc.wantMode || size.String() != tc.wantSize ||
-				!reflect.DeepEqual(c.Spec.StorageClassName, tc.class) || len(c.OwnerReferences) != 1 || c.Labels[LabelManagedBy] != ManagedBy {
+				!reflect.DeepEqual(c.Spec.StorageClassName, tc.class) || len(c.OwnerReferences) != 1 || c.Labels[webappv2.LabelManagedBy] != webappv2.ManagedBy {
 				t.Errorf("claim = %+v (size %s)", c, size.String())
 			}
 		})
@@ -229,8 +229,8 @@ func TestMountTrouble(t *testing.T) {
 		{"a missing ConfigMap", newApp("x", 1, 80, "nginx"), []string{`configmap "cm" (volume "config")`}, nil, "", "",
 			`configmap "cm" (volume "config") not found: the pods cannot start until it exists`},
 		{"a claim waiting for its first pod is not trouble", claimApp, nil, pvc(corev1.ClaimPending), "", "", ""},
-		{"a bound claim is not trouble, whatever the pods", claimApp, nil, pvc(corev1.ClaimBound), ReasonUnschedulable, "unschedulable: cpu", ""},
-		{"a pending claim and no node", claimApp, nil, pvc(corev1.ClaimPending), ReasonUnschedulable, "unschedulable: 0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind.",
+		{"a bound claim is not trouble, whatever the pods", claimApp, nil, pvc(corev1.ClaimBound), webappv2.ReasonUnschedulable, "unschedulable: cpu", ""},
+		{"a pending claim and no node", claimApp, nil, pvc(corev1.ClaimPending), webappv2.ReasonUnschedulable, "unschedulable: 0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind.",
 			`claim "x" (volume "data") is not bound: unschedulable: 0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind.`},
 		{"a lost claim", claimApp, nil, pvc(corev1.ClaimLost), "", "", `claim "x" (volume "data") is Lost: its volume is gone`},
 	}

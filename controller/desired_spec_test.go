@@ -96,10 +96,10 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 			s.Pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
 		}, "abc123", func(t *testing.T, d *appsv1.Deployment, _ corev1.Container) {
 			tpl := d.Spec.Template
-			if tpl.Labels["team"] != "payments" || tpl.Labels[LabelInstance] != "x" || len(tpl.Labels) != 4 {
+			if tpl.Labels["team"] != "payments" || tpl.Labels[webappv2.LabelInstance] != "x" || len(tpl.Labels) != 4 {
 				t.Errorf("template labels = %v", tpl.Labels)
 			}
-			if tpl.Annotations["prometheus.io/scrape"] != "true" || tpl.Annotations[ConfigHashAnnotation] != "abc123" {
+			if tpl.Annotations["prometheus.io/scrape"] != "true" || tpl.Annotations[webappv2.ConfigHashAnnotation] != "abc123" {
 				t.Errorf("template annotations = %v", tpl.Annotations)
 			}
 			if len(tpl.Spec.ImagePullSecrets) != 1 || tpl.Spec.ImagePullSecrets[0].Name != "registry" {

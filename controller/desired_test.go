@@ -60,11 +60,11 @@ func TestDesiredDeployment(t *testing.T) {
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.replicas {
 				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.replicas)
 			}
-			wantSel := map[string]string{LabelName: "webapp", LabelInstance: tc.app.Name}
+			wantSel := map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: tc.app.Name}
 			if !maps.Equal(d.Spec.Selector.MatchLabels, wantSel) {
 				t.Errorf("selector = %v, want %v", d.Spec.Selector.MatchLabels, wantSel)
 			}
-			wantLabels := map[string]string{LabelName: "webapp", LabelInstance: tc.app.Name, LabelManagedBy: "webapp-operator"}
+			wantLabels := map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: tc.app.Name, webappv2.LabelManagedBy: "webapp-operator"}
 			for what, got := range map[string]map[string]string{"deployment": d.Labels, "pod template": d.Spec.Template.Labels} {
 				if !maps.Equal(got, wantLabels) {
 					t.Errorf("%s labels = %v, want %v", what, got, wantLabels)
@@ -89,7 +89,7 @@ func TestDesiredService(t *testing.T) {
 		if s.Spec.Type != corev1.ServiceTypeClusterIP {
 			t.Errorf("type = %q", s.Spec.Type)
 		}
-		if !maps.Equal(s.Spec.Selector, map[string]string{LabelName: "webapp", LabelInstance: "svc"}) {
+		if !maps.Equal(s.Spec.Selector, map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: "svc"}) {
 			t.Errorf("selector = %v", s.Spec.Selector)
 		}
 		want := corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromString("http")}

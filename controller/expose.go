@@ -16,16 +16,6 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-// Reasons of the Exposed condition.
-const (
-	ReasonExposed              = "Exposed"
-	ReasonGatewayAPIMissing    = "GatewayAPINotInstalled"
-	ReasonWaitingForGateway    = "WaitingForGateway"
-	ReasonWaitingForAddress    = "WaitingForAddress"
-	ReasonRouteNotAccepted     = "RouteNotAccepted"
-	ReasonRouteRefsNotResolved = "RouteRefsNotResolved"
-)
-
 // gatewayGroup is the Gateway API's group; its kinds are served only where its CRDs are installed.
 const gatewayGroup = "gateway.networking.k8s.io"
 
@@ -135,7 +125,7 @@ func exposedCondition(app *webappv2.WebApp, served bool, ing *networkingv1.Ingre
 	case err != nil && (e.Ingress != nil || served):
 		c.Reason, c.Message = applyErrorReason(err), "this spec's route was not applied: "+truncate(err.Error())
 	case e.Ingress != nil && ing == nil:
-		c.Reason, c.Message = ReasonWaitingForAddress, "the Ingress has not been created yet"
+		c.Reason, c.Message = webappv2.ReasonWaitingForAddress, "the Ingress has not been created yet"
 	case e.Ingress != nil:
 		var addrs []string
 		for _, lb := range ing.Status.LoadBalancer.Ingress {
@@ -144,15 +134,15 @@ func exposedCondition(app *webappv2.WebApp, served bool, ing *networkingv1.Ingre
 			}
 		}
 		if len(addrs) == 0 {
-			c.Reason, c.Message = ReasonWaitingForAddress, fmt.Sprintf("the Ingress controller of class %q has not published an address for the Ingress yet", e.Ingress.ClassName)
+			c.Reason, c.Message = webappv2.ReasonWaitingForAddress, fmt.Sprintf("the Ingress controller of class %q has not published an address for the Ingress yet", e.Ingress.ClassName)
 			break
 		}
 		slices.Sort(addrs)
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonExposed, fmt.Sprintf("the Ingress controller of class %q serves it at %s", e.Ingress.ClassName, strings.Join(addrs, ", "))
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, webappv2.ReasonExposed, fmt.Sprintf("the Ingress controller of class %q serves it at %s", e.Ingress.ClassName, strings.Join(addrs, ", "))
 	case !served:
-		c.Reason, c.Message = ReasonGatewayAPIMissing, "spec.expose.gateway needs an HTTPRoute, and this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoute: install the Gateway API CRDs and an implementation"
+		c.Reason, c.Message = webappv2.ReasonGatewayAPIMissing, "spec.expose.gateway needs an HTTPRoute, and this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoute: install the Gateway API CRDs and an implementation"
 	case route == nil:
-		c.Reason, c.Message = ReasonWaitingForGateway, "the HTTPRoute has not been created yet"
+		c.Reason, c.Message = webappv2.ReasonWaitingForGateway, "the HTTPRoute has not been created yet"
 	default:
 		c.Status, c.Reason, c.Message = gatewayVerdict(app, route)
 	}
@@ -184,13 +174,13 @@ func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.Conditi
 		resolved := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionResolvedRefs))
 		switch {
 		case accepted == nil || accepted.ObservedGeneration < route.Generation || resolved != nil && resolved.ObservedGeneration < route.Generation:
-			return metav1.ConditionFalse, ReasonWaitingForGateway, fmt.Sprintf("Gateway %s has not judged the HTTPRoute's current spec yet", name)
+			return metav1.ConditionFalse, webappv2.ReasonWaitingForGateway, fmt.Sprintf("Gateway %s has not judged the HTTPRoute's current spec yet", name)
 		case accepted.Status != metav1.ConditionTrue:
-			return metav1.ConditionFalse, ReasonRouteNotAccepted, fmt.Sprintf("Gateway %s does not accept the HTTPRoute: %s: %s", name, accepted.Reason, accepted.Message)
+			return metav1.ConditionFalse, webappv2.ReasonRouteNotAccepted, fmt.Sprintf("Gateway %s does not accept the HTTPRoute: %s: %s", name, accepted.Reason, accepted.Message)
 		case resolved != nil && resolved.Status != metav1.ConditionTrue:
-			return metav1.ConditionFalse, ReasonRouteRefsNotResolved, fmt.Sprintf("Gateway %s cannot resolve the HTTPRoute's backend: %s: %s", name, resolved.Reason, resolved.Message)
+			return metav1.ConditionFalse, webappv2.ReasonRouteRefsNotResolved, fmt.Sprintf("Gateway %s cannot resolve the HTTPRoute's backend: %s: %s", name, resolved.Reason, resolved.Message)
 		}
-		return metav1.ConditionTrue, ReasonExposed, fmt.Sprintf("Gateway %s accepted the HTTPRoute (controller %s)", name, p.ControllerName)
+		return metav1.ConditionTrue, webappv2.ReasonExposed, fmt.Sprintf("Gateway %s accepted the HTTPRoute (controller %s)", name, p.ControllerName)
 	}
-	return metav1.ConditionFalse, ReasonWaitingForGateway, fmt.Sprintf("no controller of Gateway %s has reported on the HTTPRoute yet (is the Gateway there, and does it allow routes from namespace %s?)", name, app.Namespace)
+	return metav1.ConditionFalse, webappv2.ReasonWaitingForGateway, fmt.Sprintf("no controller of Gateway %s has reported on the HTTPRoute yet (is the Gateway there, and does it allow routes from namespace %s?)", name, app.Namespace)
 }

@@ -161,19 +161,19 @@ func TestExposedCondition(t *testing.T) {
 		status, reason string
 		inMessage      string
 	}{
-		{"ingress not created yet", viaIngress, true, nil, nil, nil, "False", ReasonWaitingForAddress, "not been created"},
-		{"ingress without an address", viaIngress, true, &networkingv1.Ingress{}, nil, nil, "False", ReasonWaitingForAddress, `class "traefik" has not published`},
-		{"ingress with addresses", viaIngress, true, withAddress, nil, nil, "True", ReasonExposed, "10.0.0.9, lb.example.com"},
-		{"no Gateway API", viaGateway, false, nil, nil, nil, "False", ReasonGatewayAPIMissing, "install the Gateway API CRDs"},
-		{"route not created yet", viaGateway, true, nil, nil, nil, "False", ReasonWaitingForGateway, "not been created"},
-		{"no verdict yet", viaGateway, true, nil, &gwv1.HTTPRoute{}, nil, "False", ReasonWaitingForGateway, "no controller of Gateway infra/public"},
-		{"another gateway's verdict", viaGateway, true, nil, route(2, "other", accepted, resolved), nil, "False", ReasonWaitingForGateway, "no controller"},
-		{"a verdict on an older generation", viaGateway, true, nil, route(3, "public", accepted, resolved), nil, "False", ReasonWaitingForGateway, "current spec"},
-		{"not accepted", viaGateway, true, nil, route(2, "public", cond("Accepted", "False", "NotAllowedByListeners", 2)), nil, "False", ReasonRouteNotAccepted, "NotAllowedByListeners"},
-		{"backend not resolved", viaGateway, true, nil, route(2, "public", accepted, cond("ResolvedRefs", "False", "BackendNotFound", 2)), nil, "False", ReasonRouteRefsNotResolved, "BackendNotFound"},
-		{"accepted and resolved", viaGateway, true, nil, route(2, "public", accepted, resolved), nil, "True", ReasonExposed, "traefik.io/gateway-controller"},
-		{"this spec's route refused", viaGateway, true, nil, route(2, "public", accepted, resolved), errors.New("HTTPRoute.gateway.networking.k8s.io \"shop\" is invalid"), "False", ReasonReconcileError, "was not applied"},
-		{"another listener's verdict", webappv2.Expose{Hosts: viaGateway.Hosts, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra", SectionName: "https"}}, true, nil, route(2, "public", accepted, resolved), nil, "False", ReasonWaitingForGateway, "no controller"},
+		{"ingress not created yet", viaIngress, true, nil, nil, nil, "False", webappv2.ReasonWaitingForAddress, "not been created"},
+		{"ingress without an address", viaIngress, true, &networkingv1.Ingress{}, nil, nil, "False", webappv2.ReasonWaitingForAddress, `class "traefik" has not published`},
+		{"ingress with addresses", viaIngress, true, withAddress, nil, nil, "True", webappv2.ReasonExposed, "10.0.0.9, lb.example.com"},
+		{"no Gateway API", viaGateway, false, nil, nil, nil, "False", webappv2.ReasonGatewayAPIMissing, "install the Gateway API CRDs"},
+		{"route not created yet", viaGateway, true, nil, nil, nil, "False", webappv2.ReasonWaitingForGateway, "not been created"},
+		{"no verdict yet", viaGateway, true, nil, &gwv1.HTTPRoute{}, nil, "False", webappv2.ReasonWaitingForGateway, "no controller of Gateway infra/public"},
+		{"another gateway's verdict", viaGateway, true, nil, route(2, "other", accepted, resolved), nil, "False", webappv2.ReasonWaitingForGateway, "no controller"},
+		{"a verdict on an older generation", viaGateway, true, nil, route(3, "public", accepted, resolved), nil, "False", webappv2.ReasonWaitingForGateway, "current spec"},
+		{"not accepted", viaGateway, true, nil, route(2, "public", cond("Accepted", "False", "NotAllowedByListeners", 2)), nil, "False", webappv2.ReasonRouteNotAccepted, "NotAllowedByListeners"},
+		{"backend not resolved", viaGateway, true, nil, route(2, "public", accepted, cond("ResolvedRefs", "False", "BackendNotFound", 2)), nil, "False", webappv2.ReasonRouteRefsNotResolved, "BackendNotFound"},
+		{"accepted and resolved", viaGateway, true, nil, route(2, "public", accepted, resolved), nil, "True", webappv2.ReasonExposed, "traefik.io/gateway-controller"},
+		{"this spec's route refused", viaGateway, true, nil, route(2, "public", accepted, resolved), errors.New("HTTPRoute.gateway.networking.k8s.io \"shop\" is invalid"), "False", webappv2.ReasonReconcileError, "was not applied"},
+		{"another listener's verdict", webappv2.Expose{Hosts: viaGateway.Hosts, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra", SectionName: "https"}}, true, nil, route(2, "public", accepted, resolved), nil, "False", webappv2.ReasonWaitingForGateway, "no controller"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,10 +11,6 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-// ReasonMountFailing is the reason of Ready and Progressing when a volume keeps the pods of a rollout from
-// starting: a ConfigMap or Secret it mounts is missing, or the claim the WebApp owns is not bound.
-const ReasonMountFailing = "MountFailing"
-
 // missingSources lists the ConfigMaps and Secrets that app's volumes mount and that do not exist, as
 // `configmap "NAME" (volume "VOL")`, from the metadata cache (no read of the API server). An optional one is left
 // out: the pods start without it.
@@ -55,7 +51,7 @@ func mountTrouble(app *webappv2.WebApp, missing []string, claim *corev1.Persiste
 		switch {
 		case claim.Status.Phase == corev1.ClaimLost:
 			parts = append(parts, fmt.Sprintf("claim %q (volume %q) is Lost: its volume is gone", claim.Name, v.Name))
-		case claim.Status.Phase != corev1.ClaimBound && podReason == ReasonUnschedulable:
+		case claim.Status.Phase != corev1.ClaimBound && podReason == webappv2.ReasonUnschedulable:
 			parts = append(parts, fmt.Sprintf("claim %q (volume %q) is not bound: %s", claim.Name, v.Name, podMsg))
 		}
 	}

@@ -28,9 +28,6 @@ import (
 // as it is: the stable version during Canary and RolledBack (the template it holds), the promoted one during
 // Promoting (it already runs, or rolls to, that version).
 
-// ReasonCanaryRemoved is the event of an Orphan deletion that deleted a canary's objects.
-const ReasonCanaryRemoved = "CanaryRemoved"
-
 // orphanCanaryView is what an Orphan deletion sees of a canary.
 type orphanCanaryView struct {
 	// status is the WebApp's status.canary (nil: none was written, or no strategy), for the event's words.
@@ -140,7 +137,7 @@ func liveRoutesToCanary(route *gwv1.HTTPRoute, app *webappv2.WebApp) bool {
 // appliedAt is when our field manager's apply last changed obj, at the latest (zero: it owns nothing on it).
 func appliedAt(obj client.Object) time.Time {
 	for _, e := range obj.GetManagedFields() {
-		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.Time != nil {
+		if e.Manager == webappv2.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.Time != nil {
 			// Stored in whole seconds: the change came within the second after.
 			return e.Time.Add(time.Second)
 		}
@@ -192,7 +189,7 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 		r.event(app, nil, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting the canary of an Orphan deletion failed: %v", err)
 		return 0, err
 	}
-	r.event(app, nil, corev1.EventTypeNormal, ReasonCanaryRemoved, "Delete", "%s", truncateTo(step.note, 1000))
+	r.event(app, nil, corev1.EventTypeNormal, webappv2.ReasonCanaryRemoved, "Delete", "%s", truncateTo(step.note, 1000))
 	return 0, nil
 }
 
@@ -216,7 +213,7 @@ func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv
 			v.routeChanged = appliedAt(obj)
 			var err error
 			route := obj.(*gwv1.HTTPRoute)
-			if owned, err = gwv1ac.ExtractHTTPRoute(route, FieldManager); err != nil {
+			if owned, err = gwv1ac.ExtractHTTPRoute(route, webappv2.FieldManager); err != nil {
 				// What we own cannot be read: the route as it is says, and the spec's route at weight 0 repairs it.
 				owned, v.routeToCanary = nil, liveRoutesToCanary(route, app)
 				continue

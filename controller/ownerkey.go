@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // The cache keeps our managedFields entry of each child with its owner's UID taken out, so that the children of
@@ -57,7 +59,7 @@ func swapOwnerKey(obj client.Object, from, to string) {
 	entries := obj.GetManagedFields()
 	cloned := false
 	for i, e := range entries {
-		if e.Manager != FieldManager || e.FieldsV1 == nil {
+		if e.Manager != webappv2.FieldManager || e.FieldsV1 == nil {
 			continue
 		}
 		raw := e.FieldsV1.GetRawString()

@@ -12,6 +12,8 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // childDeployment is a Deployment named name controlled by the WebApp of uid, with our entry as the server writes
@@ -23,7 +25,7 @@ func childDeployment(name string, uid types.UID, controller bool) *appsv1.Deploy
 		Name: name, Namespace: "default", Labels: map[string]string{"app": name},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: name, UID: uid, Controller: ptr.To(controller)}},
 		ManagedFields: []metav1.ManagedFieldsEntry{
-			{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: fields(ours)},
+			{Manager: webappv2.FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: fields(ours)},
 			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "apps/v1",
 				FieldsType: "FieldsV1", FieldsV1: fields(`{"f:metadata":{"f:ownerReferences":{` + ownerKey(uid) + `:{}}}}`)},
 		},
@@ -68,11 +70,11 @@ func TestSharedOwnerKey(t *testing.T) {
 			if ourFieldSet(read) != ourFieldSet(server) {
 				t.Errorf("restored %s, want %s", ourFieldSet(read), ourFieldSet(server))
 			}
-			got, err := appsv1ac.ExtractDeployment(read, FieldManager)
+			got, err := appsv1ac.ExtractDeployment(read, webappv2.FieldManager)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := appsv1ac.ExtractDeployment(server, FieldManager)
+			want, _ := appsv1ac.ExtractDeployment(server, webappv2.FieldManager)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("extracted %+v, want %+v", got.OwnerReferences, want.OwnerReferences)
 			}
@@ -116,7 +118,7 @@ func TestOwnerKeyClient(t *testing.T) {
 // ourFieldSet is our entry's field set of obj.
 func ourFieldSet(obj client.Object) string {
 	for _, e := range obj.GetManagedFields() {
-		if e.Manager == FieldManager && e.Subresource == "" {
+		if e.Manager == webappv2.FieldManager && e.Subresource == "" {
 			return e.FieldsV1.GetRawString()
 		}
 	}

@@ -58,10 +58,10 @@ func TestPodsTheDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 		reason string
 		msg    string
 	}{
-		{"impostors only", impostors, ReasonDeploymentProgressing, ""},
+		{"impostors only", impostors, webappv2.ReasonDeploymentProgressing, ""},
 		{"impostors and a pod of the Deployment's ReplicaSet", append(impostors[:len(impostors):len(impostors)],
 			labelledPod(app, "web-1-a", "nginx:1.26", controllerRef("ReplicaSet", "web-1", "uid-web-1"))),
-			ReasonImagePullBackOff, `1/1 pods cannot pull image "nginx:1.26"`},
+			webappv2.ReasonImagePullBackOff, `1/1 pods cannot pull image "nginx:1.26"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,14 +20,6 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-// Reasons of Ready and Progressing when the pods of a rollout that does not progress say why.
-const (
-	ReasonImagePullBackOff = "ImagePullBackOff"
-	ReasonCrashLoopBackOff = "CrashLoopBackOff"
-	ReasonUnschedulable    = "Unschedulable"
-	ReasonReadinessFailing = "ReadinessFailing"
-)
-
 // podTrouble says what keeps the WebApp's pods from running, from the pods as the cache keeps them (slimPod) and
 // the failed probes of those that run unready: an image that cannot be pulled, a crash loop, a pod the scheduler
 // cannot place, a failing readiness probe; "" when none of these. The most telling trouble wins (pull before crash
@@ -64,9 +56,9 @@ func podTrouble(pods []*cachedPod, probes probeFailures) (reason, msg string) {
 	}
 	if len(unready) > 0 {
 		// The words differ between pods (an address in them): every such pod counts, and one's words are said.
-		found = append(found, finding{ReasonReadinessFailing, "not ready: " + slices.Min(unready), len(unready)})
+		found = append(found, finding{webappv2.ReasonReadinessFailing, "not ready: " + slices.Min(unready), len(unready)})
 	}
-	rank := map[string]int{ReasonImagePullBackOff: 0, ReasonCrashLoopBackOff: 1, ReasonUnschedulable: 2, ReasonReadinessFailing: 3}
+	rank := map[string]int{webappv2.ReasonImagePullBackOff: 0, webappv2.ReasonCrashLoopBackOff: 1, webappv2.ReasonUnschedulable: 2, webappv2.ReasonReadinessFailing: 3}
 	slices.SortStableFunc(found, func(a, b finding) int {
 		if d := rank[a.reason] - rank[b.reason]; d != 0 {
 			return d
@@ -92,19 +84,19 @@ func oneTrouble(p *cachedPod) (reason, detail string) {
 			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
 				// ErrImagePull and ImagePullBackOff alternate while the kubelet retries: one reason for both.
 				// The kubelet's words change between the two (and with the registry's): only the image is said.
-				return ReasonImagePullBackOff, fmt.Sprintf("cannot pull image %q", c.Image)
+				return webappv2.ReasonImagePullBackOff, fmt.Sprintf("cannot pull image %q", c.Image)
 			}
 		}
 		// A crash loop is the back-off and the moments between (the container restarted, running but not ready
 		// yet, or just ended): counted through all of them, so a restart changes nothing the status says.
 		if w := c.State.Waiting; (w != nil && w.Reason == "CrashLoopBackOff") ||
 			(!c.Ready && c.RestartCount > 1 && c.LastTerminationState.Terminated != nil) {
-			return ReasonCrashLoopBackOff, "CrashLoopBackOff: container " + c.Name + " " + lastExit(c)
+			return webappv2.ReasonCrashLoopBackOff, "CrashLoopBackOff: container " + c.Name + " " + lastExit(c)
 		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return ReasonUnschedulable, "unschedulable: " + c.Message
+			return webappv2.ReasonUnschedulable, "unschedulable: " + c.Message
 		}
 	}
 	return "", ""
@@ -169,8 +161,8 @@ func slimPod(o any) (any, error) {
 	}
 	slim := &cachedPod{}
 	slim.Name, slim.Namespace, slim.UID, slim.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
-	if rev, ok := p.Labels[LabelCanaryRevision]; ok {
-		slim.Labels = map[string]string{LabelCanaryRevision: rev}
+	if rev, ok := p.Labels[webappv2.LabelCanaryRevision]; ok {
+		slim.Labels = map[string]string{webappv2.LabelCanaryRevision: rev}
 	}
 	slim.DeletionTimestamp, slim.CreationTimestamp = p.DeletionTimestamp, p.CreationTimestamp
 	slim.OwnerReferences = controllerRefOnly(p.OwnerReferences)

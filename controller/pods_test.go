@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 func waiting(reason, image string, last *corev1.ContainerStateTerminated) corev1.Pod {
@@ -60,26 +62,26 @@ func TestPodTrouble(t *testing.T) {
 		{"no pods", nil, "", ""},
 		{"all running", []corev1.Pod{running(), running()}, "", ""},
 		{"crash loop", []corev1.Pod{waiting("CrashLoopBackOff", "x", exit1), waiting("CrashLoopBackOff", "x", exit1), running()},
-			ReasonCrashLoopBackOff, "2/3 pods CrashLoopBackOff: container app exited with code 1"},
-		{"out of memory", []corev1.Pod{waiting("CrashLoopBackOff", "x", oom)}, ReasonCrashLoopBackOff, "1/1 pods CrashLoopBackOff: container app was OOMKilled (exit code 137)"},
+			webappv2.ReasonCrashLoopBackOff, "2/3 pods CrashLoopBackOff: container app exited with code 1"},
+		{"out of memory", []corev1.Pod{waiting("CrashLoopBackOff", "x", oom)}, webappv2.ReasonCrashLoopBackOff, "1/1 pods CrashLoopBackOff: container app was OOMKilled (exit code 137)"},
 		{"pull failing, both phases alike", []corev1.Pod{waiting("ErrImagePull", "nginx:nope", nil), waiting("ImagePullBackOff", "nginx:nope", nil)},
-			ReasonImagePullBackOff, `2/2 pods cannot pull image "nginx:nope"`},
+			webappv2.ReasonImagePullBackOff, `2/2 pods cannot pull image "nginx:nope"`},
 		{"pull before crash", []corev1.Pod{waiting("CrashLoopBackOff", "old", exit1), waiting("ImagePullBackOff", "new", nil)},
-			ReasonImagePullBackOff, `1/2 pods cannot pull image "new"`},
+			webappv2.ReasonImagePullBackOff, `1/2 pods cannot pull image "new"`},
 		{"unschedulable", []corev1.Pod{unschedulable("0/1 nodes are available: 1 Insufficient cpu."), running()},
-			ReasonUnschedulable, "1/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu."},
-		{"a pod being deleted does not count", []corev1.Pod{deleted, waiting("CrashLoopBackOff", "x", exit1)}, ReasonCrashLoopBackOff, "1/1 pods CrashLoopBackOff: container app exited with code 1"},
+			webappv2.ReasonUnschedulable, "1/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu."},
+		{"a pod being deleted does not count", []corev1.Pod{deleted, waiting("CrashLoopBackOff", "x", exit1)}, webappv2.ReasonCrashLoopBackOff, "1/1 pods CrashLoopBackOff: container app exited with code 1"},
 		{"starting is no trouble", []corev1.Pod{waiting("ContainerCreating", "x", nil)}, "", ""},
 		{"between two crashes it still counts", []corev1.Pod{waiting("CrashLoopBackOff", "x", exit1), restarted(exit1, false)},
-			ReasonCrashLoopBackOff, "2/2 pods CrashLoopBackOff: container app exited with code 1"},
+			webappv2.ReasonCrashLoopBackOff, "2/2 pods CrashLoopBackOff: container app exited with code 1"},
 		{"restarted once and ready is fine", []corev1.Pod{restarted(exit1, true)}, "", ""},
-		{"readiness probe failing", []corev1.Pod{unready("a"), unready("a"), readyWithProbe}, ReasonReadinessFailing,
+		{"readiness probe failing", []corev1.Pod{unready("a"), unready("a"), readyWithProbe}, webappv2.ReasonReadinessFailing,
 			"2/3 pods not ready: Readiness probe failed: HTTP probe failed with statuscode: 500"},
-		{"each pod's words differ: all count, one's words are said", []corev1.Pod{unready("b"), unready("c")}, ReasonReadinessFailing,
+		{"each pod's words differ: all count, one's words are said", []corev1.Pod{unready("b"), unready("c")}, webappv2.ReasonReadinessFailing,
 			"2/2 pods not ready: " + probes["c"]},
 		{"unready without a failed probe is still starting", []corev1.Pod{unready("z")}, "", ""},
 		{"a failed probe of a ready pod is history", []corev1.Pod{readyWithProbe}, "", ""},
-		{"unschedulable before readiness", []corev1.Pod{unready("a"), unschedulable("0/1 nodes")}, ReasonUnschedulable, "1/2 pods unschedulable: 0/1 nodes"},
+		{"unschedulable before readiness", []corev1.Pod{unready("a"), unschedulable("0/1 nodes")}, webappv2.ReasonUnschedulable, "1/2 pods unschedulable: 0/1 nodes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,9 +99,9 @@ func TestSlimPodKeepsOnlyTheCanaryRevisionLabel(t *testing.T) {
 	for _, tc := range []struct {
 		labels, want map[string]string
 	}{
-		{labels: map[string]string{LabelManagedBy: ManagedBy, "app.kubernetes.io/name": "web", "pod-template-hash": "abc"}},
-		{labels: map[string]string{LabelManagedBy: ManagedBy, LabelCanaryRevision: "7"}, want: map[string]string{LabelCanaryRevision: "7"}},
-		{labels: map[string]string{LabelCanaryRevision: ""}, want: map[string]string{LabelCanaryRevision: ""}},
+		{labels: map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy, "app.kubernetes.io/name": "web", "pod-template-hash": "abc"}},
+		{labels: map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy, webappv2.LabelCanaryRevision: "7"}, want: map[string]string{webappv2.LabelCanaryRevision: "7"}},
+		{labels: map[string]string{webappv2.LabelCanaryRevision: ""}, want: map[string]string{webappv2.LabelCanaryRevision: ""}},
 		{},
 	} {
 		slim, _ := slimPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: tc.labels}})
@@ -206,7 +208,7 @@ func TestProbeRecheckAfter(t *testing.T) {
 // ask), and the typed variant a cache of some namespaces keeps reads back as the same cached pod.
 func TestCachedPodCopies(t *testing.T) {
 	p := unready("u")
-	p.ObjectMeta = metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u", Labels: map[string]string{LabelCanaryRevision: "1"},
+	p.ObjectMeta = metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u", Labels: map[string]string{webappv2.LabelCanaryRevision: "1"},
 		OwnerReferences: []metav1.OwnerReference{controllerRef("ReplicaSet", "web-1", "uid-web-1")}}
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
 	slim, _ := slimPod(p.DeepCopy())
@@ -215,11 +217,11 @@ func TestCachedPodCopies(t *testing.T) {
 	if !ok || !equality.Semantic.DeepEqual(cp, orig) {
 		t.Fatalf("DeepCopyObject = %+v, want %+v", cp, orig)
 	}
-	cp.Labels[LabelCanaryRevision] = "2"
+	cp.Labels[webappv2.LabelCanaryRevision] = "2"
 	cp.OwnerReferences[0].Name = "x"
 	cp.Status.Conditions[0].Reason = "x"
 	cp.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(time.Unix(1, 0))
-	if orig.Labels[LabelCanaryRevision] != "1" || orig.OwnerReferences[0].Name != "web-1" || orig.Status.Conditions[0].Reason != "" ||
+	if orig.Labels[webappv2.LabelCanaryRevision] != "1" || orig.OwnerReferences[0].Name != "web-1" || orig.Status.Conditions[0].Reason != "" ||
 		!orig.Status.ContainerStatuses[0].State.Running.StartedAt.IsZero() {
 		t.Errorf("changing the copy changed the original: %+v", orig)
 	}

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // podWatchLinger is how long the pod watch outlives the last rollout that needed it, so rollouts one after another
@@ -268,7 +270,7 @@ func webAppOfReplicaSet(rs client.Object) []client.ObjectKey {
 	if ref == nil || controllerUID(rs, "Deployment") == "" {
 		return nil
 	}
-	if of := rs.GetLabels()[LabelCanaryOf]; of != "" && ref.Name == of+"-canary" {
+	if of := rs.GetLabels()[webappv2.LabelCanaryOf]; of != "" && ref.Name == of+"-canary" {
 		return []client.ObjectKey{{Namespace: rs.GetNamespace(), Name: of}}
 	}
 	return []client.ObjectKey{{Namespace: rs.GetNamespace(), Name: ref.Name}}

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
 // fakeCache is controller-runtime's fake informers, reading from reader (theirs find nothing). An informer it
@@ -220,7 +222,7 @@ func rsOf(name, dep string, uid types.UID) *metav1.PartialObjectMetadata {
 // podOf is a pod with WebApp webApp's labels, controlled by the ReplicaSet rs of uid (none when rs is "").
 func podOf(webApp, rs string, uid types.UID) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: webApp + "-x",
-		Labels: map[string]string{LabelName: appName, LabelInstance: webApp, LabelManagedBy: ManagedBy}}}
+		Labels: map[string]string{webappv2.LabelName: appName, webappv2.LabelInstance: webApp, webappv2.LabelManagedBy: webappv2.ManagedBy}}}
 	if rs != "" {
 		p.OwnerReferences = []metav1.OwnerReference{controllerRef("ReplicaSet", rs, uid)}
 	}

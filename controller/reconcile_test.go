@@ -181,8 +181,8 @@ func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
 		if len(refs) != 1 || refs[0].UID != "uid-web" || refs[0].Controller == nil || !*refs[0].Controller {
 			t.Errorf("%T owner references = %+v", o, refs)
 		}
-		if len(testutil.AppliedBy(o.GetManagedFields(), FieldManager, "")) == 0 {
-			t.Errorf("%T has no Apply entry of %s: %+v", o, FieldManager, o.GetManagedFields())
+		if len(testutil.AppliedBy(o.GetManagedFields(), webappv2.FieldManager, "")) == 0 {
+			t.Errorf("%T has no Apply entry of %s: %+v", o, webappv2.FieldManager, o.GetManagedFields())
 		}
 	}
 	got := &webappv2.WebApp{}
@@ -196,8 +196,8 @@ func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
 		t.Fatalf("WebApp applies = %+v, want one, of the status", env.webAppApplies)
 	}
 	a := env.webAppApplies[0]
-	if a.subresource != "status" || a.opts.FieldManager != FieldManager || a.opts.Force == nil || !*a.opts.Force {
-		t.Errorf("status apply through subresource %q, manager %q, force %v; want status, %s, forced", a.subresource, a.opts.FieldManager, a.opts.Force, FieldManager)
+	if a.subresource != "status" || a.opts.FieldManager != webappv2.FieldManager || a.opts.Force == nil || !*a.opts.Force {
+		t.Errorf("status apply through subresource %q, manager %q, force %v; want status, %s, forced", a.subresource, a.opts.FieldManager, a.opts.Force, webappv2.FieldManager)
 	}
 	if a.obj == nil || a.obj.Status == nil || a.obj.Spec != nil || len(a.obj.Finalizers) != 0 || len(a.obj.Labels) != 0 || len(a.obj.Annotations) != 0 {
 		t.Errorf("status apply = %+v, want status only", a.obj)
@@ -337,11 +337,11 @@ func TestApplyErrorsAreSortedAndReported(t *testing.T) {
 		reason        string
 		msgContaining string
 	}{
-		{"invalid child waits for the resync", invalid, nil, false, ReasonInvalidChild, "field is immutable"},
-		{"server unavailable is retried", unavailable, nil, true, ReasonReconcileError, "etcd leader changed"},
-		{"forbidden is retried", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("quota")), nil, true, ReasonApplyForbidden, "quota"},
+		{"invalid child waits for the resync", invalid, nil, false, webappv2.ReasonInvalidChild, "field is immutable"},
+		{"server unavailable is retried", unavailable, nil, true, webappv2.ReasonReconcileError, "etcd leader changed"},
+		{"forbidden is retried", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("quota")), nil, true, webappv2.ReasonApplyForbidden, "quota"},
 		// One transient failure among refusals: the whole WebApp is retried soon.
-		{"invalid and unavailable together are retried", invalid, unavailable, true, ReasonInvalidChild, "field is immutable"},
+		{"invalid and unavailable together are retried", invalid, unavailable, true, webappv2.ReasonInvalidChild, "field is immutable"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -396,12 +396,12 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 	}
 	svc := &corev1.Service{}
 	env.get(t, app, svc)
-	if svc.Spec.Selector["app"] != "theirs" || len(svc.OwnerReferences) != 0 || svc.Labels[LabelManagedBy] != "" {
+	if svc.Spec.Selector["app"] != "theirs" || len(svc.OwnerReferences) != 0 || svc.Labels[webappv2.LabelManagedBy] != "" {
 		t.Errorf("foreign Service was changed: %+v", svc)
 	}
 	env.get(t, app, app)
 	ready := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady)
-	if ready == nil || ready.Reason != ReasonChildNotOwned || !strings.Contains(ready.Message, "Service ns/web already exists and is not managed by webapp-operator") {
+	if ready == nil || ready.Reason != webappv2.ReasonChildNotOwned || !strings.Contains(ready.Message, "Service ns/web already exists and is not managed by webapp-operator") {
 		t.Errorf("Ready = %+v", ready)
 	}
 }

@@ -33,7 +33,7 @@ func unschedulablePod(app *webappv2.WebApp, name string, rs *appsv1.ReplicaSet) 
 // known, whatever it says of them (a trouble reason, the deadline's message with the pods' words), so it is not
 // written without them and then with them again.
 func TestAfterARestartTheStatusWaitsForThePods(t *testing.T) {
-	pde := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: ReasonProgressDeadlineExceeded}
+	pde := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: webappv2.ReasonProgressDeadlineExceeded}
 	cases := []struct {
 		name      string
 		depStatus func(gen int64) appsv1.DeploymentStatus

@@ -64,7 +64,7 @@ func stillRetained(kind string, listed []webappv2.RetainedField, obj client.Obje
 		}
 		var managers []string
 		for _, e := range obj.GetManagedFields() {
-			if e.Manager == FieldManager || e.Subresource != "" || !slices.Contains(f.Managers, e.Manager) {
+			if e.Manager == webappv2.FieldManager || e.Subresource != "" || !slices.Contains(f.Managers, e.Manager) {
 				continue
 			}
 			set, err := entrySet(e)
@@ -114,7 +114,7 @@ func heldBy(kind string, set *fieldpath.Set, entries []metav1.ManagedFieldsEntry
 	byPath := map[string][]string{}
 	var order []string
 	for _, e := range entries {
-		if e.Manager == FieldManager || e.Subresource != "" {
+		if e.Manager == webappv2.FieldManager || e.Subresource != "" {
 			continue
 		}
 		theirs, err := entrySet(e)
@@ -181,7 +181,7 @@ func hasStrictPrefixIn(set *fieldpath.Set, p fieldpath.Path) bool {
 func ourFields(entries []metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 	set := &fieldpath.Set{}
 	for _, e := range entries {
-		if e.Manager != FieldManager || e.Subresource != "" {
+		if e.Manager != webappv2.FieldManager || e.Subresource != "" {
 			continue
 		}
 		s, err := entrySet(e)

@@ -38,19 +38,19 @@ func TestRetainedFields(t *testing.T) {
 		before, after *appsv1.Deployment
 		want          []webappv2.RetainedField
 	}{
-		{"nothing let go", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
-			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)), nil},
-		{"let go, nobody else holds it", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
-			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("other", metav1.ManagedFieldsOperationUpdate, fieldsX)), nil},
-		{"let go, the creator holds it: the env entry, listed whole", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
-			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+		{"nothing let go", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)), nil},
+		{"let go, nobody else holds it", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("other", metav1.ManagedFieldsOperationUpdate, fieldsX)), nil},
+		{"let go, the creator holds it: the env entry, listed whole", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
 			[]webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create"}}}},
-		{"two managers hold it", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
-			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD),
+		{"two managers hold it", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD),
 				entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
 			[]webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"kubectl-create", "ops"}}}},
-		{"a subresource's manager is not a co-owner", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
-			withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), func() metav1.ManagedFieldsEntry {
+		{"a subresource's manager is not a co-owner", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+			withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), func() metav1.ManagedFieldsEntry {
 				e := entry("hpa", metav1.ManagedFieldsOperationUpdate, fieldsAD)
 				e.Subresource = "scale"
 				return e
@@ -83,15 +83,15 @@ func TestStillRetained(t *testing.T) {
 		obj    *appsv1.Deployment
 		want   []webappv2.RetainedField
 	}{
-		{"still held", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+		{"still held", listed, withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
 			listed[:1]},
-		{"removed by the user", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsA)),
+		{"removed by the user", listed, withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsA)),
 			nil},
-		{"ours again (the spec sets it again)", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
+		{"ours again (the spec sets it again)", listed, withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD), entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)),
 			nil},
-		{"held by a manager not listed", listed, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD)),
+		{"held by a manager not listed", listed, withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsA), entry("ops", metav1.ManagedFieldsOperationApply, fieldsAD)),
 			nil},
-		{"a dotted key we own is not the retained one", dotted, withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, annotation("example.com/a.b")),
+		{"a dotted key we own is not the retained one", dotted, withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, annotation("example.com/a.b")),
 			entry("ops", metav1.ManagedFieldsOperationApply, annotation("example.com/a"))), dotted},
 		{"a dotted key another manager holds is not the retained one", dotted, withFields(entry("ops", metav1.ManagedFieldsOperationApply, annotation("example.com/a.b"))),
 			nil},
@@ -116,10 +116,10 @@ func TestReleases(t *testing.T) {
 		lets   bool
 	}{
 		{"nothing owned yet", withFields(), want, false},
-		{"owns what is sent, and less", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:spec":{"f:replicas":{}}}`)), want, false},
-		{"owns an env var no longer sent", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)), want, true},
+		{"owns what is sent, and less", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, `{"f:spec":{"f:replicas":{}}}`)), want, false},
+		{"owns an env var no longer sent", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)), want, true},
 		{"another manager's fields are not ours to let go", withFields(entry("kubectl-create", metav1.ManagedFieldsOperationUpdate, fieldsAD)), want, false},
-		{"a Service apply against a Deployment's fields cannot be read: asked", withFields(entry(FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
+		{"a Service apply against a Deployment's fields cannot be read: asked", withFields(entry(webappv2.FieldManager, metav1.ManagedFieldsOperationApply, fieldsAD)),
 			corev1ac.Service("web", "ns"), true},
 		{"nil before", nil, want, false},
 	}

@@ -57,7 +57,7 @@ func desiredStableRecord(app *webappv2.WebApp, in inputs) (*appsv1ac.ControllerR
 	}
 	return appsv1ac.ControllerRevision(stableRecordName(app), app.Namespace).
 		WithLabels(commonLabels(app)).
-		WithAnnotations(map[string]string{AnnotationRevision: rev}).
+		WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev}).
 		WithOwnerReferences(ownerReference(app)).
 		// The record has one revision at a time: a new one replaces it.
 		WithRevision(1).
@@ -113,7 +113,7 @@ func recordReplaced(cur client.Object, desired any) bool {
 	if err := json.Unmarshal(want.Data.Raw, &next); err != nil {
 		return false
 	}
-	return !equality.Semantic.DeepEqual(*have, next) || cr.Annotations[AnnotationRevision] != want.Annotations[AnnotationRevision]
+	return !equality.Semantic.DeepEqual(*have, next) || cr.Annotations[webappv2.AnnotationRevision] != want.Annotations[webappv2.AnnotationRevision]
 }
 
 // recordTemplate is the pod template a record holds.
@@ -128,7 +128,7 @@ func recordTemplate(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, err
 // heldTemplate is the stable version's template, as its record holds it, when the record is of revision stable
 // (nil otherwise).
 func heldTemplate(cr *appsv1.ControllerRevision, stable string) *corev1ac.PodTemplateSpecApplyConfiguration {
-	if cr == nil || stable == "" || cr.Annotations[AnnotationRevision] != stable || len(cr.Data.Raw) == 0 {
+	if cr == nil || stable == "" || cr.Annotations[webappv2.AnnotationRevision] != stable || len(cr.Data.Raw) == 0 {
 		return nil
 	}
 	t := &corev1ac.PodTemplateSpecApplyConfiguration{}

@@ -52,7 +52,7 @@ func TestDesiredStableRecord(t *testing.T) {
 			case c.wantTmpl == nil:
 				return
 			}
-			if rev := got.Annotations[AnnotationRevision]; rev != c.wantRev || *got.Name != "web-stable" {
+			if rev := got.Annotations[webappv2.AnnotationRevision]; rev != c.wantRev || *got.Name != "web-stable" {
 				t.Errorf("record %s of revision %s, want web-stable of %s", *got.Name, rev, c.wantRev)
 			}
 			// What it holds is what a canary reads back, and what our manager would own of it compares equal.
@@ -91,7 +91,7 @@ func TestRecordReplacedAndExtracted(t *testing.T) {
 		t.Errorf("a record of another template not replaced")
 	}
 	renamed := cr.DeepCopy()
-	renamed.Annotations = map[string]string{AnnotationRevision: "rev0"}
+	renamed.Annotations = map[string]string{webappv2.AnnotationRevision: "rev0"}
 	if !recordReplaced(renamed, want) {
 		t.Errorf("a record of another revision not replaced")
 	}

@@ -19,22 +19,6 @@ import (
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 )
 
-// Reasons of the Ready and Progressing conditions.
-const (
-	ReasonDeploymentReady          = "DeploymentReady"
-	ReasonDeploymentProgressing    = "DeploymentProgressing"
-	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
-	ReasonDeploymentMissing        = "DeploymentMissing"
-	ReasonRollingOut               = "RollingOut"
-	ReasonRolloutComplete          = "RolloutComplete"
-	ReasonApplyConflict            = "ApplyConflict"
-	ReasonChildNotOwned            = "ChildNotOwned"
-	ReasonInvalidChild             = "InvalidChild"
-	ReasonApplyForbidden           = "ApplyForbidden"
-	ReasonReconcileError           = "ReconcileError"
-	ReasonFieldsRetained           = "FieldsRetained"
-)
-
 // observation is the Deployment as the status may report it, and the fields of children other managers keep.
 type observation struct {
 	dep   *appsv1.Deployment // ours, as it is now; nil when it does not exist
@@ -208,35 +192,35 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 		return rollout{notApplied: true, reason: applyErrorReason(obs.err),
 			msg: fmt.Sprintf("Generation %d of the spec was not applied to the Deployment: %s", app.Generation, errorMessage(obs.err))}
 	case dep == nil:
-		return rollout{reason: ReasonDeploymentMissing, msg: "Deployment has not been created yet"}
+		return rollout{reason: webappv2.ReasonDeploymentMissing, msg: "Deployment has not been created yet"}
 	case dep.Status.ObservedGeneration < dep.Generation:
 		// Checked first: until the Deployment controller has seen the latest spec, its conditions are about an
 		// older one (a ProgressDeadlineExceeded a spec change has just fixed, say).
-		return rollout{reason: ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
-	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == ReasonProgressDeadlineExceeded:
+		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: "Deployment controller has not observed the latest spec yet"}
+	case deploymentConditionReason(dep, appsv1.DeploymentProgressing) == webappv2.ReasonProgressDeadlineExceeded:
 		msg := fmt.Sprintf("Deployment exceeded its progress deadline: %d/%d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)
 		if trouble != "" {
 			msg += "; " + trouble
 		}
-		return rollout{stuck: true, reason: ReasonProgressDeadlineExceeded, msg: msg}
+		return rollout{stuck: true, reason: webappv2.ReasonProgressDeadlineExceeded, msg: msg}
 	case mount != "" && !rolledOut(dep, want):
 		// A volume the pods cannot mount is said by name, before what the pods show of it (no node, or nothing).
-		return rollout{reason: ReasonMountFailing, msg: mount}
+		return rollout{reason: webappv2.ReasonMountFailing, msg: mount}
 	case troubleReason != "" && !rolledOut(dep, want):
 		// What the pods say is wrong, within seconds of it, rather than a count until the deadline.
 		return rollout{reason: troubleReason, msg: trouble}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:
-		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)}
+		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)}
 	case dep.Status.UpdatedReplicas != want || dep.Status.Replicas != want:
-		return rollout{reason: ReasonDeploymentProgressing,
+		return rollout{reason: webappv2.ReasonDeploymentProgressing,
 			msg: fmt.Sprintf("Deployment rollout in progress: %d/%d replicas updated, %d in total", dep.Status.UpdatedReplicas, want, dep.Status.Replicas)}
 	case dep.Status.AvailableReplicas != want || dep.Status.ReadyReplicas != want:
-		return rollout{reason: ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
+		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
 	case obs.canary != nil && obs.canary.err == nil && obs.canary.decision.phase != phaseStable:
 		// The stable version serves, rolled out: the canary says the rest.
 		return canaryRollout(obs.canary)
 	default:
-		return rollout{done: true, reason: ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want),
+		return rollout{done: true, reason: webappv2.ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want),
 			retained: obs.retained}
 	}
 }
@@ -245,9 +229,9 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 // rolled-back one is stopped until the spec changes (Ready is False either way: the spec is not what serves).
 func canaryRollout(run *canaryRun) rollout {
 	if run.decision.phase == phaseRolledBack {
-		return rollout{stopped: true, reason: ReasonRolledBack, msg: canaryMessage(run)}
+		return rollout{stopped: true, reason: webappv2.ReasonRolledBack, msg: canaryMessage(run)}
 	}
-	return rollout{reason: ReasonCanary, progressReason: ReasonCanary, msg: canaryMessage(run)}
+	return rollout{reason: webappv2.ReasonCanary, progressReason: webappv2.ReasonCanary, msg: canaryMessage(run)}
 }
 
 func errorMessage(err error) string {
@@ -270,7 +254,7 @@ func readyCondition(app *webappv2.WebApp, r rollout, applyErr error) metav1.Cond
 		}
 	case r.done && len(r.retained) > 0:
 		// Rolled out, but with fields of an older spec that another manager keeps: not fully applied.
-		c.Reason, c.Message = ReasonFieldsRetained, retainedMessage(app, r.retained)
+		c.Reason, c.Message = webappv2.ReasonFieldsRetained, retainedMessage(app, r.retained)
 	case r.done:
 		c.Status = metav1.ConditionTrue
 	}
@@ -280,12 +264,12 @@ func readyCondition(app *webappv2.WebApp, r rollout, applyErr error) metav1.Cond
 // progressingCondition is True while the rollout is under way, False once it completed or got stuck, Unknown when
 // the Deployment's state is not known (unreadable, or not ours).
 func progressingCondition(app *webappv2.WebApp, r rollout) metav1.Condition {
-	c := metav1.Condition{Type: webappv2.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: ReasonRollingOut, Message: r.msg}
+	c := metav1.Condition{Type: webappv2.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: webappv2.ReasonRollingOut, Message: r.msg}
 	switch {
 	case r.done:
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonRolloutComplete
+		c.Status, c.Reason = metav1.ConditionFalse, webappv2.ReasonRolloutComplete
 	case r.stuck:
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonProgressDeadlineExceeded
+		c.Status, c.Reason = metav1.ConditionFalse, webappv2.ReasonProgressDeadlineExceeded
 	case r.notApplied, r.stopped:
 		c.Status, c.Reason = metav1.ConditionFalse, r.reason
 	case r.progressReason != "":
@@ -306,15 +290,15 @@ func applyErrorReason(err error) string {
 	var ce *childError
 	switch {
 	case errors.As(err, &ce) && ce.notOurs != "":
-		return ReasonChildNotOwned
+		return webappv2.ReasonChildNotOwned
 	case apierrors.IsConflict(err):
-		return ReasonApplyConflict
+		return webappv2.ReasonApplyConflict
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		return ReasonInvalidChild
+		return webappv2.ReasonInvalidChild
 	case apierrors.IsForbidden(err):
-		return ReasonApplyForbidden
+		return webappv2.ReasonApplyForbidden
 	default:
-		return ReasonReconcileError
+		return webappv2.ReasonReconcileError
 	}
 }
 

@@ -55,45 +55,45 @@ func TestReadyCondition(t *testing.T) {
 		progressing metav1.ConditionStatus
 		progReason  string
 	}{
-		{"fully available", seen(deployment(2, 2, 3, 3, 3, 3, 3)), nil, T, ReasonDeploymentReady, "Deployment has 3/3 replicas available", F, ReasonRolloutComplete},
-		{"no deployment yet", seen(nil), nil, F, ReasonDeploymentMissing, "not been created", T, ReasonRollingOut},
-		{"stale observed generation", seen(deployment(3, 2, 3, 3, 3, 3, 3)), nil, F, ReasonDeploymentProgressing, "not observed", T, ReasonRollingOut},
-		{"deployment not scaled to spec yet", seen(deployment(2, 2, 2, 2, 2, 2, 2)), nil, F, ReasonDeploymentProgressing, "scaled to 3", T, ReasonRollingOut},
-		{"rollout with old pods", seen(deployment(2, 2, 3, 4, 2, 3, 3)), nil, F, ReasonDeploymentProgressing, "2/3 replicas updated, 4 in total", T, ReasonRollingOut},
-		{"pods not available", seen(deployment(2, 2, 3, 3, 3, 3, 1)), nil, F, ReasonDeploymentProgressing, "1/3 replicas available", T, ReasonRollingOut},
-		{"pods ready but not yet available", seen(deployment(2, 2, 3, 3, 3, 3, 2)), nil, F, ReasonDeploymentProgressing, "2/3", T, ReasonRollingOut},
-		{"progress deadline", seen(deployment(2, 2, 3, 3, 3, 0, 0, pde)), nil, F, ReasonProgressDeadlineExceeded, "progress deadline", F, ReasonProgressDeadlineExceeded},
+		{"fully available", seen(deployment(2, 2, 3, 3, 3, 3, 3)), nil, T, webappv2.ReasonDeploymentReady, "Deployment has 3/3 replicas available", F, webappv2.ReasonRolloutComplete},
+		{"no deployment yet", seen(nil), nil, F, webappv2.ReasonDeploymentMissing, "not been created", T, webappv2.ReasonRollingOut},
+		{"stale observed generation", seen(deployment(3, 2, 3, 3, 3, 3, 3)), nil, F, webappv2.ReasonDeploymentProgressing, "not observed", T, webappv2.ReasonRollingOut},
+		{"deployment not scaled to spec yet", seen(deployment(2, 2, 2, 2, 2, 2, 2)), nil, F, webappv2.ReasonDeploymentProgressing, "scaled to 3", T, webappv2.ReasonRollingOut},
+		{"rollout with old pods", seen(deployment(2, 2, 3, 4, 2, 3, 3)), nil, F, webappv2.ReasonDeploymentProgressing, "2/3 replicas updated, 4 in total", T, webappv2.ReasonRollingOut},
+		{"pods not available", seen(deployment(2, 2, 3, 3, 3, 3, 1)), nil, F, webappv2.ReasonDeploymentProgressing, "1/3 replicas available", T, webappv2.ReasonRollingOut},
+		{"pods ready but not yet available", seen(deployment(2, 2, 3, 3, 3, 3, 2)), nil, F, webappv2.ReasonDeploymentProgressing, "2/3", T, webappv2.ReasonRollingOut},
+		{"progress deadline", seen(deployment(2, 2, 3, 3, 3, 0, 0, pde)), nil, F, webappv2.ReasonProgressDeadlineExceeded, "progress deadline", F, webappv2.ReasonProgressDeadlineExceeded},
 		// A spec change fixed the stuck rollout: the old ProgressDeadlineExceeded is about the old spec.
-		{"progress deadline of an older spec", seen(deployment(3, 2, 3, 3, 3, 0, 0, pde)), nil, F, ReasonDeploymentProgressing, "not observed", T, ReasonRollingOut},
+		{"progress deadline of an older spec", seen(deployment(3, 2, 3, 3, 3, 0, 0, pde)), nil, F, webappv2.ReasonDeploymentProgressing, "not observed", T, webappv2.ReasonRollingOut},
 		// The Deployment refused this generation: the rollout it completed is an older one's, never claimed.
-		{"invalid deployment", failed(deployment(2, 2, 3, 3, 3, 3, 3), invalid), invalid, F, ReasonInvalidChild, "field is immutable", F, ReasonInvalidChild},
-		{"conflict", failed(deployment(2, 2, 3, 3, 3, 3, 3), conflict), conflict, F, ReasonApplyConflict, "1 conflict", F, ReasonApplyConflict},
-		{"forbidden on update", failed(deployment(2, 2, 3, 3, 3, 3, 3), forbidden), forbidden, F, ReasonApplyForbidden, "exceeded quota", F, ReasonApplyForbidden},
+		{"invalid deployment", failed(deployment(2, 2, 3, 3, 3, 3, 3), invalid), invalid, F, webappv2.ReasonInvalidChild, "field is immutable", F, webappv2.ReasonInvalidChild},
+		{"conflict", failed(deployment(2, 2, 3, 3, 3, 3, 3), conflict), conflict, F, webappv2.ReasonApplyConflict, "1 conflict", F, webappv2.ReasonApplyConflict},
+		{"forbidden on update", failed(deployment(2, 2, 3, 3, 3, 3, 3), forbidden), forbidden, F, webappv2.ReasonApplyForbidden, "exceeded quota", F, webappv2.ReasonApplyForbidden},
 		// Only the Service failed: the Deployment has this generation, and its rollout is complete.
-		{"invalid service", seen(deployment(2, 2, 3, 3, 3, 3, 3)), invalid, F, ReasonInvalidChild, "field is immutable", F, ReasonRolloutComplete},
+		{"invalid service", seen(deployment(2, 2, 3, 3, 3, 3, 3)), invalid, F, webappv2.ReasonInvalidChild, "field is immutable", F, webappv2.ReasonRolloutComplete},
 		// Rolled out, but a field of an older spec stays: not Ready, and the message says which and whose.
-		{"fields retained", observation{dep: deployment(2, 2, 3, 3, 3, 3, 3), known: true, retained: retained}, nil, F, ReasonFieldsRetained,
-			`Deployment web .spec.template.spec.containers[name="app"].env[name="DEBUG"] (held by kubectl-create)`, F, ReasonRolloutComplete},
+		{"fields retained", observation{dep: deployment(2, 2, 3, 3, 3, 3, 3), known: true, retained: retained}, nil, F, webappv2.ReasonFieldsRetained,
+			`Deployment web .spec.template.spec.containers[name="app"].env[name="DEBUG"] (held by kubectl-create)`, F, webappv2.ReasonRolloutComplete},
 		{"fields retained while rolling out", observation{dep: deployment(2, 2, 3, 3, 3, 3, 1), known: true, retained: retained}, nil, F,
-			ReasonDeploymentProgressing, "1/3 replicas available", T, ReasonRollingOut},
-		{"forbidden on create", seen(nil), forbidden, F, ReasonApplyForbidden, "exceeded quota", T, ReasonRollingOut},
+			webappv2.ReasonDeploymentProgressing, "1/3 replicas available", T, webappv2.ReasonRollingOut},
+		{"forbidden on create", seen(nil), forbidden, F, webappv2.ReasonApplyForbidden, "exceeded quota", T, webappv2.ReasonRollingOut},
 		// Someone else's Deployment: nothing is claimed from it.
-		{"not ours", observation{}, notOurs, F, ReasonChildNotOwned, "will not take it over", U, ReasonChildNotOwned},
+		{"not ours", observation{}, notOurs, F, webappv2.ReasonChildNotOwned, "will not take it over", U, webappv2.ReasonChildNotOwned},
 		// What the pods say is wrong, before the deadline as the reason, past it in the deadline's message.
 		{"the pods' trouble", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0), known: true,
 			pods: ptrs([]corev1.Pod{waiting("ImagePullBackOff", "x:1", nil)})}, nil, F,
-			ReasonImagePullBackOff, `1/1 pods cannot pull image "x:1"`, T, ReasonRollingOut},
+			webappv2.ReasonImagePullBackOff, `1/1 pods cannot pull image "x:1"`, T, webappv2.ReasonRollingOut},
 		{"the pods' trouble past the deadline", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0, pde), known: true,
 			pods: ptrs([]corev1.Pod{unschedulable("0/1 nodes are available: 1 Insufficient cpu.")})}, nil, F,
-			ReasonProgressDeadlineExceeded, "3/3 replicas updated, 0 available; 1/1 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu.", F, ReasonProgressDeadlineExceeded},
+			webappv2.ReasonProgressDeadlineExceeded, "3/3 replicas updated, 0 available; 1/1 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu.", F, webappv2.ReasonProgressDeadlineExceeded},
 		// A read that failed says nothing of the Deployment: Unknown, with the error.
-		{"unreadable", observation{}, errors.New("connection refused"), U, ReasonReconcileError, "connection refused", U, ReasonReconcileError},
+		{"unreadable", observation{}, errors.New("connection refused"), U, webappv2.ReasonReconcileError, "connection refused", U, webappv2.ReasonReconcileError},
 		// Our Deployment, held as it is because its pods would mount a claim that is not ours: known, not this
 		// generation's, and the claim is named.
-		{"held by a claim not ours", observe(childOutcome{obj: deployment(2, 2, 3, 3, 3, 3, 3)}, held), errors.Join(held, claimNotOurs), F, ReasonChildNotOwned,
-			"its pods would mount PersistentVolumeClaim ns/web, which is not the WebApp's", F, ReasonChildNotOwned},
-		{"held before it was created", observe(childOutcome{}, held), errors.Join(held, claimNotOurs), F, ReasonChildNotOwned,
-			"PersistentVolumeClaim ns/web already exists and is controlled by Thing x", F, ReasonChildNotOwned},
+		{"held by a claim not ours", observe(childOutcome{obj: deployment(2, 2, 3, 3, 3, 3, 3)}, held), errors.Join(held, claimNotOurs), F, webappv2.ReasonChildNotOwned,
+			"its pods would mount PersistentVolumeClaim ns/web, which is not the WebApp's", F, webappv2.ReasonChildNotOwned},
+		{"held before it was created", observe(childOutcome{}, held), errors.Join(held, claimNotOurs), F, webappv2.ReasonChildNotOwned,
+			"PersistentVolumeClaim ns/web already exists and is controlled by Thing x", F, webappv2.ReasonChildNotOwned},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,7 +203,7 @@ func TestClaimRefusal(t *testing.T) {
 	controls := func(kind, name string, uid types.UID) metav1.OwnerReference {
 		return metav1.OwnerReference{Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
 	}
-	ours := map[string]string{LabelManagedBy: ManagedBy}
+	ours := map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy}
 	rwxClaim := claim(ours, controls("WebApp", "web", "uid-web"))
 	rwxClaim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	cases := []struct {
@@ -216,12 +216,12 @@ func TestClaimRefusal(t *testing.T) {
 		{"controlled by the WebApp", claim(ours, controls("WebApp", "web", "uid-web")), app, "", ""},
 		{"released by it (kept on deletion)", claim(ours), app, "", ""},
 		{"ReadWriteMany, as asked", rwxClaim, rwx, "", ""},
-		{"someone's, unlabelled", claim(nil), app, "PersistentVolumeClaim ns/web already exists and is not managed by webapp-operator", ReasonChildNotOwned},
-		{"someone's, with our label", claim(ours, controls("StatefulSet", "db", "uid-db")), app, "is controlled by StatefulSet db", ReasonChildNotOwned},
-		{"an earlier WebApp's of the same name", claim(ours, controls("WebApp", "web", "uid-old")), app, "is controlled by WebApp web", ReasonChildNotOwned},
+		{"someone's, unlabelled", claim(nil), app, "PersistentVolumeClaim ns/web already exists and is not managed by webapp-operator", webappv2.ReasonChildNotOwned},
+		{"someone's, with our label", claim(ours, controls("StatefulSet", "db", "uid-db")), app, "is controlled by StatefulSet db", webappv2.ReasonChildNotOwned},
+		{"an earlier WebApp's of the same name", claim(ours, controls("WebApp", "web", "uid-old")), app, "is controlled by WebApp web", webappv2.ReasonChildNotOwned},
 		// Taken up again after a release, with the modes it was made with: three pods rolling onto it would wait.
-		{"released ReadWriteOnce, asked ReadWriteMany", claim(ours), rwx, "its access modes are [ReadWriteOnce], and the WebApp's claim asks for ReadWriteMany", ReasonInvalidChild},
-		{"ours ReadWriteMany, asked ReadWriteOnce", rwxClaim, app, "its access modes are [ReadWriteMany]", ReasonInvalidChild},
+		{"released ReadWriteOnce, asked ReadWriteMany", claim(ours), rwx, "its access modes are [ReadWriteOnce], and the WebApp's claim asks for ReadWriteMany", webappv2.ReasonInvalidChild},
+		{"ours ReadWriteMany, asked ReadWriteOnce", rwxClaim, app, "its access modes are [ReadWriteMany]", webappv2.ReasonInvalidChild},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -235,7 +235,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	in.claimErr = r.claimInTheWay(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
-	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == ReasonChildNotOwned}
+	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == webappv2.ReasonChildNotOwned}
 	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: replicasByHPA(app, in.hpaExists), canary: in.canary}
 	var created []childKind
 	var errs []error
@@ -350,7 +350,7 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, c c
 	case app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change since we last applied it, so something else changed our fields.
 		driftRepairsTotal.WithLabelValues(kind).Inc()
-		r.event(app, child, corev1.EventTypeNormal, "DriftRepaired", "Apply", "Put back %s: fields owned by %s had been changed", name, FieldManager)
+		r.event(app, child, corev1.EventTypeNormal, "DriftRepaired", "Apply", "Put back %s: fields owned by %s had been changed", name, webappv2.FieldManager)
 	default:
 		r.event(app, child, corev1.EventTypeNormal, "Updated", "Apply", "Applied generation %d of the spec to %s", app.Generation, name)
 	}

@@ -21,7 +21,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 )
 
 var storageMigratedTotal = prometheus.NewCounter(prometheus.CounterOpts{
@@ -223,7 +222,7 @@ func (m *StorageMigrator) rewrite(ctx context.Context, s stored, storage string,
 	if err != nil {
 		return err
 	}
-	err = m.Client.Patch(ctx, app, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(controller.FieldManager))
+	err = m.Client.Patch(ctx, app, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(webappv2.FieldManager))
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil

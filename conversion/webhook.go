@@ -26,7 +26,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 )
 
 // CRDName is the WebApp CRD's name: the conversion webhook's CA is injected into it, and the storage migration
@@ -130,7 +129,7 @@ func NewWebhook(cfg *rest.Config, scheme *runtime.Scheme, o WebhookOptions) (*We
 			ExtraDNSNames:  append([]string{host + ".cluster.local", o.ServiceName + "." + o.Namespace}, o.ExtraDNSNames...),
 			IsReady:        certsReady,
 			Webhooks:       []rotator.WebhookInfo{{Name: CRDName, Type: rotator.CRDConversion}},
-			FieldOwner:     controller.FieldManager,
+			FieldOwner:     webappv2.FieldManager,
 			// Every replica serves conversion, so every replica needs the certificate: the Secret is written with
 			// optimistic concurrency, and a replica that loses the race reads the winner's.
 			RequireLeaderElection: false,

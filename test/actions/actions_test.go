@@ -29,7 +29,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
 	"github.com/example/webapp-operator/test/testutil"
 )
@@ -608,7 +607,7 @@ func (s *seq) actCreateImpostorPod(a *app) bool {
 	name := fmt.Sprintf("%s-impostor-%d", a.name, len(s.steps))
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "labels": map[string]any{
-			controller.LabelName: "webapp", controller.LabelInstance: a.name, controller.LabelManagedBy: controller.ManagedBy}},
+			webappv2.LabelName: "webapp", webappv2.LabelInstance: a.name, webappv2.LabelManagedBy: webappv2.ManagedBy}},
 		"spec": map[string]any{"nodeSelector": map[string]any{impostorNodeSelector: "true"},
 			"containers": []any{map[string]any{"name": "app", "image": "evil.example/impostor:1"}}}}}
 	s.record(fmt.Sprintf("create a pod with WebApp %s's labels that its Deployment did not make", a.name), s.heredoc("create", u))

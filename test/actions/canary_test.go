@@ -25,7 +25,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -270,20 +269,20 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 	case serviceKind:
 		cmd = fmt.Sprintf("kubectl -n %s set selector service/%s app.kubernetes.io/name=evil", s.ns, o.name)
 		edit = func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedStringMap(u.Object, map[string]string{controller.LabelName: "evil"}, "spec", "selector")
+			_ = unstructured.SetNestedStringMap(u.Object, map[string]string{webappv2.LabelName: "evil"}, "spec", "selector")
 		}
 	case httpRouteKind:
 		var c string
 		c, edit = editRoute(o.name)
 		cmd = strings.Replace(c, "NS", s.ns, 1)
 	default:
-		cmd = fmt.Sprintf("kubectl -n %s annotate --overwrite controllerrevision/%s %s=edited", s.ns, o.name, controller.AnnotationRevision)
+		cmd = fmt.Sprintf("kubectl -n %s annotate --overwrite controllerrevision/%s %s=edited", s.ns, o.name, webappv2.AnnotationRevision)
 		edit = func(u *unstructured.Unstructured) {
 			ann := u.GetAnnotations()
 			if ann == nil {
 				ann = map[string]string{}
 			}
-			ann[controller.AnnotationRevision] = "edited"
+			ann[webappv2.AnnotationRevision] = "edited"
 			u.SetAnnotations(ann)
 		}
 	}
@@ -446,7 +445,7 @@ func (s *seq) checkCanaryAtRest(a *app) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.name}, dep); err != nil {
 		s.fail("invariant 8 (the stable Deployment runs the version the status names): WebApp %s's canary is %s, but its Deployment: %v", a.name, c.Phase, err)
 	}
-	if got := dep.Annotations[controller.AnnotationRevision]; got != c.StableRevision {
+	if got := dep.Annotations[webappv2.AnnotationRevision]; got != c.StableRevision {
 		s.fail("invariant 8 (the stable Deployment runs the version the status names): WebApp %s's canary is %s with stableRevision %s, but its Deployment runs revision %q:\n%s\nThe WebApp:\n%s",
 			a.name, c.Phase, c.StableRevision, got, toYAML(dep), toYAML(app))
 	}
@@ -454,7 +453,7 @@ func (s *seq) checkCanaryAtRest(a *app) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: recordName(a.name)}, record); err != nil {
 		s.fail("invariant 8 (the stable version is the operator's own data): WebApp %s's canary is %s, but its record %s: %v", a.name, c.Phase, recordName(a.name), err)
 	}
-	if got := record.Annotations[controller.AnnotationRevision]; got != c.StableRevision || !controlledBy(record, app.UID) {
+	if got := record.Annotations[webappv2.AnnotationRevision]; got != c.StableRevision || !controlledBy(record, app.UID) {
 		s.fail("invariant 8 (the stable version is the operator's own data): WebApp %s's stableRevision is %s, but its record is of revision %q (controlled by it: %v):\n%s",
 			a.name, c.StableRevision, got, controlledBy(record, app.UID), toYAML(record))
 	}
@@ -467,13 +466,13 @@ func (s *seq) checkCanaryAtRest(a *app) {
 			a.name, c.Phase, why, toYAML(record), toYAML(dep))
 	}
 	pods := &corev1.PodList{}
-	if err := k8s.List(ctx, pods, client.InNamespace(s.ns), client.HasLabels{controller.LabelCanaryOf}); err != nil {
+	if err := k8s.List(ctx, pods, client.InNamespace(s.ns), client.HasLabels{webappv2.LabelCanaryOf}); err != nil {
 		s.fail("listing pods: %v", err)
 	}
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Labels[controller.LabelCanaryOf] == a.name {
+		if p.DeletionTimestamp == nil && p.Labels[webappv2.LabelCanaryOf] == a.name {
 			s.fail("invariant 8 (no pod runs a version no WebApp tries): at rest, with WebApp %s's canary %s, canary pod %s runs revision %s",
-				a.name, c.Phase, p.Name, p.Labels[controller.LabelCanaryRevision])
+				a.name, c.Phase, p.Name, p.Labels[webappv2.LabelCanaryRevision])
 		}
 	}
 }

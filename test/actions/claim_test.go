@@ -27,7 +27,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -557,7 +556,7 @@ func (s *seq) claimBlocking(name string) []string {
 		s.fail("listing pods: %v", err)
 	}
 	for _, p := range pods.Items {
-		if p.Labels[controller.LabelInstance] == name && p.Spec.NodeName == "" && p.DeletionTimestamp == nil &&
+		if p.Labels[webappv2.LabelInstance] == name && p.Spec.NodeName == "" && p.DeletionTimestamp == nil &&
 			metav1.GetControllerOfNoCopy(&p) != nil && slices.Contains(claimNamesOf(p.Spec.Volumes), name) {
 			return []string{fmt.Sprintf("its claim %s is being deleted and pod %s waits for it", name, p.Name)}
 		}
@@ -726,7 +725,7 @@ func (s *seq) judgeMount(what string, v version, w types.UID, name string) {
 		return
 	}
 	ref := metav1.GetControllerOfNoCopy(pvc)
-	if (ref != nil && ref.UID == w) || (ref == nil && pvc.GetLabels()[controller.LabelManagedBy] == controller.ManagedBy) || st.refs[w][name] {
+	if (ref != nil && ref.UID == w) || (ref == nil && pvc.GetLabels()[webappv2.LabelManagedBy] == webappv2.ManagedBy) || st.refs[w][name] {
 		return
 	}
 	whose := "not the WebApp's (controlled by " + fmt.Sprint(ref) + ")"
@@ -780,9 +779,9 @@ func (s *seq) checkClaimsAtRest() {
 		pvc := s.get(pvcKind, a.name)
 		switch {
 		case a.claim != nil && pvc != nil && s.isForeign(pvc):
-			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != controller.ReasonChildNotOwned || ready.Message == "" {
+			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != webappv2.ReasonChildNotOwned || ready.Message == "" {
 				s.fail("invariant 5 (a WebApp that is not Ready says why): at rest, WebApp %s has a claim volume beside the foreign PersistentVolumeClaim %s, "+
-					"but its Ready is not False with reason %s and a message:\n%s\nThe claim:\n%s", a.name, a.name, controller.ReasonChildNotOwned, toYAML(app.Status), toYAML(pvc.Object))
+					"but its Ready is not False with reason %s and a message:\n%s\nThe claim:\n%s", a.name, a.name, webappv2.ReasonChildNotOwned, toYAML(app.Status), toYAML(pvc.Object))
 			}
 			s.t.Logf("claim actor: at rest, WebApp %s beside the foreign claim %s says Ready=%s %s %q", a.name, a.name, ready.Status, ready.Reason, ready.Message)
 		case a.claim != nil && ready != nil && ready.Status == metav1.ConditionTrue:

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	"github.com/example/webapp-operator/controller"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -101,11 +101,11 @@ func (s *seq) checkForeign() {
 					taken = append(taken, fmt.Sprintf("an ownerReference to WebApp %s (uid %s)", ref.Name, ref.UID))
 				}
 			}
-			if v.obj.GetLabels()[controller.LabelManagedBy] == controller.ManagedBy {
+			if v.obj.GetLabels()[webappv2.LabelManagedBy] == webappv2.ManagedBy {
 				taken = append(taken, "our managed-by label")
 			}
 			for _, e := range v.obj.GetManagedFields() {
-				if e.Manager == controller.FieldManager {
+				if e.Manager == webappv2.FieldManager {
 					taken = append(taken, fmt.Sprintf("a managedFields entry of %s (%s)", e.Manager, e.Operation))
 				}
 			}
@@ -155,7 +155,7 @@ func (s *seq) checkStatusClaims() {
 			s.checkClaim(app, v, "Ready=True", ready.ObservedGeneration)
 		}
 		if p := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing); p != nil &&
-			p.Status == metav1.ConditionFalse && p.Reason == controller.ReasonRolloutComplete {
+			p.Status == metav1.ConditionFalse && p.Reason == webappv2.ReasonRolloutComplete {
 			s.checkClaim(app, v, "Progressing=False/RolloutComplete", p.ObservedGeneration)
 		}
 	}
@@ -446,7 +446,7 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 		}
 		return nil
 	}
-	if ready.Status != metav1.ConditionTrue && ready.Reason == controller.ReasonRolledBack && ready.Message != "" {
+	if ready.Status != metav1.ConditionTrue && ready.Reason == webappv2.ReasonRolledBack && ready.Message != "" {
 		// The last canary was rolled back: the stable version serves, and Ready says what failed.
 		return nil
 	}
@@ -524,7 +524,7 @@ func (s *seq) checkRetained(a *app) {
 	ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
 	var managers []string
 	for _, e := range dep.ManagedFields {
-		if e.Manager != controller.FieldManager && e.Manager != "kube-controller-manager" && ready != nil && strings.Contains(ready.Message, e.Manager) {
+		if e.Manager != webappv2.FieldManager && e.Manager != "kube-controller-manager" && ready != nil && strings.Contains(ready.Message, e.Manager) {
 			managers = append(managers, e.Manager)
 		}
 	}

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	"github.com/example/webapp-operator/controller"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -199,26 +199,26 @@ func TestAFieldAnotherManagerKeepsIsReportedUntilItGoes(t *testing.T) {
 	})
 	op = startOperator(t, ns, time.Second)
 	markAvailable(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	waitReady(t, ns, "web", metav1.ConditionTrue, webappv2.ReasonDeploymentReady)
 
 	// The WebApp stops setting DEBUG: kubectl-create still holds it.
 	updateSpec(t, ns, func(app *webappv1.WebApp) { app.Spec.Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}} })
 	markAvailable(t, ns, "web")
 	debug := `.spec.template.spec.containers[name="app"].env[name="DEBUG"]`
-	got := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonFieldsRetained, debug, "kubectl-create")
+	got := waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonFieldsRetained, debug, "kubectl-create")
 	want := []webappv1.RetainedField{{Kind: "Deployment", Field: debug, Managers: []string{"kubectl-create"}}}
 	if !slices.EqualFunc(got.Status.RetainedFields, want, func(a, b webappv1.RetainedField) bool {
 		return a.Kind == b.Kind && a.Field == b.Field && slices.Equal(a.Managers, b.Managers)
 	}) {
 		t.Errorf("status.retainedFields = %+v, want %+v", got.Status.RetainedFields, want)
 	}
-	if p := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing); p == nil || p.Reason != controller.ReasonRolloutComplete {
+	if p := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing); p == nil || p.Reason != webappv2.ReasonRolloutComplete {
 		t.Errorf("Progressing = %+v, want RolloutComplete (the rollout is done; a field is left)", p)
 	}
 
 	// A restarted operator remembers nothing, and still reports it without writing.
 	restartCostsNoWrites(t, op, ns)
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonFieldsRetained, debug)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonFieldsRetained, debug)
 
 	// The user removes it (`kubectl edit`): Ready.
 	intrude(t, ns, "web", &appsv1.Deployment{}, func(d *appsv1.Deployment) {
@@ -226,7 +226,7 @@ func TestAFieldAnotherManagerKeepsIsReportedUntilItGoes(t *testing.T) {
 		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "DEBUG" })
 	})
 	markAvailable(t, ns, "web")
-	got = waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	got = waitReady(t, ns, "web", metav1.ConditionTrue, webappv2.ReasonDeploymentReady)
 	if len(got.Status.RetainedFields) != 0 {
 		t.Errorf("status.retainedFields = %+v after the field went", got.Status.RetainedFields)
 	}
@@ -237,14 +237,14 @@ func TestAFieldAnotherManagerKeepsIsReportedUntilItGoes(t *testing.T) {
 func TestARefusedDeploymentIsNeverReportedRolledOut(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Second)
 	markAvailable(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	waitReady(t, ns, "web", metav1.ConditionTrue, webappv2.ReasonDeploymentReady)
 	gen := updateSpec(t, ns, func(app *webappv1.WebApp) {
 		app.Spec.Image = "nginx:1.27"
 		app.Spec.PodLabels = map[string]string{"tier": "has space"}
 	})
-	got := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonInvalidChild)
+	got := waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonInvalidChild)
 	p := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing)
-	if p == nil || p.ObservedGeneration != gen || p.Status != metav1.ConditionFalse || p.Reason != controller.ReasonInvalidChild ||
+	if p == nil || p.ObservedGeneration != gen || p.Status != metav1.ConditionFalse || p.Reason != webappv2.ReasonInvalidChild ||
 		!strings.Contains(p.Message, fmt.Sprintf("Generation %d of the spec was not applied", gen)) {
 		t.Errorf("Progressing = %+v, want False InvalidChild at generation %d: the Deployment still runs nginx:1.25", p, gen)
 	}
@@ -267,7 +267,7 @@ func TestAFixedQuotaIsNotWaitedOutInTheBackoff(t *testing.T) {
 	}
 	op := startOperator(t, ns, time.Second)
 	createWebApp(t, ns, "web", 1, 80)
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonApplyForbidden)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonApplyForbidden)
 	// Eleven denials: the controller's backoff (5 ms doubling) waits 10 s before the next.
 	testutil.Eventually(t, time.Minute, "11 denied Deployment applies", func(context.Context) error {
 		n := 0
@@ -303,7 +303,7 @@ func TestAChildNotOursCostsNoRequestAfterARestart(t *testing.T) {
 	}
 	op := startOperator(t, ns, time.Second)
 	createWebApp(t, ns, "web", 1, 80)
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonChildNotOwned)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonChildNotOwned)
 	restartCostsNoWrites(t, op, ns)
 }
 
@@ -332,12 +332,12 @@ func TestRecreationNeverTakesOverAnObjectCreatedMeanwhile(t *testing.T) {
 	if err := k8s.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonChildNotOwned, "Service")
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonChildNotOwned, "Service")
 	got := &corev1.Service{}
 	if err := get(ctx, ns, "web", got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.OwnerReferences) != 0 || got.Labels["owner"] != "someone" || len(testutil.AppliedBy(got.ManagedFields, controller.FieldManager, "")) != 0 ||
+	if len(got.OwnerReferences) != 0 || got.Labels["owner"] != "someone" || len(testutil.AppliedBy(got.ManagedFields, webappv2.FieldManager, "")) != 0 ||
 		len(got.Spec.Ports) != 1 {
 		t.Errorf("the foreign Service was taken over: owners %+v labels %v ports %+v", got.OwnerReferences, got.Labels, got.Spec.Ports)
 	}
@@ -370,7 +370,7 @@ func TestAWebAppReplacedUnderItsNameGetsItsStatusAtOnce(t *testing.T) {
 	waitChildren(t, ns, "busy")
 	createWebApp(t, ns, "web", 1, 80)
 	waitChildren(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 
 	// The worker blocks reading the busy WebApp's ConfigMap; meanwhile web is replaced.
 	armed.Store(true)
@@ -397,7 +397,7 @@ func TestAWebAppReplacedUnderItsNameGetsItsStatusAtOnce(t *testing.T) {
 			return err
 		}
 		c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
-		if c == nil || c.Reason != controller.ReasonDeploymentProgressing {
+		if c == nil || c.Reason != webappv2.ReasonDeploymentProgressing {
 			return fmt.Errorf("Ready = %+v", c)
 		}
 		return nil

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -275,7 +274,7 @@ func TestARefusedHPALeavesTheCountWithTheWebApp(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	lift := denyHPAs(t, ns)
 	op := startOperator(t, ns, time.Second)
-	const ours, ourScale = controller.FieldManager + "/Apply/;", controller.FieldManager + "/Apply/scale;"
+	const ours, ourScale = webappv2.FieldManager + "/Apply/;", webappv2.FieldManager + "/Apply/scale;"
 
 	auto := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auto"},
 		Spec: webappv2.WebAppSpec{Image: "nginx", Replicas: ptr.To(int32(5))}}
@@ -294,7 +293,7 @@ func TestARefusedHPALeavesTheCountWithTheWebApp(t *testing.T) {
 
 	// Refused: the count is the WebApp's, and Ready says why.
 	for name, n := range map[string]int32{"auto": 5, "fresh": 3} {
-		readyFalse(t, ns, name, controller.ReasonApplyForbidden, "HorizontalPodAutoscaler", "exceeded quota")
+		readyFalse(t, ns, name, webappv2.ReasonApplyForbidden, "HorizontalPodAutoscaler", "exceeded quota")
 		countWith(t, ns, name, n, "WebApp", ours)
 	}
 
@@ -314,7 +313,7 @@ func TestARefusedHPALeavesTheCountWithTheWebApp(t *testing.T) {
 	if err := k8s.Delete(ctx, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auto"}}); err != nil {
 		t.Fatal(err)
 	}
-	readyFalse(t, ns, "auto", controller.ReasonApplyForbidden, "HorizontalPodAutoscaler", "exceeded quota")
+	readyFalse(t, ns, "auto", webappv2.ReasonApplyForbidden, "HorizontalPodAutoscaler", "exceeded quota")
 	countWith(t, ns, "auto", 5, "WebApp", ours)
 
 	// Lifted again: handed over again, and then at rest.
@@ -482,7 +481,7 @@ func countNotOurs(ctx context.Context, ns string) error {
 	if err := get(ctx, ns, "auto", dep); err != nil {
 		return err
 	}
-	if owners := replicaOwners(dep); strings.Contains(owners, controller.FieldManager+"/Apply/;") {
+	if owners := replicaOwners(dep); strings.Contains(owners, webappv2.FieldManager+"/Apply/;") {
 		return fmt.Errorf("spec.replicas still owned by our main apply: %s", owners)
 	}
 	return nil

@@ -26,7 +26,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -322,7 +321,7 @@ func TestCanaryBesideAnHPA(t *testing.T) {
 	if err := get(ctx, ns, "auto", dep); err != nil {
 		t.Fatal(err)
 	}
-	if owners := replicaOwners(dep); strings.Contains(owners, controller.FieldManager) || !strings.Contains(owners, "kube-controller-manager/Update/scale;") {
+	if owners := replicaOwners(dep); strings.Contains(owners, webappv2.FieldManager) || !strings.Contains(owners, "kube-controller-manager/Update/scale;") {
 		t.Errorf("the stable count's owners %q, want the HPA's, never ours", owners)
 	}
 	after := &autoscalingv2.HorizontalPodAutoscaler{}
@@ -419,8 +418,8 @@ func TestCanaryCheckAnswers(t *testing.T) {
 			// Ready at its count: the check is queried, and its answer is no measurement.
 			markAvailable(t, ns, "web-canary")
 			rolled := canaryPhase(t, ns, "web", "RolledBack/0/0")
-			if msg := rolled.Status.Canary.Message; rolled.Status.Canary.Reason != controller.ReasonCheckFailed || !strings.Contains(msg, c.want) {
-				t.Errorf("rolled back for %s: %q, want %s saying %q", rolled.Status.Canary.Reason, msg, controller.ReasonCheckFailed, c.want)
+			if msg := rolled.Status.Canary.Message; rolled.Status.Canary.Reason != webappv2.ReasonCheckFailed || !strings.Contains(msg, c.want) {
+				t.Errorf("rolled back for %s: %q, want %s saying %q", rolled.Status.Canary.Reason, msg, webappv2.ReasonCheckFailed, c.want)
 			}
 		})
 	}
@@ -482,7 +481,7 @@ func TestCanaryKeepsTheStableVersionAsItsOwnData(t *testing.T) {
 		if err := get(ctx, ns, "web-stable", record); err != nil {
 			return err
 		}
-		if rev := record.Annotations[controller.AnnotationRevision]; rev != stable {
+		if rev := record.Annotations[webappv2.AnnotationRevision]; rev != stable {
 			return fmt.Errorf("the record is of revision %s, want %s", rev, stable)
 		}
 		return nil
@@ -522,13 +521,13 @@ func TestCanaryKeepsTheStableVersionAsItsOwnData(t *testing.T) {
 		if again.UID == dep.UID {
 			return fmt.Errorf("not deleted yet")
 		}
-		if img, rev := again.Spec.Template.Spec.Containers[0].Image, again.Annotations[controller.AnnotationRevision]; img != "shop:1" || rev != stable {
+		if img, rev := again.Spec.Template.Spec.Containers[0].Image, again.Annotations[webappv2.AnnotationRevision]; img != "shop:1" || rev != stable {
 			return fmt.Errorf("it runs %s (revision %s), want shop:1 (%s)", img, rev, stable)
 		}
 		return nil
 	})
 	markAvailable(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonRolledBack)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonRolledBack)
 
 	// Item 2: promoting, a step added, then a failing check: still promoted, and promoted at the end.
 	answer.Store("0")
@@ -568,7 +567,7 @@ func TestCanaryKeepsTheStableVersionAsItsOwnData(t *testing.T) {
 		if err := get(ctx, ns, "web-stable", record); err != nil {
 			return err
 		}
-		if rev := record.Annotations[controller.AnnotationRevision]; rev != promoting {
+		if rev := record.Annotations[webappv2.AnnotationRevision]; rev != promoting {
 			return fmt.Errorf("the record is of revision %s, want %s", rev, promoting)
 		}
 		return nil
@@ -789,7 +788,7 @@ func TestANewVersionWhenTheStableOneNeverRanIsNotHeldBack(t *testing.T) {
 		if err := get(ctx, ns, "web", got); err != nil {
 			return err
 		}
-		if r := meta.FindStatusCondition(got.Status.Conditions, "Ready"); r == nil || r.Reason != controller.ReasonInvalidChild {
+		if r := meta.FindStatusCondition(got.Status.Conditions, "Ready"); r == nil || r.Reason != webappv2.ReasonInvalidChild {
 			return fmt.Errorf("Ready %+v", r)
 		}
 		return nil

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	"github.com/example/webapp-operator/controller"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -41,8 +41,8 @@ func waitFinalizer(t *testing.T, ns string, want bool) {
 			return fmt.Errorf("finalizers %v", app.Finalizers)
 		}
 		// The finalizer is ours through Apply, like everything else we write.
-		if owns := slices.Contains(ownedLeaves(t, app, controller.FieldManager, ""), `.metadata.finalizers[="example.com/finalizer"]`); owns != want {
-			return fmt.Errorf("%s owns the finalizer: %v", controller.FieldManager, owns)
+		if owns := slices.Contains(ownedLeaves(t, app, webappv2.FieldManager, ""), `.metadata.finalizers[="example.com/finalizer"]`); owns != want {
+			return fmt.Errorf("%s owns the finalizer: %v", webappv2.FieldManager, owns)
 		}
 		return nil
 	})
@@ -92,7 +92,7 @@ func TestDeletionPolicyOrphanReleasesTheChildren(t *testing.T) {
 
 func TestEventsTellWhatHappened(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Minute)
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	intrude(t, ns, "web", &appsv1.Deployment{}, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(4)) })
 	testutil.Eventually(t, wait10s, "events recorded", func(ctx context.Context) error {
 		list := &eventsv1.EventList{}
@@ -159,10 +159,10 @@ func TestProgressDeadlineShowsInConditions(t *testing.T) {
 			Message: `ReplicaSet "web-1" has timed out progressing.`,
 		}}}
 	})
-	app := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded)
+	app := waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonProgressDeadlineExceeded)
 	if prog := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing); prog == nil || prog.Status != metav1.ConditionFalse ||
-		prog.Reason != controller.ReasonProgressDeadlineExceeded {
-		t.Errorf("progressing = %+v, want False %s", prog, controller.ReasonProgressDeadlineExceeded)
+		prog.Reason != webappv2.ReasonProgressDeadlineExceeded {
+		t.Errorf("progressing = %+v, want False %s", prog, webappv2.ReasonProgressDeadlineExceeded)
 	}
 }
 
@@ -210,7 +210,7 @@ func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
 
 	startOperator(t, ns, time.Minute)
 	createWebApp(t, ns, "web", 1, 81)
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonInvalidChild, "port 81 is reserved by the platform team", "applying Service "+ns+"/web")
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonInvalidChild, "port 81 is reserved by the platform team", "applying Service "+ns+"/web")
 	// The Deployment is applied all the same: one child's failure does not hold back the other.
 	if err := get(ctx, ns, "web", &appsv1.Deployment{}); err != nil {
 		t.Errorf("deployment: %v", err)
@@ -240,7 +240,7 @@ func TestAServiceThatIsNotOursIsLeftAlone(t *testing.T) {
 	}
 	startOperator(t, ns, time.Minute)
 	createWebApp(t, ns, "web", 1, 80)
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonChildNotOwned, "Service "+ns+"/web already exists")
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonChildNotOwned, "Service "+ns+"/web already exists")
 	svc := &corev1.Service{}
 	if err := get(ctx, ns, "web", svc); err != nil {
 		t.Fatal(err)

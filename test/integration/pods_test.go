@@ -13,12 +13,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 )
 
 // ourLabels are the three labels the WebApp name's pods carry (the selector's two and managed-by).
 func ourLabels(name string) map[string]string {
-	return map[string]string{controller.LabelName: "webapp", controller.LabelInstance: name, controller.LabelManagedBy: controller.ManagedBy}
+	return map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: name, webappv2.LabelManagedBy: webappv2.ManagedBy}
 }
 
 // makeReplicaSet creates the ReplicaSet the Deployment controller would make for dep (envtest runs no
@@ -31,7 +32,7 @@ func makeReplicaSet(t *testing.T, dep *appsv1.Deployment, name string) *appsv1.R
 			APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{controller.LabelName: "webapp", controller.LabelInstance: dep.Name}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: dep.Name}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.25"}}}},
 		},
@@ -89,7 +90,7 @@ func podsItsDeploymentDidNotMake(t *testing.T, o operatorOptions) {
 	})
 	// A change of the message alone ("not observed yet" before): written up to the progress interval after the
 	// last status write.
-	waitReadyWithin(t, wait10s+controller.DefaultProgressInterval, ns, "shop", metav1.ConditionFalse, controller.ReasonDeploymentProgressing,
+	waitReadyWithin(t, wait10s+controller.DefaultProgressInterval, ns, "shop", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing,
 		"0/1 replicas available")
 	seen := statusEvents(t, ns, "shop")
 
@@ -97,12 +98,12 @@ func podsItsDeploymentDidNotMake(t *testing.T, o operatorOptions) {
 	makePod(t, ns, "shop", "impostor", impostor, nil, cannotPull(impostor))
 	// A few resyncs with the impostor in the pod watch's cache.
 	waitResyncs(t, 3, 30*time.Second)
-	waitReady(t, ns, "shop", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "shop", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 
 	// The Deployment's own pod, through its ReplicaSet: its trouble is reported, counted alone.
 	rs := makeReplicaSet(t, dep, "shop-5d4f8b")
 	makePod(t, ns, "shop", "shop-5d4f8b-x1", "nginx:1.25", rs, cannotPull("nginx:1.25"))
-	waitReady(t, ns, "shop", metav1.ConditionFalse, controller.ReasonImagePullBackOff, `1/1 pods cannot pull image "nginx:1.25"`)
+	waitReady(t, ns, "shop", metav1.ConditionFalse, webappv2.ReasonImagePullBackOff, `1/1 pods cannot pull image "nginx:1.25"`)
 	waitResyncs(t, 2, 30*time.Second)
 
 	for _, app := range seen() {
@@ -133,14 +134,14 @@ func TestARestartOfAWebAppPastItsDeadlineWritesNoStatus(t *testing.T) {
 	intrudeStatus(t, ns, "web", func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1,
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
-				Reason: controller.ReasonProgressDeadlineExceeded, Message: `ReplicaSet "web-7c9d" has timed out progressing.`}}}
+				Reason: webappv2.ReasonProgressDeadlineExceeded, Message: `ReplicaSet "web-7c9d" has timed out progressing.`}}}
 	})
 	const said = "Deployment exceeded its progress deadline: 1/1 replicas updated, 0 available; 1/1 pods unschedulable: " + noNode
-	before := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded, said)
+	before := waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonProgressDeadlineExceeded, said)
 
 	seen := statusEvents(t, ns, "web")
 	second := restartCostsNoWrites(t, first, ns)
-	after := waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded, said)
+	after := waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonProgressDeadlineExceeded, said)
 	if after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the WebApp changed across the restart: resourceVersion %s, then %s", before.ResourceVersion, after.ResourceVersion)
 	}
@@ -160,6 +161,6 @@ func TestARestartOfAWebAppPastItsDeadlineWritesNoStatus(t *testing.T) {
 	if err := k8s.Status().Update(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonProgressDeadlineExceeded, "; 1/1 pods unschedulable: "+stillNoNode)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonProgressDeadlineExceeded, "; 1/1 pods unschedulable: "+stillNoNode)
 	second.stop()
 }

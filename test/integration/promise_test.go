@@ -28,7 +28,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/gen"
 	"github.com/example/webapp-operator/test/testutil"
 )
@@ -288,13 +287,13 @@ func waitConverged(t *testing.T, ns string, apps map[string]*webappv1.WebApp, ti
 			ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
 			switch {
 			case ready == nil || ready.ObservedGeneration != app.Generation || app.Status.ObservedGeneration != app.Generation:
-			case ready.Reason == controller.ReasonInvalidChild:
+			case ready.Reason == webappv2.ReasonInvalidChild:
 				if !strings.Contains(ready.Message, "Invalid value") && !strings.Contains(ready.Message, "invalid") {
 					return fmt.Errorf("%s: Ready says %q, not the server's refusal", app.Name, ready.Message)
 				}
 				refused[app.Name] = true
 				continue
-			case ready.Status == metav1.ConditionUnknown || ready.Reason == controller.ReasonReconcileError:
+			case ready.Status == metav1.ConditionUnknown || ready.Reason == webappv2.ReasonReconcileError:
 				return fmt.Errorf("%s: Ready = %+v\n%s", app.Name, ready, gen.Manifest(apps[app.Name]))
 			case exists[app.Name] && (!autoscaled[app.Name] || app.Status.ReplicasSetBy == "HorizontalPodAutoscaler"):
 				continue
@@ -362,7 +361,7 @@ func ownedIsSent(t *testing.T, op *operator, ns, name string, child client.Objec
 		fieldpath.MakePathOrDie("metadata", "resourceVersion"), fieldpath.MakePathOrDie("metadata", "uid")))
 	owned := &fieldpath.Set{}
 	for _, e := range child.GetManagedFields() {
-		if e.Manager == controller.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+		if e.Manager == webappv2.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
 			if err := owned.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 				t.Fatal(err)
 			}

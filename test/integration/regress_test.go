@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	"github.com/example/webapp-operator/controller"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -66,7 +66,7 @@ func TestServerDefaultsInsideOwnedFieldsCostNoWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitChildren(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	op.writes.take()
 	waitResyncs(t, 3, 30*time.Second)
 	if w := op.writes.take(); len(w) != 0 {
@@ -106,7 +106,7 @@ func TestADuplicateListEntryIsRepairedAndDoesNotStopReconciling(t *testing.T) {
 		return nil
 	})
 	waitCondition(t, ns, webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
-		return c.Reason != controller.ReasonReconcileError
+		return c.Reason != webappv2.ReasonReconcileError
 	})
 }
 
@@ -161,7 +161,7 @@ func TestOrphanReleaseChangesOwnershipOnly(t *testing.T) {
 		app.Spec.Image = "nginx:1.27"
 		app.Spec.PodLabels = map[string]string{"refused": "has space"}
 	})
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonInvalidChild, "has space")
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonInvalidChild, "has space")
 	if err := k8s.Delete(context.Background(), &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,15 +219,15 @@ func TestAFixedRolloutIsNotReportedStuck(t *testing.T) {
 	ns, _ := runningWebApp(t, 1, time.Minute)
 	intrudeStatus(t, ns, "web", func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, Conditions: []appsv1.DeploymentCondition{{
-			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: controller.ReasonProgressDeadlineExceeded, Message: "stuck"}}}
+			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: webappv2.ReasonProgressDeadlineExceeded, Message: "stuck"}}}
 	})
 	waitCondition(t, ns, webappv1.ConditionProgressing, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
-		return c.Reason == controller.ReasonProgressDeadlineExceeded
+		return c.Reason == webappv2.ReasonProgressDeadlineExceeded
 	})
 	stop := statusEvents(t, ns, "web")
 	gen := updateSpec(t, ns, func(app *webappv1.WebApp) { app.Spec.Image = "nginx:1.27" })
 	waitCondition(t, ns, webappv1.ConditionProgressing, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
-		return c.Status == metav1.ConditionTrue && c.Reason == controller.ReasonRollingOut
+		return c.Status == metav1.ConditionTrue && c.Reason == webappv2.ReasonRollingOut
 	})
 	for _, app := range stop() {
 		if c := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing); c != nil && c.ObservedGeneration == gen && c.Status == metav1.ConditionFalse {
@@ -320,7 +320,7 @@ func TestAForeignDeploymentsNumbersAreNotReported(t *testing.T) {
 	startOperator(t, ns, time.Minute)
 	createWebApp(t, ns, "web", 1, 80)
 	app := waitCondition(t, ns, webappv1.ConditionReady, func(_ *webappv1.WebApp, c *metav1.Condition) bool {
-		return c.Reason == controller.ReasonChildNotOwned
+		return c.Reason == webappv2.ReasonChildNotOwned
 	})
 	progressing := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionProgressing)
 	if app.Status.Replicas != 0 || app.Status.AvailableReplicas != 0 || progressing == nil || progressing.Status != metav1.ConditionUnknown {
@@ -360,7 +360,7 @@ func TestAReadErrorIsReportedAsUnknownNotMissing(t *testing.T) {
 	}
 	waitChildren(t, ns, "web")
 	markAvailable(t, ns, "web")
-	waitReady(t, ns, "web", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	waitReady(t, ns, "web", metav1.ConditionTrue, webappv2.ReasonDeploymentReady)
 
 	failing.Store(true)
 	cm.Data["key"] = "2"
@@ -371,7 +371,7 @@ func TestAReadErrorIsReportedAsUnknownNotMissing(t *testing.T) {
 		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "reading configmap/settings for the config hash")
 	})
 	progressing := meta.FindStatusCondition(got.Status.Conditions, webappv1.ConditionProgressing)
-	if got.Status.Replicas != 1 || got.Status.AvailableReplicas != 1 || progressing.Reason == controller.ReasonDeploymentMissing {
+	if got.Status.Replicas != 1 || got.Status.AvailableReplicas != 1 || progressing.Reason == webappv2.ReasonDeploymentMissing {
 		t.Errorf("status lost the last observation: %+v", got.Status)
 	}
 	// Once the read works again, the new configuration rolls out and Ready comes back.

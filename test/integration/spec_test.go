@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	"github.com/example/webapp-operator/controller"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -86,7 +86,7 @@ func TestEverySpecFieldReachesTheChildrenAndQuantitiesCostNoWrites(t *testing.T)
 		{"liveness probe", c.LivenessProbe != nil && c.LivenessProbe.HTTPGet.Path == "/live" && c.LivenessProbe.PeriodSeconds == 20},
 		{"pull policy and secrets", c.ImagePullPolicy == corev1.PullAlways && len(tpl.Spec.ImagePullSecrets) == 1},
 		{"pod labels", tpl.Labels["team"] == "payments" && tpl.Labels["app.kubernetes.io/instance"] == "full"},
-		{"pod annotations and config hash", tpl.Annotations["prometheus.io/scrape"] == "true" && len(tpl.Annotations[controller.ConfigHashAnnotation]) == 32},
+		{"pod annotations and config hash", tpl.Annotations["prometheus.io/scrape"] == "true" && len(tpl.Annotations[webappv2.ConfigHashAnnotation]) == 32},
 		{"strategy", dep.Spec.Strategy.RollingUpdate != nil && dep.Spec.Strategy.RollingUpdate.MaxSurge.IntValue() == 1 && dep.Spec.Strategy.RollingUpdate.MaxUnavailable.String() == "0%"},
 		{"revision history", *dep.Spec.RevisionHistoryLimit == 3},
 		{"baseline security", tpl.Spec.SecurityContext.RunAsNonRoot == nil && c.SecurityContext.Capabilities == nil && !*c.SecurityContext.AllowPrivilegeEscalation},
@@ -98,7 +98,7 @@ func TestEverySpecFieldReachesTheChildrenAndQuantitiesCostNoWrites(t *testing.T)
 		}
 	}
 	// Converged (the server normalised 1000m to 1 and 0.5Gi to 512Mi, and allocated a node port): no writes.
-	waitReady(t, ns, "full", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "full", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	op.writes.take()
 	op.writes.takeConfigReads()
 	waitResyncs(t, 3, 30*time.Second)
@@ -232,7 +232,7 @@ func TestConfigChangesRollThePodTemplate(t *testing.T) {
 		if err := get(ctx, ns, "web", d); err != nil {
 			return ""
 		}
-		return d.Spec.Template.Annotations[controller.ConfigHashAnnotation]
+		return d.Spec.Template.Annotations[webappv2.ConfigHashAnnotation]
 	}
 	waitHashChange := func(from, what string) string {
 		t.Helper()

@@ -21,7 +21,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -216,7 +215,7 @@ func TestAClaimNotOursIsNeverMounted(t *testing.T) {
 	if err := k8s.Create(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grown"}, Spec: webappv2.WebAppSpec{Image: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, ns, "grown", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "grown", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	if err := k8s.Create(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: webappv2.WebAppSpec{Image: "x",
 		Volumes: data, Container: webappv2.ContainerSpec{VolumeMounts: mounts}}}); err != nil {
 		t.Fatal(err)
@@ -226,7 +225,7 @@ func TestAClaimNotOursIsNeverMounted(t *testing.T) {
 		t.Helper()
 		for _, name := range []string{"fresh", "grown"} {
 			// The status of this generation is written after its children's decision: the Deployment is as held.
-			readyFalse(t, ns, name, controller.ReasonChildNotOwned, "PersistentVolumeClaim "+ns+"/"+name, "not managed by webapp-operator", "is held as it is")
+			readyFalse(t, ns, name, webappv2.ReasonChildNotOwned, "PersistentVolumeClaim "+ns+"/"+name, "not managed by webapp-operator", "is held as it is")
 		}
 		if err := get(ctx, ns, "fresh", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 			t.Errorf("fresh's Deployment: %v, want none", err)
@@ -497,7 +496,7 @@ func TestAClaimTakenUpAgainKeepsItsAccessModes(t *testing.T) {
 		a.Spec.Volumes = []webappv2.Volume{{Name: "shared", Claim: &webappv2.OwnedClaim{Size: "1Gi", AccessMode: corev1.ReadWriteMany}}}
 		a.Spec.Container.VolumeMounts = []webappv2.VolumeMount{{Name: "shared", MountPath: "/data"}}
 	})
-	readyFalse(t, ns, "web", controller.ReasonInvalidChild, "Deployment "+ns+"/web is held as it is", "its access modes are [ReadWriteOnce]")
+	readyFalse(t, ns, "web", webappv2.ReasonInvalidChild, "Deployment "+ns+"/web is held as it is", "its access modes are [ReadWriteOnce]")
 	dep := &appsv1.Deployment{}
 	if err := get(context.Background(), ns, "web", dep); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/conversion"
 	"github.com/example/webapp-operator/test/testutil"
 )
@@ -124,7 +123,7 @@ func TestApplyAcrossVersions(t *testing.T) {
 	v1doc := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":"web","namespace":%q},
 		"spec":{"image":"nginx:1.25","replicas":2,"port":8080}}`, ns)
 	first := applyAs(t, v1doc, "kubectl")
-	waitReady(t, ns, "web", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	op.writes.take()
 	rv := readRV(t, ns)
 
@@ -162,7 +161,7 @@ func TestApplyAcrossVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range app.ManagedFields {
-		if e.Manager == controller.FieldManager && (e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "status") {
+		if e.Manager == webappv2.FieldManager && (e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "status") {
 			t.Errorf("operator entry %s %s %s", e.APIVersion, e.Operation, e.Subresource)
 		}
 	}
@@ -193,7 +192,7 @@ func TestStorageMigration(t *testing.T) {
 	// The operator converges them while they are stored at v1 (its status writes too).
 	op := startOperator(t, ns, time.Second)
 	for i := range 5 {
-		waitReady(t, ns, fmt.Sprintf("m-%d", i), metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+		waitReady(t, ns, fmt.Sprintf("m-%d", i), metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	}
 	waitResyncs(t, 2, 30*time.Second)
 	op.writes.take()
@@ -354,7 +353,7 @@ func TestConversionWebhookDown(t *testing.T) {
 	if err := k8s.Create(ctx, &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old"}, Spec: webappv1.WebAppSpec{Image: "nginx", Replicas: 2, Port: 80}}); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, ns, "old", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "old", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	beforeV1 := &webappv1.WebApp{}
 	if err := get(ctx, ns, "old", beforeV1); err != nil {
 		t.Fatal(err)

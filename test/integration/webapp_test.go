@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	"github.com/example/webapp-operator/controller"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -183,24 +183,24 @@ func TestOurManagerOwnsExactlyTheFieldsItSends(t *testing.T) {
 		`.status.selector`,
 		`.status.url`,
 	}
-	if got := ownedLeaves(t, dep, controller.FieldManager, ""); !slices.Equal(got, wantDep) {
-		t.Errorf("Deployment fields owned by %s:\n got %q\nwant %q", controller.FieldManager, got, wantDep)
+	if got := ownedLeaves(t, dep, webappv2.FieldManager, ""); !slices.Equal(got, wantDep) {
+		t.Errorf("Deployment fields owned by %s:\n got %q\nwant %q", webappv2.FieldManager, got, wantDep)
 	}
-	if got := ownedLeaves(t, svc, controller.FieldManager, ""); !slices.Equal(got, wantSvc) {
-		t.Errorf("Service fields owned by %s:\n got %q\nwant %q", controller.FieldManager, got, wantSvc)
+	if got := ownedLeaves(t, svc, webappv2.FieldManager, ""); !slices.Equal(got, wantSvc) {
+		t.Errorf("Service fields owned by %s:\n got %q\nwant %q", webappv2.FieldManager, got, wantSvc)
 	}
 	testutil.Eventually(t, wait10s, "status owned through the status subresource", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
-		if got := ownedLeaves(t, app, controller.FieldManager, "status"); !slices.Equal(got, wantStatus) {
-			return fmt.Errorf("WebApp status fields owned by %s:\n got %q\nwant %q", controller.FieldManager, got, wantStatus)
+		if got := ownedLeaves(t, app, webappv2.FieldManager, "status"); !slices.Equal(got, wantStatus) {
+			return fmt.Errorf("WebApp status fields owned by %s:\n got %q\nwant %q", webappv2.FieldManager, got, wantStatus)
 		}
 		return nil
 	})
 	// The spec is the user's: we never write it.
-	if got := ownedLeaves(t, app, controller.FieldManager, ""); len(got) != 0 {
-		t.Errorf("%s owns WebApp fields outside status: %q", controller.FieldManager, got)
+	if got := ownedLeaves(t, app, webappv2.FieldManager, ""); len(got) != 0 {
+		t.Errorf("%s owns WebApp fields outside status: %q", webappv2.FieldManager, got)
 	}
 }
 
@@ -382,8 +382,8 @@ func TestConflictWithAnotherApplyManagerIsVisibleAndResolvedByForce(t *testing.T
 	scale := appsv1ac.Deployment("web", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(7))
 	// Without force the server refuses, naming the manager that owns the field.
 	err := k8s.Apply(ctx, scale, client.FieldOwner("rival"))
-	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), controller.FieldManager) || !strings.Contains(err.Error(), ".spec.replicas") {
-		t.Fatalf("apply without force: err = %v, want a conflict over .spec.replicas with %s", err, controller.FieldManager)
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), webappv2.FieldManager) || !strings.Contains(err.Error(), ".spec.replicas") {
+		t.Fatalf("apply without force: err = %v, want a conflict over .spec.replicas with %s", err, webappv2.FieldManager)
 	}
 	// With force the rival takes the field; the operator forces it back and owns it again.
 	if err := k8s.Apply(ctx, scale, client.FieldOwner("rival"), client.ForceOwnership); err != nil {
@@ -391,8 +391,8 @@ func TestConflictWithAnotherApplyManagerIsVisibleAndResolvedByForce(t *testing.T
 	}
 	// Only the operator sets 3: the Deployment that shows it is the one its forced apply wrote.
 	d := waitReplicas(t, ns, "web", 3)
-	if !slices.Contains(ownedLeaves(t, d, controller.FieldManager, ""), ".spec.replicas") {
-		t.Errorf("%s does not own .spec.replicas", controller.FieldManager)
+	if !slices.Contains(ownedLeaves(t, d, webappv2.FieldManager, ""), ".spec.replicas") {
+		t.Errorf("%s does not own .spec.replicas", webappv2.FieldManager)
 	}
 	if slices.Contains(ownedLeaves(t, d, "rival", ""), ".spec.replicas") {
 		t.Errorf("rival still owns .spec.replicas")

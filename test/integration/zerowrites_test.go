@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
-	"github.com/example/webapp-operator/controller"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -87,12 +87,12 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 		waitChildren(t, ns, n)
 	}
 	markAvailable(t, ns, "a")
-	readyApp := waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady, "Deployment has 1/1 replicas available")
+	readyApp := waitReady(t, ns, "a", metav1.ConditionTrue, webappv2.ReasonDeploymentReady, "Deployment has 1/1 replicas available")
 	if readyApp.Status.AvailableReplicas != 1 {
 		t.Errorf("availableReplicas %d, want 1", readyApp.Status.AvailableReplicas)
 	}
 	for _, n := range names[1:] {
-		waitReady(t, ns, n, metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+		waitReady(t, ns, n, metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	}
 	transition := meta.FindStatusCondition(readyApp.Status.Conditions, webappv1.ConditionReady).LastTransitionTime
 
@@ -105,7 +105,7 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 
 	// A restarted operator (new process state, empty cache) reconciles everything again and sends nothing.
 	second := restartCostsNoWrites(t, first, ns)
-	again := waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	again := waitReady(t, ns, "a", metav1.ConditionTrue, webappv2.ReasonDeploymentReady)
 	if got := meta.FindStatusCondition(again.Status.Conditions, webappv1.ConditionReady).LastTransitionTime; !got.Equal(&transition) {
 		t.Errorf("lastTransitionTime changed from %v to %v without a status change", transition, got)
 	}
@@ -113,9 +113,9 @@ func TestConvergedWebAppsCostZeroWritesEvenAfterARestart(t *testing.T) {
 	// A real change costs exactly the writes it needs: a new replica count touches the Deployment and the status.
 	second.writes.take()
 	update(t, ns, "a", &webappv1.WebApp{}, func(app *webappv1.WebApp) { app.Spec.Replicas = 2 })
-	waitReady(t, ns, "a", metav1.ConditionFalse, controller.ReasonDeploymentProgressing)
+	waitReady(t, ns, "a", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
 	markAvailable(t, ns, "a")
-	waitReady(t, ns, "a", metav1.ConditionTrue, controller.ReasonDeploymentReady)
+	waitReady(t, ns, "a", metav1.ConditionTrue, webappv2.ReasonDeploymentReady)
 	waitResyncs(t, 2, 30*time.Second)
 	writes := second.writes.take()
 	depWrites, pdbWrites, statusWrites, other := 0, 0, 0, 0

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/testutil"
 )
@@ -47,7 +48,7 @@ func Run(t testing.TB, cfg *rest.Config, o Options) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager),
+	r := &controller.WebAppReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(webappv2.FieldManager),
 		RequeueAfter: o.Requeue, MaxConcurrentReconciles: o.Workers, Namespaces: namespaces(o.Namespace)}
 	if err := r.SetupWithManager(context.Background(), mgr); err != nil {
 		t.Fatal(err)

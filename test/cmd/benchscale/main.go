@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/test/cluster"
@@ -625,7 +626,7 @@ func quiet(ctx context.Context, cl client.Client, ns string, period time.Duratio
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		deps := &metav1.PartialObjectMetadataList{}
 		deps.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
-		if err := cl.List(ctx, deps, client.InNamespace(ns), client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}); err != nil {
+		if err := cl.List(ctx, deps, client.InNamespace(ns), client.MatchingLabels{webappv2.LabelManagedBy: webappv2.ManagedBy}); err != nil {
 			return false, nil
 		}
 		now := make(map[string]string, len(deps.Items))
@@ -653,7 +654,7 @@ func writesOnly(c counts) counts {
 
 // countChildren counts our Deployments and Services (metadata only).
 func countChildren(ctx context.Context, cl client.Client, ns string) (int, int, error) {
-	sel := client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}
+	sel := client.MatchingLabels{webappv2.LabelManagedBy: webappv2.ManagedBy}
 	deps := &metav1.PartialObjectMetadataList{}
 	deps.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
 	if err := cl.List(ctx, deps, client.InNamespace(ns), sel); err != nil {
@@ -742,7 +743,7 @@ func runFloor(ctx context.Context, c config, e *env) (*floorResult, error) {
 	logf("floor converged in %s; waiting for its Deployments to be available", round(r.converged))
 	err = wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
 		list := &appsv1.DeploymentList{}
-		if err := e.admin.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}); err != nil {
+		if err := e.admin.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{webappv2.LabelManagedBy: webappv2.ManagedBy}); err != nil {
 			return false, nil
 		}
 		n := 0
@@ -800,12 +801,12 @@ func floorStatus(app *webappv1.WebApp, now time.Time) *webappv2ac.WebAppApplyCon
 	return webappv2ac.WebApp(app.Name, app.Namespace).WithStatus(webappv2ac.WebAppStatus().
 		WithObservedGeneration(app.Generation).
 		WithConditions(metav1ac.Condition().
-			WithType(webappv1.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(controller.ReasonDeploymentProgressing).
+			WithType(webappv1.ConditionReady).WithStatus(metav1.ConditionFalse).WithReason(webappv2.ReasonDeploymentProgressing).
 			WithMessage("Deployment rollout in progress").WithObservedGeneration(app.Generation).WithLastTransitionTime(metav1.NewTime(now))))
 }
 
 func floorLabels(app *webappv1.WebApp) map[string]string {
-	return map[string]string{controller.LabelName: "webapp", controller.LabelInstance: app.Name, controller.LabelManagedBy: controller.ManagedBy}
+	return map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: app.Name, webappv2.LabelManagedBy: webappv2.ManagedBy}
 }
 
 func floorOwner(app *webappv1.WebApp) *metav1ac.OwnerReferenceApplyConfiguration {
@@ -815,7 +816,7 @@ func floorOwner(app *webappv1.WebApp) *metav1ac.OwnerReferenceApplyConfiguration
 
 // floorDeployment is the WebApp's Deployment in short: same replicas, labels and owner, one container and port.
 func floorDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfiguration {
-	sel := map[string]string{controller.LabelName: "webapp", controller.LabelInstance: app.Name}
+	sel := map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: app.Name}
 	return appsv1ac.Deployment(app.Name, app.Namespace).WithLabels(floorLabels(app)).WithOwnerReferences(floorOwner(app)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(app.Spec.Replicas).
@@ -828,7 +829,7 @@ func floorDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfiguratio
 func floorService(app *webappv1.WebApp) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(app.Name, app.Namespace).WithLabels(floorLabels(app)).WithOwnerReferences(floorOwner(app)).
 		WithSpec(corev1ac.ServiceSpec().
-			WithSelector(map[string]string{controller.LabelName: "webapp", controller.LabelInstance: app.Name}).
+			WithSelector(map[string]string{webappv2.LabelName: "webapp", webappv2.LabelInstance: app.Name}).
 			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(app.Spec.Port).WithProtocol(corev1.ProtocolTCP)))
 }
 

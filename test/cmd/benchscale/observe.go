@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
+	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 )
 
@@ -63,7 +64,7 @@ func (o *observer) update(obj any) {
 	}
 	ready := meta.FindStatusCondition(app.Status.Conditions, webappv1.ConditionReady)
 	observed := app.Status.ObservedGeneration == app.Generation && ready != nil && ready.ObservedGeneration == app.Generation &&
-		(ready.Reason == controller.ReasonDeploymentProgressing || ready.Reason == controller.ReasonDeploymentReady)
+		(ready.Reason == webappv2.ReasonDeploymentProgressing || ready.Reason == webappv2.ReasonDeploymentReady)
 	isReady := observed && ready.Status == metav1.ConditionTrue
 	now := time.Now()
 	o.mu.Lock()
