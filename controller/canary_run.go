@@ -20,10 +20,11 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // A reconcile's part in a canary rollout (spec.rollout.canary): it observes both versions, asks the step machine
-// (canary.go) what follows, and hands the builders (desired_canary.go) what they need. The rollout's state is the
+// (controller/canary) what follows, and hands the builders (desired_canary.go) what they need. The rollout's state is the
 // WebApp's status.canary, so a restart or a new leader resumes it where it was.
 
 // defaultCheckInterval is how often a canary's checks are evaluated when the spec does not say.
@@ -31,8 +32,8 @@ const defaultCheckInterval = 10 * time.Second
 
 // canaryRun is a reconcile's canary: what was decided, and what the builders need of it.
 type canaryRun struct {
-	plan     canaryPlan
-	decision canaryDecision
+	plan     canary.Plan
+	decision canary.Decision
 	// revision is the spec's pod template's.
 	revision string
 	// hold: the stable version keeps serving beside a canary or after a rollback; held is then its Deployment's
@@ -46,42 +47,42 @@ type canaryRun struct {
 }
 
 // planOf is the spec's strategy with its defaults.
-func planOf(spec *webappv2.CanarySpec) canaryPlan {
+func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	interval := defaultCheckInterval
 	if spec.CheckIntervalSeconds > 0 {
 		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
 	}
-	var p canaryPlan
+	var p canary.Plan
 	for _, s := range spec.Steps {
-		p.steps = append(p.steps, canaryStep{weight: s.Weight, pause: time.Duration(s.PauseSeconds) * time.Second})
+		p.Steps = append(p.Steps, canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second})
 	}
 	for _, c := range spec.Checks {
 		// The CRD's pattern admits decimal numbers only.
 		limit, _ := strconv.ParseFloat(c.Max, 64)
-		p.checks = append(p.checks, canaryCheck{name: c.Name, max: limit, interval: interval, failuresAllowed: c.FailuresAllowed})
+		p.Checks = append(p.Checks, canary.Check{Name: c.Name, Max: limit, Interval: interval, FailuresAllowed: c.FailuresAllowed})
 	}
 	return p
 }
 
 // stateOf is the state a status keeps (failures in the plan's order, by name).
-func stateOf(st *webappv2.CanaryStatus, plan canaryPlan) canaryState {
+func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 	if st == nil {
-		return canaryState{}
+		return canary.State{}
 	}
-	s := canaryState{stable: st.StableRevision, canary: st.CanaryRevision, failed: st.FailedRevision, step: max(int(st.Step), 0),
-		reason: st.Reason, message: st.Message}
-	if st.Phase == string(phasePromoting) && st.CanaryRevision != "" {
+	s := canary.State{Stable: st.StableRevision, Canary: st.CanaryRevision, Failed: st.FailedRevision, Step: max(int(st.Step), 0),
+		Reason: st.Reason, Message: st.Message}
+	if st.Phase == string(canary.PhasePromoting) && st.CanaryRevision != "" {
 		// Promoted stays promoted: steps added to the plan meanwhile do not send the rollout back to one (and a check
 		// then cannot roll back a version the stable Deployment already runs).
-		s.step = len(plan.steps)
+		s.Step = len(plan.Steps)
 	}
 	if st.StepStartedAt != nil {
-		s.since = st.StepStartedAt.Time
+		s.Since = st.StepStartedAt.Time
 	}
 	for _, f := range st.Failures {
-		for i, c := range plan.checks {
-			if c.name == f.Name && f.Count > 0 {
-				s.failures = countFailures(s.failures, len(plan.checks), i, f.Count)
+		for i, c := range plan.Checks {
+			if c.Name == f.Name && f.Count > 0 {
+				s.Failures = countFailures(s.Failures, len(plan.Checks), i, f.Count)
 			}
 		}
 	}
@@ -98,37 +99,37 @@ func countFailures(failures []int32, n, i int, count int32) []int32 {
 // canaryStatus is the status of a decision.
 func canaryStatus(run *canaryRun) *webappv2ac.CanaryStatusApplyConfiguration {
 	d := run.decision
-	s := d.state
-	st := webappv2ac.CanaryStatus().WithPhase(string(d.phase))
+	s := d.State
+	st := webappv2ac.CanaryStatus().WithPhase(string(d.Phase))
 	// Zero values left out, as the server drops them (see desiredStatus).
-	if s.stable != "" {
-		st.WithStableRevision(s.stable)
+	if s.Stable != "" {
+		st.WithStableRevision(s.Stable)
 	}
-	if s.canary != "" {
-		st.WithCanaryRevision(s.canary)
+	if s.Canary != "" {
+		st.WithCanaryRevision(s.Canary)
 	}
-	if s.failed != "" {
-		st.WithFailedRevision(s.failed)
+	if s.Failed != "" {
+		st.WithFailedRevision(s.Failed)
 	}
-	if s.step != 0 {
-		st.WithStep(int32(s.step))
+	if s.Step != 0 {
+		st.WithStep(int32(s.Step))
 	}
-	if d.weight != 0 {
-		st.WithWeight(d.weight)
+	if d.Weight != 0 {
+		st.WithWeight(d.Weight)
 	}
-	if !s.since.IsZero() {
-		st.WithStepStartedAt(metav1.NewTime(s.since))
+	if !s.Since.IsZero() {
+		st.WithStepStartedAt(metav1.NewTime(s.Since))
 	}
-	for i, n := range s.failures {
-		if n > 0 && i < len(run.plan.checks) {
-			st.WithFailures(webappv2ac.CanaryCheckFailures().WithName(run.plan.checks[i].name).WithCount(n))
+	for i, n := range s.Failures {
+		if n > 0 && i < len(run.plan.Checks) {
+			st.WithFailures(webappv2ac.CanaryCheckFailures().WithName(run.plan.Checks[i].Name).WithCount(n))
 		}
 	}
-	if s.reason != "" {
-		st.WithReason(s.reason)
+	if s.Reason != "" {
+		st.WithReason(s.Reason)
 	}
-	if s.message != "" {
-		st.WithMessage(truncateTo(s.message, 1000))
+	if s.Message != "" {
+		st.WithMessage(truncateTo(s.Message, 1000))
 	}
 	return st
 }
@@ -142,17 +143,17 @@ func keptCanaryStatus(c *webappv2.CanaryStatus) *webappv2ac.CanaryStatusApplyCon
 
 // canaryMessage says where a canary is, for the Ready condition: only what changes with the state (no clock).
 func canaryMessage(run *canaryRun) string {
-	d, s := run.decision, run.decision.state
-	switch d.phase {
-	case phaseRolledBack:
-		return fmt.Sprintf("Revision %s was rolled back (%s): %s; revision %s serves. Apply a new spec to try again.", s.failed, s.reason, s.message, s.stable)
-	case phasePromoting:
-		if d.weight == 0 {
-			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.canary)
+	d, s := run.decision, run.decision.State
+	switch d.Phase {
+	case canary.PhaseRolledBack:
+		return fmt.Sprintf("Revision %s was rolled back (%s): %s; revision %s serves. Apply a new spec to try again.", s.Failed, s.Reason, s.Message, s.Stable)
+	case canary.PhasePromoting:
+		if d.Weight == 0 {
+			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.Canary)
 		}
-		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %d%% of the traffic meanwhile", s.canary, d.weight)
+		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %d%% of the traffic meanwhile", s.Canary, d.Weight)
 	}
-	return fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.canary, s.step+1, len(run.plan.steps), d.weight, s.stable)
+	return fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.Canary, s.Step+1, len(run.plan.Steps), d.Weight, s.Stable)
 }
 
 // decideCanary observes app's two versions and decides the canary's next state; nil without a strategy.
@@ -181,50 +182,50 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		return run
 	}
 	stable := r.cachedDeploymentOf(ctx, app, app.Name)
-	canary := r.cachedDeploymentOf(ctx, app, canaryName(app))
+	canaryDep := r.cachedDeploymentOf(ctx, app, canaryName(app))
 	run.stableReplicas = webAppReplicas(app)
 	if replicasByHPA(app, in.hpaExists) && stable != nil && stable.Spec.Replicas != nil {
 		// The HPA's count is the stable version's; the canary's comes on top of it, never out of it.
 		run.stableReplicas = *stable.Spec.Replicas
 	}
 	now := r.now().Time
-	obs := canaryObservation{revision: run.revision, deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
-	trying := state.canary == run.revision && state.canary != ""
-	if trying && state.step < len(run.plan.steps) {
-		n := canaryReplicas(run.stableReplicas, canaryBound(app), run.plan.steps[state.step].weight, canaryShared(app))
+	obs := canary.Observation{Revision: run.revision, Deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
+	trying := state.Canary == run.revision && state.Canary != ""
+	if trying && state.Step < len(run.plan.Steps) {
+		n := canaryReplicas(run.stableReplicas, canaryBound(app), run.plan.Steps[state.Step].Weight, canaryShared(app))
 		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
-		obs.canaryReady = runs(canary, state.canary) && rolledOut(canary, n) && (canaryShared(app) || r.hasCanaryService(ctx, app))
+		obs.CanaryReady = runs(canaryDep, state.Canary) && rolledOut(canaryDep, n) && (canaryShared(app) || r.hasCanaryService(ctx, app))
 	}
-	if trying && state.step < len(run.plan.steps) && runs(canary, state.canary) {
+	if trying && state.Step < len(run.plan.Steps) && runs(canaryDep, state.Canary) {
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
-		pods, _ := r.podsOf(ctx, app, canary)
-		// Only this canary's: the pods of one rolled back just before may still be going.
-		pods = slices.DeleteFunc(slices.Clone(pods), func(p *cachedPod) bool { return p.Labels[webappv2.LabelCanaryRevision] != state.canary })
+		pods, _ := r.podsOf(ctx, app, canaryDep)
+		// Only this canaryDep's: the pods of one rolled back just before may still be going.
+		pods = slices.DeleteFunc(slices.Clone(pods), func(p *cachedPod) bool { return p.Labels[webappv2.LabelCanaryRevision] != state.Canary })
 		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
-		obs.troubleReason, obs.troubleMessage = podTrouble(settledPods(pods, now), settledProbes(pods, probes, now))
+		obs.TroubleReason, obs.TroubleMessage = podTrouble(settledPods(pods, now), settledProbes(pods, probes, now))
 	}
-	if trying && state.step >= len(run.plan.steps) {
-		obs.stableRolledOut = runs(stable, state.canary) && rolledOut(stable, run.stableReplicas)
+	if trying && state.Step >= len(run.plan.Steps) {
+		obs.StableRolledOut = runs(stable, state.Canary) && rolledOut(stable, run.stableReplicas)
 	}
 	if trying && checksWanted(run.plan, obs) {
 		var pauseEnd time.Time
-		if !state.since.IsZero() {
-			pauseEnd = state.since.Add(run.plan.steps[state.step].pause)
+		if !state.Since.IsZero() {
+			pauseEnd = state.Since.Add(run.plan.Steps[state.Step].Pause)
 		}
 		key := client.ObjectKeyFromObject(app)
 		// The results of a round that ended (its end brought this reconcile), then a new round if one is due.
-		if round, ok := r.checks.take(key, state.canary, state.step); ok {
-			obs.checks, obs.checksAt = round.results, round.at
+		if round, ok := r.checks.take(key, state.Canary, state.Step); ok {
+			obs.Checks, obs.ChecksAt = round.results, round.at
 		}
-		if r.checks.due(key, state.canary, state.step, run.plan.checks[0].interval, pauseEnd, now) {
-			rt, checks := r.checkTransport(), spec.Checks[:len(run.plan.checks)]
-			r.checks.start(ctx, key, state.canary, state.step, now, func(ctx context.Context) []checkResult { return queryChecks(ctx, rt, checks, now) })
+		if r.checks.due(key, state.Canary, state.Step, run.plan.Checks[0].Interval, pauseEnd, now) {
+			rt, checks := r.checkTransport(), spec.Checks[:len(run.plan.Checks)]
+			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult { return queryChecks(ctx, rt, checks, now) })
 		}
 	}
-	run.decision = nextCanary(run.plan, state, obs, now)
-	run.hold = run.decision.phase == phaseCanary || run.decision.phase == phaseRolledBack
+	run.decision = canary.Next(run.plan, state, obs, now)
+	run.hold = run.decision.Phase == canary.PhaseCanary || run.decision.Phase == canary.PhaseRolledBack
 	if run.hold {
-		run.held = r.heldStable(ctx, app, stable, run.decision.state.stable)
+		run.held = r.heldStable(ctx, app, stable, run.decision.State.Stable)
 	}
 	r.tellCanary(app, state, run)
 	return run
@@ -260,16 +261,16 @@ func (r *WebAppReconciler) heldStable(ctx context.Context, app *webappv2.WebApp,
 
 // checksWanted: the checks are queried for what was observed: a canary ready at its step, whose pods show no
 // trouble (trouble rolls it back whatever the checks say, so it never waits behind them).
-func checksWanted(plan canaryPlan, obs canaryObservation) bool {
-	return len(plan.checks) > 0 && obs.canaryReady && obs.troubleReason == ""
+func checksWanted(plan canary.Plan, obs canary.Observation) bool {
+	return len(plan.Checks) > 0 && obs.CanaryReady && obs.TroubleReason == ""
 }
 
 // queryChecks evaluates checks at now, in their order, all at once under one bound (checkTimeout): a round takes
 // as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most.
-func queryChecks(ctx context.Context, rt http.RoundTripper, checks []webappv2.CanaryCheck, now time.Time) []checkResult {
+func queryChecks(ctx context.Context, rt http.RoundTripper, checks []webappv2.CanaryCheck, now time.Time) []canary.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	out := make([]checkResult, len(checks))
+	out := make([]canary.CheckResult, len(checks))
 	var wg sync.WaitGroup
 	for i, c := range checks {
 		wg.Go(func() { out[i] = queryCheck(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now) })
@@ -310,14 +311,14 @@ func settledPods(pods []*cachedPod, now time.Time) []*cachedPod {
 }
 
 // canaryState is the state app's status keeps: the status we last wrote when the cache has not seen it yet.
-func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp, plan canaryPlan) (canaryState, error) {
+func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp, plan canary.Plan) (canary.State, error) {
 	key := client.ObjectKeyFromObject(app)
 	if !r.mem.behind("WebAppStatus", key, app) {
 		return stateOf(app.Status.Canary, plan), nil
 	}
 	live := &webappv2.WebApp{}
 	if err := r.reader().Get(ctx, key, live); err != nil {
-		return canaryState{}, &childError{kind: "WebApp", key: key, err: err, read: true}
+		return canary.State{}, &childError{kind: "WebApp", key: key, err: err, read: true}
 	}
 	return stateOf(live.Status.Canary, plan), nil
 }
@@ -371,19 +372,19 @@ func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecAppl
 }
 
 // tellCanary records an event when the canary starts, moves to another step, is promoted or rolled back.
-func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canaryState, run *canaryRun) {
-	d, s := run.decision, run.decision.state
+func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canary.State, run *canaryRun) {
+	d, s := run.decision, run.decision.State
 	switch {
-	case d.phase == phaseRolledBack && was.canary != "":
-		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.failed, s.reason, truncateTo(s.message, 800))
-	case d.phase == phaseStable && was.canary != "" && s.stable == was.canary:
-		r.event(app, nil, corev1.EventTypeNormal, "Promoted", "Canary", "Revision %s is promoted: it serves all the traffic", s.stable)
-	case d.phase == phaseCanary && s.canary != was.canary:
-		r.event(app, nil, corev1.EventTypeNormal, "CanaryStarted", "Canary", "Canary of revision %s started beside revision %s", s.canary, s.stable)
-	case d.phase == phasePromoting && was.step < len(run.plan.steps):
-		r.event(app, nil, corev1.EventTypeNormal, "Promoting", "Canary", "Revision %s passed every step: rolling the Deployment to it", s.canary)
-	case d.phase == phaseCanary && s.step != was.step:
-		r.event(app, nil, corev1.EventTypeNormal, "CanaryStep", "Canary", "Revision %s passed step %d of %d", s.canary, was.step+1, len(run.plan.steps))
+	case d.Phase == canary.PhaseRolledBack && was.Canary != "":
+		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.Failed, s.Reason, truncateTo(s.Message, 800))
+	case d.Phase == canary.PhaseStable && was.Canary != "" && s.Stable == was.Canary:
+		r.event(app, nil, corev1.EventTypeNormal, "Promoted", "Canary", "Revision %s is promoted: it serves all the traffic", s.Stable)
+	case d.Phase == canary.PhaseCanary && s.Canary != was.Canary:
+		r.event(app, nil, corev1.EventTypeNormal, "CanaryStarted", "Canary", "Canary of revision %s started beside revision %s", s.Canary, s.Stable)
+	case d.Phase == canary.PhasePromoting && was.Step < len(run.plan.Steps):
+		r.event(app, nil, corev1.EventTypeNormal, "Promoting", "Canary", "Revision %s passed every step: rolling the Deployment to it", s.Canary)
+	case d.Phase == canary.PhaseCanary && s.Step != was.Step:
+		r.event(app, nil, corev1.EventTypeNormal, "CanaryStep", "Canary", "Revision %s passed step %d of %d", s.Canary, was.Step+1, len(run.plan.Steps))
 	}
 }
 
@@ -408,7 +409,7 @@ func desiredStableDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploym
 		return nil, errStableUnknown
 	case in.canary.hold:
 		dep.Spec.Template = in.canary.held
-		rev = in.canary.decision.state.stable
+		rev = in.canary.decision.State.Stable
 	}
 	return dep.WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev}), nil
 }
@@ -442,12 +443,12 @@ func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApply
 // canaryWeight is the traffic the route sends to the canary (0: the stable Service alone).
 func canaryWeight(in inputs) (int32, error) {
 	d, _, err := in.canary.decided()
-	return d.weight, err
+	return d.Weight, err
 }
 
 // decided is run's decision; ok is false without a strategy (run nil, err nil) or when the canary could not be
 // decided (err says why: its objects are left as they are).
-func (run *canaryRun) decided() (d canaryDecision, ok bool, err error) {
+func (run *canaryRun) decided() (d canary.Decision, ok bool, err error) {
 	switch {
 	case run == nil:
 		return d, false, nil
@@ -480,7 +481,7 @@ type checkedAt struct {
 // checkRound is an ended round: when it started, for which canary and step, and each check's result.
 type checkRound struct {
 	checkedAt
-	results []checkResult
+	results []canary.CheckResult
 }
 
 // due reports whether key's checks are due at now (and if so, takes them as started): at the first look at a
@@ -505,7 +506,7 @@ func (c *checkRounds) due(key types.NamespacedName, revision string, step int, i
 }
 
 // start runs a round for key (due said so) in the background: query has each check's result, under its own bound.
-func (c *checkRounds) start(ctx context.Context, key types.NamespacedName, revision string, step int, now time.Time, query func(context.Context) []checkResult) {
+func (c *checkRounds) start(ctx context.Context, key types.NamespacedName, revision string, step int, now time.Time, query func(context.Context) []canary.CheckResult) {
 	c.mu.Lock()
 	if c.running == nil {
 		c.running = map[types.NamespacedName]bool{}
@@ -563,7 +564,7 @@ func (r *WebAppReconciler) checkTransport() http.RoundTripper {
 // running: a canary runs, or a rolled-back one's pods retire (its decision may change with time alone, not only
 // with an event).
 func (run *canaryRun) running() bool {
-	return run != nil && run.err == nil && (run.decision.phase == phaseCanary || run.decision.phase == phasePromoting || run.decision.replicaWeight > 0)
+	return run != nil && run.err == nil && (run.decision.Phase == canary.PhaseCanary || run.decision.Phase == canary.PhasePromoting || run.decision.ReplicaWeight > 0)
 }
 
 // changedFrom: the canary's state differs from stored (its status must be written, never held back: the children

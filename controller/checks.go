@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // checkTimeout bounds one check's query: a Prometheus that does not answer fails the check, it does not hold the
@@ -37,10 +39,10 @@ var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB; a check ne
 // alike): a GET is a read by definition, so the address a WebApp chooses can make the operator read, never submit
 // a form (the README promises a GET); the CRD bounds a query at 4096 characters, whose URL (at most 3 times that,
 // escaped) is well within what Prometheus's server accepts (1 MiB of request line and headers).
-func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string, now time.Time) checkResult {
+func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string, now time.Time) canary.CheckResult {
 	u, err := url.Parse(address)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return checkResult{err: fmt.Errorf("prometheus address %q: not an http(s) URL", address)}
+		return canary.CheckResult{Err: fmt.Errorf("prometheus address %q: not an http(s) URL", address)}
 	}
 	// The API's path under the address's own (a Prometheus served under a prefix).
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/query"
@@ -54,7 +56,7 @@ func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return checkResult{err: fmt.Errorf("prometheus: %w", err)}
+		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
 	}
 	req.Header.Set("Accept", "application/json")
 	if rt == nil {
@@ -62,12 +64,12 @@ func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string
 	}
 	resp, err := (&http.Client{Transport: rt}).Do(req)
 	if err != nil {
-		return checkResult{err: fmt.Errorf("prometheus: %w", err)}
+		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := readBounded(resp)
 	if err != nil {
-		return checkResult{err: fmt.Errorf("prometheus: %w", err)}
+		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
 	}
 	return decodeAnswer(resp, body)
 }
@@ -98,55 +100,55 @@ type promAnswer struct {
 }
 
 // decodeAnswer is the check's value in an answer of /api/v1/query.
-func decodeAnswer(resp *http.Response, body []byte) checkResult {
+func decodeAnswer(resp *http.Response, body []byte) canary.CheckResult {
 	var a promAnswer
 	if err := json.Unmarshal(body, &a); err != nil || a.Status == "" {
 		// Not the API's JSON (a proxy's error page, another server): say what came, not the JSON's complaint.
 		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-		return checkResult{err: fmt.Errorf("prometheus: %s, %q: not an answer of Prometheus's query API", resp.Status, ct)}
+		return canary.CheckResult{Err: fmt.Errorf("prometheus: %s, %q: not an answer of Prometheus's query API", resp.Status, ct)}
 	}
 	if a.Status != "success" || resp.StatusCode/100 != 2 {
-		return checkResult{err: fmt.Errorf("prometheus: %s: %s: %s", resp.Status, a.ErrorType, a.Error)}
+		return canary.CheckResult{Err: fmt.Errorf("prometheus: %s: %s: %s", resp.Status, a.ErrorType, a.Error)}
 	}
 	var data struct {
 		ResultType string          `json:"resultType"`
 		Result     json.RawMessage `json:"result"`
 	}
 	if err := json.Unmarshal(a.Data, &data); err != nil {
-		return checkResult{err: fmt.Errorf("prometheus: the answer's data: %w", err)}
+		return canary.CheckResult{Err: fmt.Errorf("prometheus: the answer's data: %w", err)}
 	}
 	var v float64
 	switch data.ResultType {
 	case "scalar":
 		var s model.Scalar
 		if err := json.Unmarshal(data.Result, &s); err != nil {
-			return checkResult{err: fmt.Errorf("prometheus: the answer's scalar: %w", err)}
+			return canary.CheckResult{Err: fmt.Errorf("prometheus: the answer's scalar: %w", err)}
 		}
 		v = float64(s.Value)
 	case "vector":
 		var vec model.Vector
 		if err := json.Unmarshal(data.Result, &vec); err != nil {
-			return checkResult{err: fmt.Errorf("prometheus: the answer's vector: %w", err)}
+			return canary.CheckResult{Err: fmt.Errorf("prometheus: the answer's vector: %w", err)}
 		}
 		switch len(vec) {
 		case 0:
-			return checkResult{value: math.NaN()}
+			return canary.CheckResult{Value: math.NaN()}
 		case 1:
 			v = float64(vec[0].Value)
 		default:
-			return checkResult{err: fmt.Errorf("the query returns %d series; a check needs one number (aggregate it, e.g. with sum)", len(vec))}
+			return canary.CheckResult{Err: fmt.Errorf("the query returns %d series; a check needs one number (aggregate it, e.g. with sum)", len(vec))}
 		}
 	default:
-		return checkResult{err: fmt.Errorf("the query returns a %s; a check needs a scalar or an instant vector", data.ResultType)}
+		return canary.CheckResult{Err: fmt.Errorf("the query returns a %s; a check needs a scalar or an instant vector", data.ResultType)}
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		// NaN (0/0), +Inf and -Inf (x/0) are not measurements: -Inf is below every max, yet says nothing.
-		return checkResult{err: errNotFinite(v)}
+		return canary.CheckResult{Err: errNotFinite(v)}
 	}
-	return checkResult{value: v}
+	return canary.CheckResult{Value: v}
 }
 
 // errNotFinite is the failed measurement of a value that is not a finite number.
 func errNotFinite(v float64) error {
-	return fmt.Errorf("the query's value is %s; a check needs a finite number", formatValue(v))
+	return fmt.Errorf("the query's value is %s; a check needs a finite number", canary.FormatValue(v))
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // TestQueryCheck reads Prometheus's query API answers (the format only: the real Prometheus answers them in the real
@@ -68,13 +69,13 @@ func TestQueryCheck(t *testing.T) {
 			got := queryCheck(context.Background(), nil, srv.URL, "sum(rate(x[1m]))", time.Now())
 			switch {
 			case tt.wantErr != "":
-				if got.err == nil || !strings.Contains(got.err.Error(), tt.wantErr) {
-					t.Errorf("err %v, want one saying %q", got.err, tt.wantErr)
+				if got.Err == nil || !strings.Contains(got.Err.Error(), tt.wantErr) {
+					t.Errorf("err %v, want one saying %q", got.Err, tt.wantErr)
 				}
-			case got.err != nil:
-				t.Errorf("err %v", got.err)
-			case math.IsNaN(tt.want) != math.IsNaN(got.value) || (!math.IsNaN(tt.want) && got.value != tt.want):
-				t.Errorf("value %v, want %v", got.value, tt.want)
+			case got.Err != nil:
+				t.Errorf("err %v", got.Err)
+			case math.IsNaN(tt.want) != math.IsNaN(got.Value) || (!math.IsNaN(tt.want) && got.Value != tt.want):
+				t.Errorf("value %v, want %v", got.Value, tt.want)
 			}
 		})
 	}
@@ -82,7 +83,7 @@ func TestQueryCheck(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		addr := srv.URL
 		srv.Close()
-		if got := queryCheck(context.Background(), nil, addr, "up", time.Now()); got.err == nil {
+		if got := queryCheck(context.Background(), nil, addr, "up", time.Now()); got.Err == nil {
 			t.Errorf("no error from a closed address: %+v", got)
 		}
 	})
@@ -98,10 +99,10 @@ func TestQueryCheckUnderAPrefix(t *testing.T) {
 		_, _ = fmt.Fprint(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}`)
 	}))
 	defer srv.Close()
-	if got := queryCheck(context.Background(), nil, srv.URL+"/prom/", "up", time.Now()); got.err != nil || got.value != 2 {
-		t.Errorf("value %v, error %v; want the value 2 from /prom/api/v1/query", got.value, got.err)
+	if got := queryCheck(context.Background(), nil, srv.URL+"/prom/", "up", time.Now()); got.Err != nil || got.Value != 2 {
+		t.Errorf("value %v, error %v; want the value 2 from /prom/api/v1/query", got.Value, got.Err)
 	}
-	if got := queryCheck(context.Background(), nil, "ftp://x", "up", time.Now()); got.err == nil {
+	if got := queryCheck(context.Background(), nil, "ftp://x", "up", time.Now()); got.Err == nil {
 		t.Errorf("no error for an address that is not http(s)")
 	}
 }
@@ -136,8 +137,8 @@ func TestQueryCheckBoundsTheAnswer(t *testing.T) {
 			}))
 			defer srv.Close()
 			got := queryCheck(context.Background(), nil, srv.URL, "up", time.Now())
-			if got.err == nil || !strings.Contains(got.err.Error(), "larger than 4 MiB") {
-				t.Errorf("value %v, error %v; want an error saying the answer is larger than 4 MiB", got.value, got.err)
+			if got.Err == nil || !strings.Contains(got.Err.Error(), "larger than 4 MiB") {
+				t.Errorf("value %v, error %v; want an error saying the answer is larger than 4 MiB", got.Value, got.Err)
 			}
 			// The client hung up: the server's writes fail once the socket buffers are full.
 			select {
@@ -182,24 +183,24 @@ func TestQueryChecksAtOnce(t *testing.T) {
 		t.Fatalf("%d results for %d checks", len(got), n)
 	}
 	for i, r := range got {
-		if r.err != nil || r.value != float64(i+1) {
-			t.Errorf("check %d: value %v, error %v; want the value %d", i, r.value, r.err, i+1)
+		if r.Err != nil || r.Value != float64(i+1) {
+			t.Errorf("check %d: value %v, error %v; want the value %d", i, r.Value, r.Err, i+1)
 		}
 	}
 }
 
 func TestChecksWanted(t *testing.T) {
-	checked := canaryPlan{steps: []canaryStep{{weight: 10}}, checks: []canaryCheck{{name: "e"}}}
+	checked := canary.Plan{Steps: []canary.Step{{Weight: 10}}, Checks: []canary.Check{{Name: "e"}}}
 	cases := []struct {
 		name string
-		plan canaryPlan
-		obs  canaryObservation
+		plan canary.Plan
+		obs  canary.Observation
 		want bool
 	}{
-		{name: "ready, no trouble: queried", plan: checked, obs: canaryObservation{canaryReady: true}, want: true},
-		{name: "no checks", plan: canaryPlan{steps: checked.steps}, obs: canaryObservation{canaryReady: true}},
-		{name: "not ready at its step", plan: checked, obs: canaryObservation{}},
-		{name: "pod trouble decides first: not queried", plan: checked, obs: canaryObservation{canaryReady: true, troubleReason: webappv2.ReasonCrashLoopBackOff}},
+		{name: "ready, no trouble: queried", plan: checked, obs: canary.Observation{CanaryReady: true}, want: true},
+		{name: "no checks", plan: canary.Plan{Steps: checked.Steps}, obs: canary.Observation{CanaryReady: true}},
+		{name: "not ready at its step", plan: checked, obs: canary.Observation{}},
+		{name: "pod trouble decides first: not queried", plan: checked, obs: canary.Observation{CanaryReady: true, TroubleReason: webappv2.ReasonCrashLoopBackOff}},
 	}
 	for _, c := range cases {
 		if got := checksWanted(c.plan, c.obs); got != c.want {
@@ -221,7 +222,7 @@ func TestCheckRoundsRunApartFromTheReconcile(t *testing.T) {
 		t.Fatal("the first look at a step: not due")
 	}
 	began := time.Now()
-	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []checkResult { <-release; return []checkResult{{value: 1}} })
+	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []canary.CheckResult { <-release; return []canary.CheckResult{{Value: 1}} })
 	if d := time.Since(began); d > time.Second {
 		t.Errorf("start held its caller %v", d)
 	}
@@ -241,7 +242,7 @@ func TestCheckRoundsRunApartFromTheReconcile(t *testing.T) {
 		t.Fatal("the round's end woke no one")
 	}
 	r, ok := c.take(key, "b", 0)
-	if !ok || len(r.results) != 1 || r.results[0].value != 1 || !r.at.Equal(t0) {
+	if !ok || len(r.results) != 1 || r.results[0].Value != 1 || !r.at.Equal(t0) {
 		t.Errorf("took %+v, %v; want the round's one result, started at %v", r, ok, t0)
 	}
 	if _, ok := c.take(key, "b", 0); ok {
@@ -249,14 +250,14 @@ func TestCheckRoundsRunApartFromTheReconcile(t *testing.T) {
 	}
 	// A round of step 0 taken at step 1 is dropped.
 	c.due(key, "b", 0, 10*time.Second, time.Time{}, t0.Add(time.Hour))
-	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []checkResult { return []checkResult{{value: 2}} })
+	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []canary.CheckResult { return []canary.CheckResult{{Value: 2}} })
 	<-woke
 	if _, ok := c.take(key, "b", 1); ok {
 		t.Errorf("a round of another step taken")
 	}
 	// A round whose WebApp is forgotten meanwhile (deleted) leaves nothing behind.
 	c.due(key, "b", 0, 10*time.Second, time.Time{}, t0.Add(2*time.Hour))
-	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []checkResult { return nil })
+	c.start(context.Background(), key, "b", 0, t0, func(context.Context) []canary.CheckResult { return nil })
 	c.forget(key)
 	<-woke
 	c.mu.Lock()

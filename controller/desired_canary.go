@@ -17,6 +17,7 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // The canary's objects (spec.rollout.canary). While a canary runs, the new version
@@ -78,8 +79,8 @@ func canarySelector(app *webappv2.WebApp) map[string]string {
 // WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the canary's
 // count (no HPA decides it; at most canaryBound(app)) and its revision. nil while there is no canary: it must not
 // exist.
-func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	if d.replicaWeight <= 0 {
+func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canary.Decision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	if d.ReplicaWeight <= 0 {
 		return nil, nil
 	}
 	dep, err := desiredDeployment(app, inputs{configHash: in.configHash})
@@ -87,9 +88,9 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 		return nil, err
 	}
 	// The version it runs: the canary's, or the one rolled back while its pods retire.
-	rev := d.state.canary
+	rev := d.State.Canary
 	if rev == "" {
-		rev = d.state.failed
+		rev = d.State.Failed
 	}
 	labels := maps.Clone(dep.Spec.Template.Labels)
 	maps.Copy(labels, canarySelector(app))
@@ -102,15 +103,15 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canaryDecision, 
 	dep.Name = ptr.To(canaryName(app))
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
-	dep.Spec.WithReplicas(canaryReplicas(stable, canaryBound(app), d.replicaWeight, canaryShared(app)))
+	dep.Spec.WithReplicas(canaryReplicas(stable, canaryBound(app), d.ReplicaWeight, canaryShared(app)))
 	dep.WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev})
 	return dep, nil
 }
 
 // desiredCanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods); nil
 // without a canary or without a Gateway (the one Service serves both).
-func desiredCanaryService(app *webappv2.WebApp, d canaryDecision) *corev1ac.ServiceApplyConfiguration {
-	if d.replicaWeight <= 0 || canaryShared(app) {
+func desiredCanaryService(app *webappv2.WebApp, d canary.Decision) *corev1ac.ServiceApplyConfiguration {
+	if d.ReplicaWeight <= 0 || canaryShared(app) {
 		return nil
 	}
 	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(canarySelector(app)).WithPorts(servicePorts(app)...)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 func TestCanaryReplicas(t *testing.T) {
@@ -82,18 +83,18 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 	cases := []struct {
 		name         string
 		set          func(*webappv2.WebApp)
-		d            canaryDecision
+		d            canary.Decision
 		stable       int32
 		wantNil      bool
 		wantReplicas int32
 		wantInstance bool // the canary's pods carry the stable pods' instance label (the one Service selects them)
 	}{
-		{name: "no canary: none", d: canaryDecision{phase: phaseStable}, wantNil: true},
-		{name: "rolled back: none", d: canaryDecision{phase: phaseRolledBack}, wantNil: true},
-		{name: "shared Service: by replicas, selected by the one Service", d: canaryDecision{state: canaryState{canary: "r2"}, phase: phaseCanary, replicaWeight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
-		{name: "behind a route: its own pods", set: gateway, d: canaryDecision{phase: phaseCanary, replicaWeight: 50}, stable: 4, wantReplicas: 2},
-		{name: "promoting: kept at its weight", set: gateway, d: canaryDecision{phase: phasePromoting, replicaWeight: 50}, stable: 4, wantReplicas: 2},
-		{name: "shared Service at 99%: bounded by the WebApp's replicas", d: canaryDecision{state: canaryState{canary: "r2"}, phase: phaseCanary, replicaWeight: 99}, stable: 3, wantReplicas: 3, wantInstance: true},
+		{name: "no canary: none", d: canary.Decision{Phase: canary.PhaseStable}, wantNil: true},
+		{name: "rolled back: none", d: canary.Decision{Phase: canary.PhaseRolledBack}, wantNil: true},
+		{name: "shared Service: by replicas, selected by the one Service", d: canary.Decision{State: canary.State{Canary: "r2"}, Phase: canary.PhaseCanary, ReplicaWeight: 25}, stable: 3, wantReplicas: 1, wantInstance: true},
+		{name: "behind a route: its own pods", set: gateway, d: canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 50}, stable: 4, wantReplicas: 2},
+		{name: "promoting: kept at its weight", set: gateway, d: canary.Decision{Phase: canary.PhasePromoting, ReplicaWeight: 50}, stable: 4, wantReplicas: 2},
+		{name: "shared Service at 99%: bounded by the WebApp's replicas", d: canary.Decision{State: canary.State{Canary: "r2"}, Phase: canary.PhaseCanary, ReplicaWeight: 99}, stable: 3, wantReplicas: 3, wantInstance: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,8 +129,8 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 					t.Errorf("the template's labels %v do not match the selector %v", labels, sel)
 				}
 			}
-			if labels[webappv2.LabelCanaryRevision] != c.d.state.canary {
-				t.Errorf("the canary's pods say revision %q, want %q", labels[webappv2.LabelCanaryRevision], c.d.state.canary)
+			if labels[webappv2.LabelCanaryRevision] != c.d.State.Canary {
+				t.Errorf("the canary's pods say revision %q, want %q", labels[webappv2.LabelCanaryRevision], c.d.State.Canary)
 			}
 			_, hasInstance := labels[webappv2.LabelInstance]
 			if hasInstance != c.wantInstance {
@@ -162,10 +163,10 @@ func matches(selector, labels map[string]string) bool {
 
 func TestDesiredCanaryServiceAndRoute(t *testing.T) {
 	app := exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}})
-	if svc := desiredCanaryService(app, canaryDecision{phase: phaseStable}); svc != nil {
+	if svc := desiredCanaryService(app, canary.Decision{Phase: canary.PhaseStable}); svc != nil {
 		t.Errorf("a canary Service without a canary")
 	}
-	svc := desiredCanaryService(app, canaryDecision{phase: phaseCanary, replicaWeight: 10})
+	svc := desiredCanaryService(app, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10})
 	want := `{"kind":"Service","apiVersion":"v1","metadata":{"name":"shop-canary","namespace":"ns","labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
 		`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},` +
 		`"spec":{"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":"http"},{"name":"metrics","protocol":"TCP","port":9090,"targetPort":"metrics"}],` +
@@ -174,7 +175,7 @@ func TestDesiredCanaryServiceAndRoute(t *testing.T) {
 		t.Errorf("canary Service:\n got %s\nwant %s", got, want)
 	}
 	shared := newApp("shop", 3, 8080, "shop:2")
-	if svc := desiredCanaryService(shared, canaryDecision{phase: phaseCanary, replicaWeight: 10}); svc != nil {
+	if svc := desiredCanaryService(shared, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10}); svc != nil {
 		t.Errorf("a canary Service without a Gateway: the one Service serves both")
 	}
 

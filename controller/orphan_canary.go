@@ -16,6 +16,7 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // An Orphan deletion mid-canary (issue 47): what is left running without an owner is the stable version alone,
@@ -53,13 +54,13 @@ type orphanCanaryStep struct {
 }
 
 // orphanCanary decides what an Orphan deletion does about a canary at now: traffic back to the stable Service
-// first, then (canaryRetire after the route's last change, as after a rollback) the canary's objects deleted; with
+// first, then (canary.Retire after the route's last change, as after a rollback) the canary's objects deleted; with
 // no canary and no traffic to one, nothing.
 func orphanCanary(v orphanCanaryView, now time.Time) orphanCanaryStep {
 	switch {
 	case v.routeToCanary && len(v.objects) > 0:
 		// Traffic first; the canary's pods keep answering the requests already on their way.
-		return orphanCanaryStep{stableRoute: true, wait: canaryRetire}
+		return orphanCanaryStep{stableRoute: true, wait: canary.Retire}
 	case v.routeToCanary:
 		// A backend with nothing behind it: the stable Service gets its share, at once.
 		return orphanCanaryStep{stableRoute: true}
@@ -67,8 +68,8 @@ func orphanCanary(v orphanCanaryView, now time.Time) orphanCanaryStep {
 		return orphanCanaryStep{}
 	}
 	if !v.routeChanged.IsZero() {
-		// Bounded by canaryRetire: a clock ahead of ours never holds the deletion longer.
-		if left := min(v.routeChanged.Add(canaryRetire).Sub(now), canaryRetire); left > 0 {
+		// Bounded by canary.Retire: a clock ahead of ours never holds the deletion longer.
+		if left := min(v.routeChanged.Add(canary.Retire).Sub(now), canary.Retire); left > 0 {
 			return orphanCanaryStep{wait: left}
 		}
 	}
@@ -82,11 +83,11 @@ func orphanCanaryNote(v orphanCanaryView) string {
 	switch {
 	case s == nil || s.Phase == "":
 		return what + ", and its canary's state is not known; a canary is never left running without an owner, and what the WebApp's own Deployment runs keeps running"
-	case s.Phase == string(phaseCanary):
+	case s.Phase == string(canary.PhaseCanary):
 		return fmt.Sprintf("%s mid-canary: revision %s, never promoted, is not kept; revision %s keeps running without an owner and serves all the traffic", what, s.CanaryRevision, s.StableRevision)
-	case s.Phase == string(phasePromoting):
+	case s.Phase == string(canary.PhasePromoting):
 		return fmt.Sprintf("%s while revision %s was promoted: the WebApp's own Deployment, rolled to it, keeps running without an owner and serves all the traffic", what, s.CanaryRevision)
-	case s.Phase == string(phaseRolledBack):
+	case s.Phase == string(canary.PhaseRolledBack):
 		return fmt.Sprintf("%s while the pods of revision %s, rolled back, were retiring; revision %s keeps running without an owner and serves all the traffic", what, s.FailedRevision, s.StableRevision)
 	}
 	return fmt.Sprintf("%s; a canary's objects are never left running without an owner: revision %s keeps running and serves all the traffic", what, s.StableRevision)

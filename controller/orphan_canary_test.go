@@ -8,12 +8,13 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 func TestOrphanCanary(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	both := []string{"Deployment shop-canary", "Service shop-canary"}
-	canary := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "s1", CanaryRevision: "c2", Step: 1, Weight: 50}
+	midCanary := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "s1", CanaryRevision: "c2", Step: 1, Weight: 50}
 	cases := []struct {
 		name string
 		view orphanCanaryView
@@ -23,15 +24,15 @@ func TestOrphanCanary(t *testing.T) {
 		{"no canary, a route to the stable Service", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Stable", StableRevision: "s1"}, routeChanged: now.Add(-time.Hour)},
 			orphanCanaryStep{}, nil},
 		{"no strategy, nothing", orphanCanaryView{}, orphanCanaryStep{}, nil},
-		{"mid-canary behind a route: traffic first, then wait for the gateway", orphanCanaryView{status: canary, objects: both, routeToCanary: true, routeChanged: now.Add(-time.Minute)},
-			orphanCanaryStep{stableRoute: true, wait: canaryRetire}, nil},
-		{"the route changed 3 s ago: the canary waits 7 s more", orphanCanaryView{status: canary, objects: both, routeChanged: now.Add(-3 * time.Second)},
+		{"mid-canary behind a route: traffic first, then wait for the gateway", orphanCanaryView{status: midCanary, objects: both, routeToCanary: true, routeChanged: now.Add(-time.Minute)},
+			orphanCanaryStep{stableRoute: true, wait: canary.Retire}, nil},
+		{"the route changed 3 s ago: the canary waits 7 s more", orphanCanaryView{status: midCanary, objects: both, routeChanged: now.Add(-3 * time.Second)},
 			orphanCanaryStep{wait: 7 * time.Second}, nil},
-		{"the route changed 10 s ago: the canary goes", orphanCanaryView{status: canary, objects: both, routeChanged: now.Add(-canaryRetire)},
+		{"the route changed 10 s ago: the canary goes", orphanCanaryView{status: midCanary, objects: both, routeChanged: now.Add(-canary.Retire)},
 			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Deployment shop-canary and Service shop-canary", "mid-canary", "revision c2, never promoted, is not kept", "revision s1 keeps running"}},
-		{"a server clock ahead never holds it longer than canaryRetire", orphanCanaryView{status: canary, objects: both, routeChanged: now.Add(time.Hour)},
-			orphanCanaryStep{wait: canaryRetire}, nil},
-		{"shared Service (no route): the canary goes at once", orphanCanaryView{status: canary, objects: both[:1]},
+		{"a server clock ahead never holds it longer than canary.Retire", orphanCanaryView{status: midCanary, objects: both, routeChanged: now.Add(time.Hour)},
+			orphanCanaryStep{wait: canary.Retire}, nil},
+		{"shared Service (no route): the canary goes at once", orphanCanaryView{status: midCanary, objects: both[:1]},
 			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Deployment shop-canary:", "mid-canary"}},
 		{"a canary at weight 0 never had traffic: it goes at once", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "s1", CanaryRevision: "c2"}, objects: both, routeChanged: now.Add(-time.Hour)},
 			orphanCanaryStep{deleteCanary: true}, []string{"mid-canary"}},
@@ -45,7 +46,7 @@ func TestOrphanCanary(t *testing.T) {
 			orphanCanaryStep{deleteCanary: true}, []string{"its canary's state is not known", "never left running without an owner"}},
 		{"leftovers of a finished canary", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Stable", StableRevision: "s1"}, objects: both[1:]},
 			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Service shop-canary", "revision s1 keeps running"}},
-		{"a route to a canary already gone: the stable Service gets it at once", orphanCanaryView{status: canary, routeToCanary: true},
+		{"a route to a canary already gone: the stable Service gets it at once", orphanCanaryView{status: midCanary, routeToCanary: true},
 			orphanCanaryStep{stableRoute: true}, nil},
 	}
 	for _, tc := range cases {

@@ -42,7 +42,7 @@ func desiredStableRecord(app *webappv2.WebApp, in inputs) (*appsv1ac.ControllerR
 		return nil, errStableUnknown
 	case in.canary.hold:
 		// A canary runs or was rolled back: the record keeps what it holds.
-		template, rev = in.canary.held, d.state.stable
+		template, rev = in.canary.held, d.State.Stable
 	default:
 		// Stable, or promoting: the spec's version is (or is about to be) the stable one.
 		dep, err := desiredDeployment(app, in)

@@ -10,6 +10,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // TestDesiredStableRecord: the record holds the spec's template while the spec's version is stable or promoted, the
@@ -23,9 +24,9 @@ func TestDesiredStableRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("app").WithImage("shop:1")))
-	decided := func(phase canaryPhase, hold bool, held *corev1ac.PodTemplateSpecApplyConfiguration) *canaryRun {
+	decided := func(phase canary.Phase, hold bool, held *corev1ac.PodTemplateSpecApplyConfiguration) *canaryRun {
 		return &canaryRun{revision: "rev2", hold: hold, held: held,
-			decision: canaryDecision{phase: phase, state: canaryState{stable: "rev1", canary: "rev2"}}}
+			decision: canary.Decision{Phase: phase, State: canary.State{Stable: "rev1", Canary: "rev2"}}}
 	}
 	for _, c := range []struct {
 		name     string
@@ -36,11 +37,11 @@ func TestDesiredStableRecord(t *testing.T) {
 	}{
 		{name: "no strategy", run: nil},
 		{name: "undecided", run: &canaryRun{err: errStableUnknown}, wantErr: true},
-		{name: "stable", run: decided(phaseStable, false, nil), wantRev: "rev2", wantTmpl: spec.Spec.Template},
-		{name: "promoting", run: decided(phasePromoting, false, nil), wantRev: "rev2", wantTmpl: spec.Spec.Template},
-		{name: "canary", run: decided(phaseCanary, true, held), wantRev: "rev1", wantTmpl: held},
-		{name: "rolled back", run: decided(phaseRolledBack, true, held), wantRev: "rev1", wantTmpl: held},
-		{name: "held unknown", run: decided(phaseCanary, true, nil), wantErr: true},
+		{name: "stable", run: decided(canary.PhaseStable, false, nil), wantRev: "rev2", wantTmpl: spec.Spec.Template},
+		{name: "promoting", run: decided(canary.PhasePromoting, false, nil), wantRev: "rev2", wantTmpl: spec.Spec.Template},
+		{name: "canary", run: decided(canary.PhaseCanary, true, held), wantRev: "rev1", wantTmpl: held},
+		{name: "rolled back", run: decided(canary.PhaseRolledBack, true, held), wantRev: "rev1", wantTmpl: held},
+		{name: "held unknown", run: decided(canary.PhaseCanary, true, nil), wantErr: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := desiredStableRecord(app, inputs{canary: c.run})
@@ -75,7 +76,7 @@ func TestDesiredStableRecord(t *testing.T) {
 func TestRecordReplacedAndExtracted(t *testing.T) {
 	app := newApp("web", 2, 8080, "shop:1")
 	app.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50}}}
-	run := &canaryRun{revision: "rev1", decision: canaryDecision{phase: phaseStable, state: canaryState{stable: "rev1"}}}
+	run := &canaryRun{revision: "rev1", decision: canary.Decision{Phase: canary.PhaseStable, State: canary.State{Stable: "rev1"}}}
 	want, err := desiredStableRecord(app, inputs{canary: run})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestRecordReplacedAndExtracted(t *testing.T) {
 // TestStateOfKeepsAPromotionPromoted: a status that says Promoting is at the end of the plan, however many steps the
 // plan has now.
 func TestStateOfKeepsAPromotionPromoted(t *testing.T) {
-	plan := canaryPlan{steps: []canaryStep{{weight: 20}, {weight: 50}, {weight: 80}}}
+	plan := canary.Plan{Steps: []canary.Step{{Weight: 20}, {Weight: 50}, {Weight: 80}}}
 	for _, c := range []struct {
 		phase string
 		step  int32
@@ -122,8 +123,8 @@ func TestStateOfKeepsAPromotionPromoted(t *testing.T) {
 		{phase: "RolledBack", step: 1, want: 1},
 	} {
 		s := stateOf(&webappv2.CanaryStatus{Phase: c.phase, Step: c.step, StableRevision: "a", CanaryRevision: "b"}, plan)
-		if s.step != c.want {
-			t.Errorf("%s at step %d: state at step %d, want %d", c.phase, c.step, s.step, c.want)
+		if s.Step != c.want {
+			t.Errorf("%s at step %d: state at step %d, want %d", c.phase, c.step, s.Step, c.want)
 		}
 	}
 }

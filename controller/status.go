@@ -17,6 +17,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // observation is the Deployment as the status may report it, and the fields of children other managers keep.
@@ -216,7 +217,7 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 			msg: fmt.Sprintf("Deployment rollout in progress: %d/%d replicas updated, %d in total", dep.Status.UpdatedReplicas, want, dep.Status.Replicas)}
 	case dep.Status.AvailableReplicas != want || dep.Status.ReadyReplicas != want:
 		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
-	case obs.canary != nil && obs.canary.err == nil && obs.canary.decision.phase != phaseStable:
+	case obs.canary != nil && obs.canary.err == nil && obs.canary.decision.Phase != canary.PhaseStable:
 		// The stable version serves, rolled out: the canary says the rest.
 		return canaryRollout(obs.canary)
 	default:
@@ -228,7 +229,7 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 // canaryRollout is where a canary stands, once the stable version is rolled out: a canary under way progresses, a
 // rolled-back one is stopped until the spec changes (Ready is False either way: the spec is not what serves).
 func canaryRollout(run *canaryRun) rollout {
-	if run.decision.phase == phaseRolledBack {
+	if run.decision.Phase == canary.PhaseRolledBack {
 		return rollout{stopped: true, reason: webappv2.ReasonRolledBack, msg: canaryMessage(run)}
 	}
 	return rollout{reason: webappv2.ReasonCanary, progressReason: webappv2.ReasonCanary, msg: canaryMessage(run)}

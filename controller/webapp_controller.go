@@ -152,9 +152,9 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		// A progress update waits: come back when it may be written.
 		res.RequeueAfter = held
 	}
-	if c := kids.canary; c != nil && c.err == nil && c.decision.after > 0 && err == nil && (res.RequeueAfter == 0 || c.decision.after < res.RequeueAfter) {
+	if c := kids.canary; c != nil && c.err == nil && c.decision.After > 0 && err == nil && (res.RequeueAfter == 0 || c.decision.After < res.RequeueAfter) {
 		// A canary's pause ends, or its checks are due: nothing else would bring it back then.
-		res.RequeueAfter = c.decision.after
+		res.RequeueAfter = c.decision.After
 	}
 	if podsWait > 0 && err == nil && (res.RequeueAfter == 0 || podsWait < res.RequeueAfter) {
 		// The pods are being listed, or one started recently and runs unready (the kubelet's events of its probes

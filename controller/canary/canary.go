@@ -1,0 +1,299 @@
+// Package canary is the canary's step machine (spec.rollout.canary): a pure function of the plan (the spec's
+// strategy, defaults applied), the state the rollout has reached (kept in the WebApp's status, so a restart or a
+// leader change resumes it at the same step) and what a reconcile observed. It decides the next state and the
+// traffic the canary gets; the reconciler (controller/canary_run.go) observes both versions, runs the checks and hands
+// the decision to the builders, which turn it into both Deployments, both Services and the route's weights. It does
+// no I/O: the lint config refuses a client, cache or HTTP import here.
+package canary
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+// Plan is a canary strategy with its defaults applied.
+type Plan struct {
+	Steps  []Step
+	Checks []Check
+}
+
+// Step sends weight percent of the traffic to the canary, then pauses: the canary must be ready at that
+// weight, and the pause run out with every check passing, before the next step.
+type Step struct {
+	Weight int32
+	Pause  time.Duration
+}
+
+// Check is a query whose value must not exceed max; failuresAllowed failures are tolerated within one canary.
+type Check struct {
+	Name            string
+	Max             float64
+	Interval        time.Duration
+	FailuresAllowed int32
+}
+
+// Phase is where the rollout is.
+type Phase string
+
+const (
+	// PhaseStable is no canary: the stable version serves everything.
+	PhaseStable Phase = "Stable"
+	// PhaseCanary is a canary running beside the stable version, at its step's weight.
+	PhaseCanary Phase = "Canary"
+	// PhasePromoting follows the last step: the stable Deployment is rolling to the canary's version.
+	PhasePromoting Phase = "Promoting"
+	// PhaseRolledBack is a canary stopped: the stable version serves everything until the spec changes.
+	PhaseRolledBack Phase = "RolledBack"
+)
+
+// State is what the rollout has reached. It lives in the WebApp's status: it changes at a step's start and
+// end, on a check's failure and on a rollback, never while a step pauses, so a pause costs no write.
+type State struct {
+	// stable is the revision (the pod template's hash) of the version that serves; canary the one being tried
+	// ("" when none); failed the last one rolled back (re-applying it does not start it again).
+	Stable, Canary, Failed string
+	// step is the index of the canary's step; len(plan.steps) while promoting.
+	Step int
+	// since is when the step's pause started: when the canary was first seen ready at its weight (zero: not yet).
+	Since time.Time
+	// failures counts each check's failures in this canary, in the plan's order.
+	Failures []int32
+	// reason and message say why the last canary was rolled back (a pod trouble reason, or CheckFailed).
+	Reason, Message string
+}
+
+// Observation is what a reconcile saw of the two versions.
+type Observation struct {
+	// revision is the spec's pod template's; deployed the stable Deployment's ("" when it does not exist yet).
+	Revision, Deployed string
+	// canaryReady: the canary Deployment has as many available pods as its step's weight asks for.
+	CanaryReady bool
+	// troubleReason and troubleMessage are the canary's pods' trouble (podTrouble), "" when none.
+	TroubleReason, TroubleMessage string
+	// checks are the results of the round of checks that ended since the last reconcile, in the plan's order (nil:
+	// none ended); checksAt is when that round started.
+	Checks   []CheckResult
+	ChecksAt time.Time
+	// stableRolledOut: the stable Deployment runs the canary's revision and its rollout is complete.
+	StableRolledOut bool
+}
+
+// CheckResult is one evaluation of a check: its value, or why it could not be had (an error counts as a failure).
+type CheckResult struct {
+	Value float64
+	Err   error
+}
+
+// Decision is what the step machine decided.
+type Decision struct {
+	State State
+	Phase Phase
+	// weight is the canary's share of the traffic, in percent: its step's once it is ready there, the step
+	// before's until then (so a route never sends traffic to pods not ready for it).
+	Weight int32
+	// replicaWeight is the share the canary's pods are counted for (0: no canary Deployment).
+	ReplicaWeight int32
+	// after is when to look again without an event (a pause's end, a check's interval); zero: on events only.
+	After time.Duration
+}
+
+// Next decides the rollout's next state from the plan, the state reached and what was observed at now.
+func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
+	switch {
+	case s.Stable == "":
+		// The first version, or a WebApp that just took the strategy: what the stable Deployment runs is stable
+		// (nothing runs yet: the spec's version is), and a spec asking for another is its canary.
+		s.Stable = obs.Revision
+		if obs.Deployed != "" {
+			s.Stable = obs.Deployed
+		}
+		if s.Stable != obs.Revision {
+			return startCanary(plan, s, obs)
+		}
+		return Decision{State: s, Phase: PhaseStable}
+	case obs.Revision == s.Stable:
+		// The spec is back at the stable version (a canary abandoned by the user, or none): nothing to try. A
+		// failed revision stays known, so applying it again still does not loop.
+		s.Canary, s.Step, s.Since, s.Failures = "", 0, time.Time{}, nil
+		return Decision{State: s, Phase: PhaseStable}
+	case obs.Revision == s.Failed:
+		// The version rolled back (applied again, or still): it stays rolled back, rather than loop. Its pods stay
+		// Retire after the traffic left them, counted from since.
+		if !s.Since.IsZero() {
+			if left := s.Since.Add(Retire).Sub(now); left > 0 {
+				return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Weight, After: left}
+			}
+			s.Step, s.Since = 0, time.Time{}
+		}
+		return Decision{State: s, Phase: PhaseRolledBack}
+	case s.Canary == "" && obs.Deployed == "":
+		// A new version while no stable Deployment runs and no canary is under way (the Deployment API refused
+		// the stable version, or it is not created yet): there is no traffic to protect, and a canary beside a
+		// version that cannot run would hold the new one back for ever. The spec's version is stable, as the first
+		// one is.
+		s.Stable, s.Step, s.Since, s.Failures = obs.Revision, 0, time.Time{}, nil
+		return Decision{State: s, Phase: PhaseStable}
+	case obs.Revision != s.Canary:
+		// A new version (or one changed mid-canary): its canary starts from the first step. One that comes while
+		// another is promoted starts beside it: the stable Deployment already runs (or rolls to) the promoted one.
+		if s.Canary != "" && s.Step >= len(plan.Steps) {
+			s.Stable = s.Canary
+		}
+		return startCanary(plan, s, obs)
+	}
+	if s.Step >= len(plan.Steps) {
+		return promote(plan, s, obs, now)
+	}
+	if obs.TroubleReason != "" {
+		// The canary's pods cannot run: traffic goes back to stable at once.
+		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
+	}
+	failing := ""
+	for i, c := range plan.Checks {
+		if i >= len(obs.Checks) {
+			break
+		}
+		if ok, said := passes(c, obs.Checks[i]); !ok {
+			s.Failures = countFailure(s.Failures, len(plan.Checks), i)
+			if s.Failures[i] > c.FailuresAllowed {
+				return rollBack(plan, s, webappv2.ReasonCheckFailed, fmt.Sprintf("check %s: %s (failures %d, allowed %d)", c.Name, said, s.Failures[i], c.FailuresAllowed), now)
+			}
+			failing = c.Name
+		}
+	}
+	step := plan.Steps[s.Step]
+	d := Decision{State: s, Phase: PhaseCanary, Weight: step.Weight, ReplicaWeight: step.Weight}
+	if !obs.CanaryReady {
+		// The pause starts once the canary serves its weight; until then, its pods' events bring us back, and the
+		// traffic stays at the step before's.
+		d.Weight = weightBefore(plan, s.Step)
+		return d
+	}
+	if s.Since.IsZero() {
+		d.State.Since = now
+	}
+	if warm := d.State.Since.Add(warmup).Sub(now); warm > 0 {
+		// Ready just now: the gateway learns the new pods' endpoints first, then gets the route's new weight.
+		d.Weight = weightBefore(plan, s.Step)
+		d.After = warm
+		return d
+	}
+	if left := d.State.Since.Add(step.Pause).Sub(now); left > 0 {
+		d.After = min(left, nextCheck(plan))
+		return d
+	}
+	if len(plan.Checks) > 0 && (len(obs.Checks) < len(plan.Checks) || failing != "" || obs.ChecksAt.Before(d.State.Since.Add(step.Pause))) {
+		// The pause is over, but the step passes only on every check's passing result, taken after it.
+		d.After = nextCheck(plan)
+		return d
+	}
+	d.State.Step++
+	d.State.Since = time.Time{}
+	if d.State.Step >= len(plan.Steps) {
+		return promote(plan, d.State, obs, now)
+	}
+	// The next step's pods are not there yet: the traffic stays until they are ready.
+	d.ReplicaWeight = plan.Steps[d.State.Step].Weight
+	return d
+}
+
+// weightBefore is the traffic of the step before step i (none before the first).
+func weightBefore(plan Plan, i int) int32 {
+	if i <= 0 {
+		return 0
+	}
+	return plan.Steps[i-1].Weight
+}
+
+// startCanary starts a canary of obs.revision at the first step.
+// What this reconcile saw of a canary belongs to the version before, so nothing else follows from it yet.
+func startCanary(plan Plan, s State, obs Observation) Decision {
+	s.Canary, s.Step, s.Since, s.Failures, s.Reason, s.Message = obs.Revision, 0, time.Time{}, nil, "", ""
+	if len(plan.Steps) == 0 {
+		return promote(plan, s, Observation{}, time.Time{})
+	}
+	return Decision{State: s, Phase: PhaseCanary, ReplicaWeight: plan.Steps[0].Weight}
+}
+
+// warmup is how long after a canary's pods are ready at a step's count its weight reaches the route: the
+// time a gateway takes to learn new endpoints (Traefik applies a provider's changes every 2 s), so no request is
+// sent to a backend the gateway still knows no server of. The step's pause includes it.
+const warmup = 5 * time.Second
+
+// Retire is how long a promoted canary's pods stay after the traffic left them: the gateway follows the
+// route's new weights within moments, and requests on their way to the canary are still answered.
+const Retire = 10 * time.Second
+
+// promote rolls the stable Deployment to the canary's version; the canary keeps the last step's weight until the
+// stable one has rolled out. Then the traffic leaves the canary, its pods stay Retire longer (counted from
+// since), and stable is the new version.
+func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
+	var w int32
+	if n := len(plan.Steps); n > 0 {
+		w = plan.Steps[n-1].Weight
+	}
+	if s.Step < len(plan.Steps) {
+		// Just promoted: the stable Deployment rolls from now on.
+		s.Step, s.Since = len(plan.Steps), time.Time{}
+		obs.StableRolledOut = false
+	}
+	if !obs.StableRolledOut {
+		return Decision{State: s, Phase: PhasePromoting, Weight: w, ReplicaWeight: w}
+	}
+	if s.Since.IsZero() {
+		s.Since = now
+	}
+	if left := s.Since.Add(Retire).Sub(now); left > 0 {
+		return Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w, After: left}
+	}
+	s.Stable, s.Canary, s.Failed, s.Step, s.Since, s.Failures = s.Canary, "", "", 0, time.Time{}, nil
+	return Decision{State: s, Phase: PhaseStable}
+}
+
+// rollBack stops the canary, saying why: the stable version serves everything from now, and the canary's pods go
+// Retire later (the gateway follows the route first); step stays the one it failed at.
+func rollBack(plan Plan, s State, reason, message string, now time.Time) Decision {
+	s.Failed, s.Canary, s.Since, s.Failures = s.Canary, "", now, nil
+	s.Reason, s.Message = reason, message
+	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Weight, After: Retire}
+}
+
+// passes reports whether a check's result passes, and what it said.
+func passes(c Check, r CheckResult) (bool, string) {
+	switch {
+	case r.Err != nil:
+		return false, r.Err.Error()
+	case math.IsNaN(r.Value):
+		return false, "no value"
+	case math.IsInf(r.Value, 0):
+		// -Inf is below every max, yet measures nothing: only a finite number passes.
+		return false, FormatValue(r.Value) + " is not a finite number"
+	case r.Value > c.Max:
+		return false, fmt.Sprintf("%s > %s", FormatValue(r.Value), FormatValue(c.Max))
+	}
+	return true, ""
+}
+
+// FormatValue writes a check's value as the status and the messages show it: four significant digits.
+func FormatValue(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+
+// countFailure adds a failure of check i to failures, sized to n checks.
+func countFailure(failures []int32, n, i int) []int32 {
+	out := make([]int32, n)
+	copy(out, failures)
+	out[i]++
+	return out
+}
+
+// nextCheck is the shortest check interval (a pause without checks waits for its end alone).
+func nextCheck(plan Plan) time.Duration {
+	d := time.Duration(math.MaxInt64)
+	for _, c := range plan.Checks {
+		d = min(d, c.Interval)
+	}
+	return d
+}

@@ -1,0 +1,293 @@
+package canary
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+func TestNextCanary(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	steps := []Step{{Weight: 10, Pause: time.Minute}, {Weight: 50, Pause: 2 * time.Minute}}
+	check := Check{Name: "errors", Max: 0.05, Interval: 10 * time.Second, FailuresAllowed: 1}
+	plain := Plan{Steps: steps}
+	checked := Plan{Steps: steps, Checks: []Check{check}}
+	ok := []CheckResult{{Value: 0.01}}
+	bad := []CheckResult{{Value: 0.3}}
+
+	tests := []struct {
+		name  string
+		plan  Plan
+		state State
+		obs   Observation
+		now   time.Time
+		want  Decision
+	}{{
+		name: "a new WebApp: its first version is stable",
+		plan: plain,
+		obs:  Observation{Revision: "a"},
+		want: Decision{State: State{Stable: "a"}, Phase: PhaseStable},
+	}, {
+		name: "the strategy taken with a new version: what runs is stable, the spec's is the canary",
+		plan: plain,
+		obs:  Observation{Revision: "b", Deployed: "a"},
+		want: Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "at rest: nothing changes, no time to wait",
+		plan:  checked,
+		state: State{Stable: "a"},
+		obs:   Observation{Revision: "a", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
+	}, {
+		name:  "a new version starts at the first step",
+		plan:  plain,
+		state: State{Stable: "a"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "a new version while no stable Deployment runs (the API refused the stable one): stable at once, no canary beside what cannot run",
+		plan:  plain,
+		state: State{Stable: "a"},
+		obs:   Observation{Revision: "b"},
+		want:  Decision{State: State{Stable: "b"}, Phase: PhaseStable},
+	}, {
+		name:  "a new version after a rollback, no stable Deployment running: stable at once, the failed one still known",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "x", Reason: webappv2.ReasonCheckFailed},
+		obs:   Observation{Revision: "b"},
+		want:  Decision{State: State{Stable: "b", Failed: "x", Reason: webappv2.ReasonCheckFailed}, Phase: PhaseStable},
+	}, {
+		name:  "a pod trouble seen as the canary starts is the old version's: not a rollback",
+		plan:  plain,
+		state: State{Stable: "a"},
+		obs:   Observation{Revision: "b", Deployed: "a", TroubleReason: webappv2.ReasonCrashLoopBackOff},
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "the canary not ready yet: its pause has not started",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		now:   t0,
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "the canary ready: its pause starts now; its weight once the gateway knows its pods",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0,
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: warmup},
+	}, {
+		name:  "warmed up: its weight, the pause ending a minute after it started",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(warmup),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: time.Minute - warmup},
+	}, {
+		name:  "pausing: the state is unchanged (no write), the next look at the check's interval",
+		plan:  checked,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok},
+		now:   t0.Add(30 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+	}, {
+		name:  "the pause over: the next step, whose pause starts when the canary is ready at its weight",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+	}, {
+		name:  "the pause over with a check due but not taken: wait for it",
+		plan:  checked,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+	}, {
+		name:  "the pause over and the check passing, taken after it: the next step",
+		plan:  checked,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(time.Minute)},
+		now:   t0.Add(time.Minute + time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+	}, {
+		name:  "the pause over, the check passing in a round begun before its end: wait for one begun after it",
+		plan:  checked,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(time.Minute - time.Second)},
+		now:   t0.Add(time.Minute + time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+	}, {
+		name:  "a failure within the allowed: counted (a write), the step holds",
+		plan:  checked,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, Failures: []int32{1}}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+	}, {
+		name:  "one failure more than allowed: rolled back, with the check's value",
+		plan:  checked,
+		state: State{Stable: "a", Canary: "b", Since: t0, Failures: []int32{1}},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad},
+		now:   t0.Add(20 * time.Second),
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(20 * time.Second), Reason: webappv2.ReasonCheckFailed,
+			Message: "check errors: 0.3 > 0.05 (failures 2, allowed 1)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "a check that cannot be evaluated fails",
+		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Err: errors.New("prometheus: connection refused")}}},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
+			Message: "check errors: prometheus: connection refused (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "an empty result fails",
+		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.NaN()}}},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
+			Message: "check errors: no value (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "-Inf fails: below every max, yet no measurement",
+		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.Inf(-1)}}},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
+			Message: "check errors: -Inf is not a finite number (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "+Inf fails",
+		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.Inf(1)}}},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
+			Message: "check errors: +Inf is not a finite number (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "the canary's pods crash-loop: rolled back at once, whatever the step",
+		plan:  checked,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", TroubleReason: webappv2.ReasonCrashLoopBackOff, TroubleMessage: "1/1 pods: back-off restarting app"},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Step: 1, Since: t0, Reason: webappv2.ReasonCrashLoopBackOff,
+			Message: "1/1 pods: back-off restarting app"}, Phase: PhaseRolledBack, ReplicaWeight: 50, After: Retire},
+	}, {
+		name:  "rolled back: the canary's pods go once the traffic has left them",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Step: 1, Since: t0, Reason: webappv2.ReasonCrashLoopBackOff},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		now:   t0.Add(Retire),
+		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff}, Phase: PhaseRolledBack},
+	}, {
+		name:  "a new version while one is promoted: the promoted one is stable, the new one its canary",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "c", Deployed: "b"},
+		want:  Decision{State: State{Stable: "b", Canary: "c"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "the rolled-back version applied again: it stays rolled back (no loop)",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff}, Phase: PhaseRolledBack},
+	}, {
+		name:  "a new version after a rollback: a new canary, the failed one still known",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff, Message: "m"},
+		obs:   Observation{Revision: "c", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a", Canary: "c", Failed: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "the spec set back to stable mid-canary: the canary is dropped, stable serves",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, Failures: []int32{1}},
+		obs:   Observation{Revision: "a", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
+	}, {
+		name:  "the version changed mid-canary: the new one starts from the first step",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "c", Deployed: "a", CanaryReady: true},
+		want:  Decision{State: State{Stable: "a", Canary: "c"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "the last pause over: promoting, the canary keeping its weight while stable rolls",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(2 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
+	}, {
+		name:  "promoting: a crash seen now is not the canary's to roll back",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "b", Deployed: "b", TroubleReason: webappv2.ReasonCrashLoopBackOff},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
+	}, {
+		name:  "stable rolled out: the traffic leaves the canary, whose pods stay a moment longer",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 2, Failed: "x"},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
+		now:   t0,
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Failed: "x", Since: t0}, Phase: PhasePromoting, ReplicaWeight: 50, After: Retire},
+	}, {
+		name:  "promoted: the new version is stable, the canary and the failed record gone",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 2, Failed: "x", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
+		now:   t0.Add(Retire),
+		want:  Decision{State: State{Stable: "b"}, Phase: PhaseStable},
+	}, {
+		name:  "no steps: the new version is promoted at once",
+		plan:  Plan{},
+		state: State{Stable: "a"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhasePromoting},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Next(tt.plan, tt.state, tt.obs, tt.now)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Next:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCanaryRestartResumes: the state alone (as the status keeps it) carries a canary through its steps, each
+// pause counted from the state's own start, so a reconcile after a restart continues where the last one left.
+func TestCanaryRestartResumes(t *testing.T) {
+	plan := Plan{Steps: []Step{{Weight: 20, Pause: time.Minute}, {Weight: 60, Pause: time.Minute}}}
+	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	s := State{Stable: "a"}
+	var weights []int32
+	for i := 0; i < 12; i++ {
+		obs := Observation{Revision: "b", Deployed: "a", CanaryReady: i > 0}
+		if s.Step >= len(plan.Steps) {
+			obs.Deployed, obs.StableRolledOut = "b", true
+		}
+		d := Next(plan, s, obs, now)
+		// (Within a step: a new step's readiness is another observation.)
+		if again := Next(plan, d.State, obs, now); again.Weight != d.Weight && again.Phase == d.Phase && d.State.Step == s.Step {
+			t.Fatalf("look %d: deciding again from the new state at the same moment moved the traffic: %+v then %+v", i, d, again)
+		}
+		s = d.State
+		weights = append(weights, d.Weight)
+		if d.Phase == PhaseStable && s.Stable == "b" {
+			break
+		}
+		now = now.Add(30 * time.Second)
+	}
+	if s.Stable != "b" || s.Canary != "" {
+		t.Fatalf("not promoted: %+v, weights %v", s, weights)
+	}
+	// (Each look 30 s after the last: a step's first ready look is within its warm-up, at the weight before.)
+	want := []int32{0, 0, 20, 20, 20, 60, 60, 0, 0}
+	if !reflect.DeepEqual(weights, want) {
+		t.Errorf("weights %v, want %v", weights, want)
+	}
+}
