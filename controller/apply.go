@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // object is every kind the operator writes: a pointer to an API struct.
@@ -333,7 +334,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 	appliesTotal.WithLabelValues(kindOf(kind), resultSent).Inc()
 	// The client decodes the apply response into want: it is the object as the server now has it.
 	applied := PT(new(T))
-	if err := roundTrip(want, applied); err != nil {
+	if err := desired.RoundTrip(want, applied); err != nil {
 		return res, fmt.Errorf("decoding applied %s %s: %w", kindOf(kind), o.objectKey(key), err)
 	}
 	res.obj = applied
@@ -370,15 +371,15 @@ func notOursReason(obj client.Object, owner types.UID) string {
 	return ""
 }
 
-// ownedFieldsMatch reports whether desired says the same as owned, the apply configuration extracted from the
+// ownedFieldsMatch reports whether wanted says the same as owned, the apply configuration extracted from the
 // fields our manager owns. Both go through the typed object T, so both see the same shape: zero values of optional
 // fields drop out on both sides and quantities are compared by value ("1000m" == "1").
-func ownedFieldsMatch[T any](desired, owned any) (bool, error) {
+func ownedFieldsMatch[T any](wanted, owned any) (bool, error) {
 	var want, have T
-	if err := roundTrip(desired, &want); err != nil {
+	if err := desired.RoundTrip(wanted, &want); err != nil {
 		return false, err
 	}
-	if err := roundTrip(owned, &have); err != nil {
+	if err := desired.RoundTrip(owned, &have); err != nil {
 		return false, err
 	}
 	return equality.Semantic.DeepEqual(want, have), nil
@@ -403,15 +404,6 @@ func setMeta[V any](ac any, field string, v *V) error {
 		}
 	}
 	return fmt.Errorf("%T has no %s to set", ac, field)
-}
-
-// roundTrip decodes the JSON form of in into out.
-func roundTrip(in, out any) error {
-	data, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
 }
 
 func hashOf(v any) ([sha256.Size]byte, error) {
@@ -443,7 +435,7 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 	}
 	if owned, err := extract(cur, webappv2.FieldManager); err == nil {
 		u := &unstructured.Unstructured{}
-		if err := roundTrip(owned, &u.Object); err != nil {
+		if err := desired.RoundTrip(owned, &u.Object); err != nil {
 			return false, fmt.Errorf("releasing %s %s: %w", kind, key, err)
 		}
 		var kept []any

@@ -12,15 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // hpaExists reports whether app's HorizontalPodAutoscaler exists, as the cache has it: controlled by app and not
-// being deleted. Only then does the HPA decide the count (replicasByHPA); until then (not created yet, refused by
+// being deleted. Only then does the HPA decide the count (desired.ReplicasByHPA); until then (not created yet, refused by
 // the API, deleted by someone) the WebApp does. Without autoscaling nothing is read.
 func (r *WebAppReconciler) hpaExists(ctx context.Context, app *webappv2.WebApp) (bool, error) {
 	if app.Spec.Autoscaling == nil {
@@ -47,7 +47,7 @@ func (r *WebAppReconciler) hpaExists(ctx context.Context, app *webappv2.WebApp) 
 // else, the HPA, has written it since).
 func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, cur client.Object) (bool, error) {
 	dep, ok := cur.(*appsv1.Deployment)
-	if !ok || !replicasByHPA(app, in.hpaExists) {
+	if !ok || !desired.ReplicasByHPA(app, in.HPAExists) {
 		return false, nil
 	}
 	owned, err := appsv1ac.ExtractDeployment(dep, webappv2.FieldManager)
@@ -87,22 +87,6 @@ func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	log.FromContext(ctx).Info("handed the replica count over to the HorizontalPodAutoscaler", "replicas", n)
 	appliesTotal.WithLabelValues("Scale", resultSent).Inc()
 	return true, nil
-}
-
-// replicasByHPA: the HorizontalPodAutoscaler decides the count, so our Deployment apply leaves it out: autoscaling
-// is on and the HPA exists (hpaExists).
-func replicasByHPA(app *webappv2.WebApp, hpaExists bool) bool {
-	return app.Spec.Autoscaling != nil && hpaExists
-}
-
-// webAppReplicas is the count the WebApp sets while no HPA does: spec.replicas (1 when unset), with autoscaling
-// clamped into [minReplicas, maxReplicas], the range the HPA will keep it in when it takes the count over.
-func webAppReplicas(app *webappv2.WebApp) int32 {
-	n := replicas(app)
-	if a := app.Spec.Autoscaling; a != nil {
-		n = min(max(n, ptr.Deref(a.MinReplicas, 1)), a.MaxReplicas)
-	}
-	return n
 }
 
 // scaleHeld: our field manager's entry of the scale subresource owns dep's spec.replicas.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // What a resync of a converged WebApp costs in CPU: building the desired Deployment, extracting what our manager
@@ -21,7 +22,7 @@ func BenchmarkDesiredDeployment(b *testing.B) {
 	app := fullSpecApp()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := desiredDeployment(app, inputs{configHash: "0123456789abcdef0123456789abcdef"}); err != nil {
+		if _, err := desired.Deployment(app, desired.Inputs{ConfigHash: "0123456789abcdef0123456789abcdef"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,7 +45,7 @@ func BenchmarkConvergedDeploymentDecision(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		desired, err := desiredDeployment(app, inputs{configHash: hash})
+		desired, err := desired.Deployment(app, desired.Inputs{ConfigHash: hash})
 		if err != nil {
 			b.Fatal(err)
 		}

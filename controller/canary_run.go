@@ -21,10 +21,11 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // A reconcile's part in a canary rollout (spec.rollout.canary): it observes both versions, asks the step machine
-// (controller/canary) what follows, and hands the builders (desired_canary.go) what they need. The rollout's state is the
+// (controller/canary) what follows, and hands the builders (controller/desired) what they need. The rollout's state is the
 // WebApp's status.canary, so a restart or a new leader resumes it where it was.
 
 // defaultCheckInterval is how often a canary's checks are evaluated when the spec does not say.
@@ -137,7 +138,7 @@ func canaryStatus(run *canaryRun) *webappv2ac.CanaryStatusApplyConfiguration {
 // keptCanaryStatus is the status as it is, for a reconcile that could not decide the canary.
 func keptCanaryStatus(c *webappv2.CanaryStatus) *webappv2ac.CanaryStatusApplyConfiguration {
 	st := webappv2ac.CanaryStatus()
-	_ = roundTrip(c, st)
+	_ = desired.RoundTrip(c, st)
 	return st
 }
 
@@ -168,9 +169,9 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		run.err = errors.Join(in.configErr, in.hpaErr)
 		return run
 	}
-	want, err := desiredDeployment(app, in)
+	want, err := desired.Deployment(app, in.Inputs)
 	if err == nil {
-		run.revision, err = revision(want.Spec.Template)
+		run.revision, err = desired.Revision(want.Spec.Template)
 	}
 	if err != nil {
 		run.err = err
@@ -182,9 +183,9 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		return run
 	}
 	stable := r.cachedDeploymentOf(ctx, app, app.Name)
-	canaryDep := r.cachedDeploymentOf(ctx, app, canaryName(app))
-	run.stableReplicas = webAppReplicas(app)
-	if replicasByHPA(app, in.hpaExists) && stable != nil && stable.Spec.Replicas != nil {
+	canaryDep := r.cachedDeploymentOf(ctx, app, desired.CanaryName(app))
+	run.stableReplicas = desired.WebAppReplicas(app)
+	if desired.ReplicasByHPA(app, in.HPAExists) && stable != nil && stable.Spec.Replicas != nil {
 		// The HPA's count is the stable version's; the canary's comes on top of it, never out of it.
 		run.stableReplicas = *stable.Spec.Replicas
 	}
@@ -192,9 +193,9 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	obs := canary.Observation{Revision: run.revision, Deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
 	trying := state.Canary == run.revision && state.Canary != ""
 	if trying && state.Step < len(run.plan.Steps) {
-		n := canaryReplicas(run.stableReplicas, canaryBound(app), run.plan.Steps[state.Step].Weight, canaryShared(app))
+		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step].Weight, desired.CanaryShared(app))
 		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
-		obs.CanaryReady = runs(canaryDep, state.Canary) && rolledOut(canaryDep, n) && (canaryShared(app) || r.hasCanaryService(ctx, app))
+		obs.CanaryReady = runs(canaryDep, state.Canary) && rolledOut(canaryDep, n) && (desired.CanaryShared(app) || r.hasCanaryService(ctx, app))
 	}
 	if trying && state.Step < len(run.plan.Steps) && runs(canaryDep, state.Canary) {
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
@@ -364,7 +365,7 @@ func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecAppl
 	if same, err := ownedFieldsMatch[corev1.PodTemplateSpec](want, owned.Spec.Template); err == nil && same {
 		return rev
 	}
-	other, err := revision(owned.Spec.Template)
+	other, err := desired.Revision(owned.Spec.Template)
 	if err != nil {
 		return "unknown"
 	}
@@ -391,7 +392,7 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canary.State, ru
 // desiredStableDeployment is the WebApp's own Deployment: the spec's, or with a canary the stable version's,
 // carrying its revision.
 func desiredStableDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	dep, err := desiredDeployment(app, in)
+	dep, err := desired.Deployment(app, in.Inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +424,7 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 	if _, ok, err := in.canary.decided(); !ok {
 		return nil, err
 	}
-	dep, err := desiredCanaryDeployment(app, in, in.canary.decision, in.canary.stableReplicas)
+	dep, err := desired.CanaryDeployment(app, in.Inputs, in.canary.decision, in.canary.stableReplicas)
 	if dep != nil && err == nil && in.claimErr != nil {
 		// Its pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
 		return nil, in.claimErr
@@ -437,7 +438,7 @@ func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApply
 	if !ok {
 		return nil, err
 	}
-	return desiredCanaryService(app, d), nil
+	return desired.CanaryService(app, d), nil
 }
 
 // canaryWeight is the traffic the route sends to the canary (0: the stable Service alone).
@@ -578,4 +579,29 @@ func (run *canaryRun) changedFrom(stored *webappv2.CanaryStatus) bool {
 	}
 	same, err := ownedFieldsMatch[webappv2.CanaryStatus](canaryStatus(run), stored)
 	return err != nil || !same
+}
+
+// splitPods tells a WebApp's pods of the stable version from the canary's (by LabelCanaryOf).
+func splitPods(app *webappv2.WebApp, pods []*cachedPod) (stable, canary []*cachedPod) {
+	for _, p := range pods {
+		if p.Labels[webappv2.LabelCanaryOf] == app.Name {
+			canary = append(canary, p)
+		} else {
+			stable = append(stable, p)
+		}
+	}
+	return stable, canary
+}
+
+// canaryReplaced: the canary Deployment cur runs another version than desired, the one to try now. It is replaced
+// (deleted, then created by the next reconcile) rather than rolled: the version it runs is no longer wanted, so its
+// pods go at once, and never keep serving (behind the one Service, without a Gateway) beside a new version the
+// Deployment API refuses, which an apply could never replace.
+func canaryReplaced(cur client.Object, desired any) bool {
+	want, ok := desired.(*appsv1ac.DeploymentApplyConfiguration)
+	if !ok || want == nil {
+		return false
+	}
+	have := cur.GetAnnotations()[webappv2.AnnotationRevision]
+	return have != "" && have != want.Annotations[webappv2.AnnotationRevision]
 }

@@ -22,13 +22,14 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // children are the kinds of child a WebApp has, each declared once. Everything the controller does with a kind
 // follows from its entry: the write decision (ensure) and its events and metrics, the deletion of an optional child
 // the WebApp no longer needs, the release on an Orphan deletion, the watch (Owns), the cache's label selector and
 // transform, the resync's fingerprint, the retained fields in status, and the related object of events. Adding a
-// kind is one entry here, its builder in desired.go with its table tests, and its RBAC marker in
+// kind is one entry here, its builder in controller/desired with its table tests, and its RBAC marker in
 // webapp_controller.go.
 var children = expand([]childKind{
 	declare("Deployment", "apps/v1", false, func(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
@@ -48,7 +49,7 @@ var children = expand([]childKind{
 	}, appsv1ac.ExtractDeployment).
 		// With a canary strategy, the new version's Deployment beside the stable one while a canary runs; a canary
 		// of another version replaces it rather than roll it (canaryReplaced).
-		alsoAs("canary", canaryName, buildCanaryDeployment).
+		alsoAs("canary", desired.CanaryName, buildCanaryDeployment).
 		variantReplacedWhen(canaryReplaced).
 		// A new config hash on an existing Deployment is a config rollout, not drift.
 		withConfigHash(func(o client.Object) string {
@@ -65,17 +66,17 @@ var children = expand([]childKind{
 			return strategy || count, err
 		}),
 	declare("Service", "v1", false, func(app *webappv2.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
-		return desiredService(app), nil
+		return desired.Service(app), nil
 	}, corev1ac.ExtractService).
 		// Behind a Gateway, the canary's own Service, the route's second backend.
-		alsoAs("canary", canaryName, buildCanaryService),
+		alsoAs("canary", desired.CanaryName, buildCanaryService),
 	// With autoscaling, the HorizontalPodAutoscaler; without, it must not exist.
 	declare("HorizontalPodAutoscaler", "autoscaling/v2", true, func(app *webappv2.WebApp, _ inputs) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
-		return desiredHPA(app)
+		return desired.HPA(app)
 	}, autoscalingv2ac.ExtractHorizontalPodAutoscaler),
 	// With spec.expose.ingress, an Ingress; without, it must not exist.
 	declare("Ingress", "networking.k8s.io/v1", true, func(app *webappv2.WebApp, _ inputs) (*networkingv1ac.IngressApplyConfiguration, error) {
-		return desiredIngress(app), nil
+		return desired.Ingress(app), nil
 	}, networkingv1ac.ExtractIngress),
 	// With spec.expose.gateway, an HTTPRoute; without, it must not exist. Only where the Gateway API is served
 	// (servedAPIs): it is often installed after the operator, or not at all.
@@ -85,13 +86,13 @@ var children = expand([]childKind{
 			// The canary's share is not known: the route is left as it is.
 			return nil, err
 		}
-		return desiredHTTPRoute(app, weight), nil
+		return desired.HTTPRoute(app, weight), nil
 	}, gwv1ac.ExtractHTTPRoute).whereServed(),
 	// With a volume of kind claim, the PersistentVolumeClaim the WebApp owns. Without, it is released, never
 	// deleted: a spec edit never takes data away. On the WebApp's deletion it is released too, unless its
 	// deletionPolicy is Delete.
 	declare("PersistentVolumeClaim", "v1", true, func(app *webappv2.WebApp, _ inputs) (*corev1ac.PersistentVolumeClaimApplyConfiguration, error) {
-		return desiredClaim(app), nil
+		return desired.Claim(app), nil
 	}, corev1ac.ExtractPersistentVolumeClaim).keptOn(claimKept),
 	// With a canary strategy, the record of the stable version's pod template (stable_record.go), which the stable
 	// Deployment holds while a canary runs or after a rollback; its data is immutable, so a new stable version
@@ -102,7 +103,7 @@ var children = expand([]childKind{
 		goesWithTheWebApp(),
 	// At one replica there is nothing to protect: the PodDisruptionBudget must not exist.
 	declare("PodDisruptionBudget", "policy/v1", true, func(app *webappv2.WebApp, _ inputs) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
-		return desiredPDB(app), nil
+		return desired.PDB(app), nil
 	}, policyv1ac.ExtractPodDisruptionBudget),
 })
 
@@ -157,16 +158,11 @@ type hooks struct {
 
 // inputs are what the builders need besides the WebApp, read once per reconcile.
 type inputs struct {
-	configHash string
-	configErr  error // the config hash could not be computed
-	// hpaExists: the WebApp's HorizontalPodAutoscaler exists (in the cache, controlled by the WebApp), so it
-	// decides the count; hpaErr: that could not be read.
-	hpaExists bool
-	hpaErr    error
-	// deploymentMissing: the WebApp's Deployment is not in the cache as its own, so the apply creates it. It is
-	// created with the WebApp's count even when the HPA decides it: a Deployment created without one starts at the
-	// API's default of 1 (below the HPA's minimum) until the HPA's next sync; the count is handed over from there.
-	deploymentMissing bool
+	// desired.Inputs are what the builders of the desired state take: the config hash, whether the HPA exists and
+	// whether the Deployment is missing.
+	desired.Inputs
+	configErr error // the config hash could not be computed
+	hpaErr    error // whether the HPA exists could not be read
 	// canary is the canary's decision (nil: no strategy).
 	canary *canaryRun
 	// claimErr: the claim of the WebApp's name cannot be the WebApp's (not its own, or of other access modes), or
@@ -244,7 +240,7 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 		}
 		if out.before != nil {
 			res.before = out.before
-			res.configChanged = c.configHash != nil && c.configHash(out.before) != in.configHash
+			res.configChanged = c.configHash != nil && c.configHash(out.before) != in.ConfigHash
 		}
 		return res, err
 	}

@@ -12,47 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
-
-// desiredClaim is the PersistentVolumeClaim the WebApp owns (nil: it owns none). It has the WebApp's name and a
-// controller owner reference like every child; a claim kept on deletion (Retain, the default) is released by the
-// finalizer before the WebApp goes, so garbage collection never takes it (claimKept).
-func desiredClaim(app *webappv2.WebApp) *corev1ac.PersistentVolumeClaimApplyConfiguration {
-	v := ownedClaimVolume(app)
-	if v == nil {
-		return nil
-	}
-	c := v.Claim
-	mode := c.AccessMode
-	if mode == "" {
-		mode = corev1.ReadWriteOnce
-	}
-	// The API server rounds a claim's requests up to milli precision, as a container's: sent in that form.
-	size := c.Size.Quantity()
-	size.RoundUp(-3)
-	spec := corev1ac.PersistentVolumeClaimSpec().
-		WithAccessModes(mode).
-		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: size}))
-	if c.StorageClassName != nil {
-		spec.WithStorageClassName(*c.StorageClassName)
-	}
-	return corev1ac.PersistentVolumeClaim(app.Name, app.Namespace).
-		WithLabels(commonLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
-		WithSpec(spec)
-}
 
 // claimInTheWay is the refusal to mount app's claim (nil: nothing in the way): a *heldError when the claim of the
 // WebApp's name cannot be the spec's (claimRefusal), or the failure to read it. The Deployments that would mount it
 // are then held as they are. Read from the cache, and from the API server where the cache has none: a claim without
 // our managed-by label is never in the cache, and the claim's own create-only apply comes after the Deployment's.
 func (r *WebAppReconciler) claimInTheWay(ctx context.Context, app *webappv2.WebApp) error {
-	if ownedClaimVolume(app) == nil {
+	if desired.OwnedClaimVolume(app) == nil {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(app)
@@ -83,7 +55,7 @@ func claimRefusal(pvc *corev1.PersistentVolumeClaim, app *webappv2.WebApp) *chil
 	if why := notOursReason(pvc, app.UID); why != "" {
 		return &childError{kind: "PersistentVolumeClaim", key: key, notOurs: why}
 	}
-	v := ownedClaimVolume(app)
+	v := desired.OwnedClaimVolume(app)
 	if v == nil {
 		return nil
 	}
@@ -122,7 +94,7 @@ func (e *heldError) Unwrap() error { return e.by }
 // claimKept says whether app's claim outlives it: it owns one whose deletionPolicy is not Delete. The WebApp then
 // carries the finalizer, and its deletion releases the claim first.
 func claimKept(app *webappv2.WebApp) bool {
-	v := ownedClaimVolume(app)
+	v := desired.OwnedClaimVolume(app)
 	return v != nil && v.Claim.DeletionPolicy != webappv2.ClaimDelete
 }
 
@@ -136,7 +108,7 @@ func claimKept(app *webappv2.WebApp) bool {
 // theirs, and the Deployment's refusal is reported in the WebApp's status.
 func handOverStrategy(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, dep *appsv1.Deployment) (bool, error) {
 	ru := dep.Spec.Strategy.RollingUpdate
-	if !recreates(app) || ru == nil {
+	if !desired.Recreates(app) || ru == nil {
 		return false, nil
 	}
 	if owners := managersOf(dep, "f:spec", "f:strategy", "f:rollingUpdate"); len(owners) > 0 {

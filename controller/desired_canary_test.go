@@ -12,6 +12,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 func TestCanaryReplicas(t *testing.T) {
@@ -44,7 +45,7 @@ func TestCanaryReplicas(t *testing.T) {
 		{stable: 2147483647, bound: 2147483647, weight: 99, shared: true, want: 2147483647},
 	}
 	for _, c := range cases {
-		got := canaryReplicas(c.stable, c.bound, c.weight, c.shared)
+		got := desired.CanaryReplicas(c.stable, c.bound, c.weight, c.shared)
 		if got != c.want {
 			t.Errorf("canaryReplicas(%d, bound %d, %d%%, shared %v) = %d, want %d", c.stable, c.bound, c.weight, c.shared, got, c.want)
 		}
@@ -69,7 +70,7 @@ func TestCanaryBound(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			app := newApp("shop", c.replicas, 8080, "shop:2")
 			app.Spec.Autoscaling = c.autoscaling
-			if got := canaryBound(app); got != c.want {
+			if got := desired.CanaryBound(app); got != c.want {
 				t.Errorf("canaryBound = %d, want %d", got, c.want)
 			}
 		})
@@ -102,7 +103,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 			if c.set != nil {
 				c.set(app)
 			}
-			dep, err := desiredCanaryDeployment(app, inputs{configHash: "h"}, c.d, c.stable)
+			dep, err := desired.CanaryDeployment(app, desired.Inputs{ConfigHash: "h"}, c.d, c.stable)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +113,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 				}
 				return
 			}
-			stable, err := desiredDeployment(app, inputs{configHash: "h"})
+			stable, err := desired.Deployment(app, desired.Inputs{ConfigHash: "h"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +121,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 				t.Errorf("name %s replicas %d, want shop-canary %d", *dep.Name, *dep.Spec.Replicas, c.wantReplicas)
 			}
 			sel := dep.Spec.Selector.MatchLabels
-			if !maps.Equal(sel, map[string]string{webappv2.LabelName: appName, webappv2.LabelCanaryOf: "shop"}) {
+			if !maps.Equal(sel, map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelCanaryOf: "shop"}) {
 				t.Errorf("selector %v", sel)
 			}
 			labels := dep.Spec.Template.Labels
@@ -145,7 +146,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 				t.Errorf("the canary's pod differs from the spec's:\n%s\n%s", asJSON(t, dep.Spec.Template), asJSON(t, stable.Spec.Template))
 			}
 			// Building the canary leaves the stable Deployment's own labels alone.
-			if again, _ := desiredDeployment(app, inputs{configHash: "h"}); asJSON(t, again) != asJSON(t, stable) {
+			if again, _ := desired.Deployment(app, desired.Inputs{ConfigHash: "h"}); asJSON(t, again) != asJSON(t, stable) {
 				t.Errorf("building the canary changed the stable Deployment")
 			}
 		})
@@ -163,10 +164,10 @@ func matches(selector, labels map[string]string) bool {
 
 func TestDesiredCanaryServiceAndRoute(t *testing.T) {
 	app := exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}})
-	if svc := desiredCanaryService(app, canary.Decision{Phase: canary.PhaseStable}); svc != nil {
+	if svc := desired.CanaryService(app, canary.Decision{Phase: canary.PhaseStable}); svc != nil {
 		t.Errorf("a canary Service without a canary")
 	}
-	svc := desiredCanaryService(app, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10})
+	svc := desired.CanaryService(app, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10})
 	want := `{"kind":"Service","apiVersion":"v1","metadata":{"name":"shop-canary","namespace":"ns","labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
 		`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},` +
 		`"spec":{"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":"http"},{"name":"metrics","protocol":"TCP","port":9090,"targetPort":"metrics"}],` +
@@ -175,15 +176,15 @@ func TestDesiredCanaryServiceAndRoute(t *testing.T) {
 		t.Errorf("canary Service:\n got %s\nwant %s", got, want)
 	}
 	shared := newApp("shop", 3, 8080, "shop:2")
-	if svc := desiredCanaryService(shared, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10}); svc != nil {
+	if svc := desired.CanaryService(shared, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10}); svc != nil {
 		t.Errorf("a canary Service without a Gateway: the one Service serves both")
 	}
 
 	// The route without a canary is the route as it has always been written: taking the strategy rewrites none.
-	if got := asJSON(t, routeBackends(app, 0)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]` {
+	if got := asJSON(t, desired.RouteBackends(app, 0)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]` {
 		t.Errorf("backends without a canary: %s", got)
 	}
-	if got := asJSON(t, routeBackends(app, 30)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":70},{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":30}]` {
+	if got := asJSON(t, desired.RouteBackends(app, 30)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":70},{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":30}]` {
 		t.Errorf("backends at 30%%: %s", got)
 	}
 }
@@ -192,11 +193,11 @@ func TestRevision(t *testing.T) {
 	app := newApp("shop", 3, 8080, "shop:1")
 	rev := func(app *webappv2.WebApp, hash string) string {
 		t.Helper()
-		tmpl, err := desiredPodTemplate(app, hash)
+		tmpl, err := desired.PodTemplate(app, hash)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := revision(tmpl)
+		r, err := desired.Revision(tmpl)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // Each field of the rest of the pod reaches the pod template as the table says; the first case is the promise of
@@ -119,7 +120,7 @@ func TestDesiredPodTemplateAdditions(t *testing.T) {
 			s.Pod.Spread = &webappv2.Spread{Across: webappv2.SpreadZones, Required: true}
 		}, func(t *testing.T, _ *appsv1.Deployment, p corev1.PodSpec, _ corev1.Container) {
 			want := []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
-				LabelSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{webappv2.LabelName: appName, webappv2.LabelInstance: "x"}},
+				LabelSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "x"}},
 				MatchLabelKeys: []string{appsv1.DefaultDeploymentUniqueLabelKey}}}
 			if !reflect.DeepEqual(p.TopologySpreadConstraints, want) {
 				t.Errorf("constraints = %+v", p.TopologySpreadConstraints)
@@ -156,7 +157,7 @@ func TestDesiredPodTemplateAdditions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("x", 2, 80, "nginx")
 			tc.set(&app.Spec)
-			ac, err := desiredDeployment(app, inputs{})
+			ac, err := desired.Deployment(app, desired.Inputs{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +191,7 @@ func TestDesiredClaim(t *testing.T) {
 			if tc.claim != nil {
 				app.Spec.Volumes = []webappv2.Volume{{Name: "data", Claim: tc.claim}}
 			}
-			ac := desiredClaim(app)
+			ac := desired.Claim(app)
 			if claimKept(app) != tc.kept {
 				t.Errorf("kept = %v", !tc.kept)
 			}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // Each spec addition reaches the pod template, the Service or the PDB; an unset one adds nothing.
@@ -126,7 +127,7 @@ func TestDesiredDeploymentSpecAdditions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("x", 2, 80, "nginx")
 			tc.set(&app.Spec)
-			ac, err := desiredDeployment(app, inputs{configHash: tc.hash})
+			ac, err := desired.Deployment(app, desired.Inputs{ConfigHash: tc.hash})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +152,7 @@ func TestDesiredServiceTypeAndAnnotations(t *testing.T) {
 	for _, tc := range cases {
 		app := newApp("x", 1, 80, "nginx")
 		app.Spec.Service = tc.svc
-		s := typed[corev1.Service](t, desiredService(app))
+		s := typed[corev1.Service](t, desired.Service(app))
 		if s.Spec.Type != tc.wantType || !maps.Equal(s.Annotations, tc.svc.Annotations) {
 			t.Errorf("%+v: type %q annotations %v", tc.svc, s.Spec.Type, s.Annotations)
 		}
@@ -161,7 +162,7 @@ func TestDesiredServiceTypeAndAnnotations(t *testing.T) {
 func TestDesiredPDB(t *testing.T) {
 	for _, replicas := range []int32{1, 2, 10} {
 		app := newApp("x", replicas, 80, "nginx")
-		ac := desiredPDB(app)
+		ac := desired.PDB(app)
 		if replicas < 2 {
 			if ac != nil {
 				t.Errorf("replicas %d: a PDB %+v, want none", replicas, ac)
@@ -169,7 +170,7 @@ func TestDesiredPDB(t *testing.T) {
 			continue
 		}
 		p := typed[policyv1.PodDisruptionBudget](t, ac)
-		if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || !maps.Equal(p.Spec.Selector.MatchLabels, selectorLabels(app)) ||
+		if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 || !maps.Equal(p.Spec.Selector.MatchLabels, desired.SelectorLabels(app)) ||
 			p.Spec.UnhealthyPodEvictionPolicy == nil || *p.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
 			t.Errorf("replicas %d: spec = %+v", replicas, p.Spec)
 		}
@@ -236,13 +237,13 @@ func TestDesiredPortsAndReplicas(t *testing.T) {
 			app := newApp("x", 1, 80, "nginx")
 			app.Spec.Ports, app.Spec.Replicas = tc.ports, tc.replicas
 			d := typed[appsv1.Deployment](t, mustDeployment(t, app))
-			s := typed[corev1.Service](t, desiredService(app))
+			s := typed[corev1.Service](t, desired.Service(app))
 			c := d.Spec.Template.Spec.Containers[0]
 			if *d.Spec.Replicas != tc.wantCount {
 				t.Errorf("replicas = %d, want %d", *d.Spec.Replicas, tc.wantCount)
 			}
-			if (desiredPDB(app) != nil) != (tc.wantCount > 1) {
-				t.Errorf("PDB for %d replicas: %v", tc.wantCount, desiredPDB(app) != nil)
+			if (desired.PDB(app) != nil) != (tc.wantCount > 1) {
+				t.Errorf("PDB for %d replicas: %v", tc.wantCount, desired.PDB(app) != nil)
 			}
 			if len(c.Ports) != len(tc.want) || len(s.Spec.Ports) != len(tc.want) {
 				t.Fatalf("container ports %+v, service ports %+v, want %+v", c.Ports, s.Spec.Ports, tc.want)
@@ -259,7 +260,7 @@ func TestDesiredPortsAndReplicas(t *testing.T) {
 			if r := c.ReadinessProbe; r == nil || r.TCPSocket == nil || r.TCPSocket.Port != intstr.FromString(tc.want[0].Name) {
 				t.Errorf("readiness = %+v, want a TCP check of %s", r, tc.want[0].Name)
 			}
-			if u := serviceURL(app); u != fmt.Sprintf("http://x.ns.svc:%d", tc.want[0].Port) {
+			if u := desired.ServiceURL(app); u != fmt.Sprintf("http://x.ns.svc:%d", tc.want[0].Port) {
 				t.Errorf("url = %s", u)
 			}
 		})
@@ -286,11 +287,11 @@ func TestDesiredHPA(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("x", 1, 80, "nginx")
 			app.Spec.Autoscaling = tc.a
-			ac, err := desiredHPA(app)
+			ac, err := desired.HPA(app)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dac, err := desiredDeployment(app, inputs{hpaExists: true})
+			dac, err := desired.Deployment(app, desired.Inputs{HPAExists: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,8 +318,8 @@ func TestDesiredHPA(t *testing.T) {
 				t.Errorf("metrics = %v, want %v", got, tc.metrics)
 			}
 			checkOwner(t, h.OwnerReferences, app)
-			if (desiredPDB(app) != nil) != tc.pdb {
-				t.Errorf("PDB = %v, want %v", desiredPDB(app) != nil, tc.pdb)
+			if (desired.PDB(app) != nil) != tc.pdb {
+				t.Errorf("PDB = %v, want %v", desired.PDB(app) != nil, tc.pdb)
 			}
 		})
 	}
@@ -355,14 +356,14 @@ func TestDesiredDeploymentCountAndTheHPA(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("x", 1, 80, "nginx")
 			app.Spec.Replicas, app.Spec.Autoscaling = tc.replicas, tc.a
-			ac, err := desiredDeployment(app, inputs{hpaExists: tc.hpaExists})
+			ac, err := desired.Deployment(app, desired.Inputs{HPAExists: tc.hpaExists})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := typed[appsv1.Deployment](t, ac).Spec.Replicas; !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("replicas = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
 			}
-			obs := observation{dep: dep, known: true, replicasByHPA: replicasByHPA(app, tc.hpaExists)}
+			obs := observation{dep: dep, known: true, replicasByHPA: desired.ReplicasByHPA(app, tc.hpaExists)}
 			st := typed[webappv2.WebApp](t, desiredStatus(app, app, obs, nil, metav1.Now())).Status
 			if st.ReplicasSetBy != tc.setBy || st.DesiredReplicas != tc.desired {
 				t.Errorf("status: %d set by %q, want %d set by %q", st.DesiredReplicas, st.ReplicasSetBy, tc.desired, tc.setBy)
@@ -391,7 +392,7 @@ func TestDesiredDeploymentCreatedUnderAnHPA(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp("x", 1, 80, "nginx")
 			app.Spec.Replicas, app.Spec.Autoscaling = tc.replicas, &webappv2.Autoscaling{MinReplicas: ptr.To(int32(3)), MaxReplicas: 6}
-			ac, err := desiredDeployment(app, inputs{hpaExists: tc.hpaExists, deploymentMissing: tc.missing})
+			ac, err := desired.Deployment(app, desired.Inputs{HPAExists: tc.hpaExists, DeploymentMissing: tc.missing})
 			if err != nil {
 				t.Fatal(err)
 			}

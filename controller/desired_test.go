@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 func newApp(name string, replicas, port int32, image string) *webappv2.WebApp {
@@ -22,7 +23,7 @@ func newApp(name string, replicas, port int32, image string) *webappv2.WebApp {
 
 func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
 	t.Helper()
-	d, err := desiredDeployment(app, inputs{})
+	d, err := desired.Deployment(app, desired.Inputs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
 func typed[T any](t *testing.T, ac any) *T {
 	t.Helper()
 	out := new(T)
-	if err := roundTrip(ac, out); err != nil {
+	if err := desired.RoundTrip(ac, out); err != nil {
 		t.Fatalf("decoding %T: %v", ac, err)
 	}
 	return out
@@ -85,7 +86,7 @@ func TestDesiredDeployment(t *testing.T) {
 func TestDesiredService(t *testing.T) {
 	for _, port := range []int32{1, 80, 8080, 65535} {
 		app := newApp("svc", 2, port, "nginx")
-		s := typed[corev1.Service](t, desiredService(app))
+		s := typed[corev1.Service](t, desired.Service(app))
 		if s.Spec.Type != corev1.ServiceTypeClusterIP {
 			t.Errorf("type = %q", s.Spec.Type)
 		}

@@ -11,6 +11,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 func exposed(e webappv2.Expose) *webappv2.WebApp {
@@ -55,7 +56,7 @@ func TestDesiredIngress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := exposed(webappv2.Expose{})
 			app.Spec.Expose = tc.expose
-			ing := desiredIngress(app)
+			ing := desired.Ingress(app)
 			if tc.want == nil {
 				if ing != nil {
 					t.Fatalf("an Ingress: %s", asJSON(t, ing))
@@ -97,7 +98,7 @@ func TestDesiredHTTPRoute(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := exposed(webappv2.Expose{})
 			app.Spec.Expose = tc.expose
-			route := desiredHTTPRoute(app, 0)
+			route := desired.HTTPRoute(app, 0)
 			if tc.want == nil {
 				if route != nil {
 					t.Fatalf("an HTTPRoute: %s", asJSON(t, route))
@@ -129,7 +130,7 @@ func TestExposedURLs(t *testing.T) {
 	for _, tc := range cases {
 		app := exposed(webappv2.Expose{})
 		app.Spec.Expose = tc.expose
-		if got := strings.Join(exposedURLs(app), " "); got != tc.want {
+		if got := strings.Join(desired.ExposedURLs(app), " "); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // FuzzBuilders builds the children and the status of random WebApps (and random Deployments as last seen): no
@@ -57,12 +58,12 @@ func FuzzBuilders(f *testing.F) {
 		}
 
 		// The API server refuses a Deployment whose selector does not select its own pod template.
-		d, err := desiredDeployment(app, inputs{configHash: "hash", hpaExists: hpa})
+		d, err := desired.Deployment(app, desired.Inputs{ConfigHash: "hash", HPAExists: hpa})
 		if err != nil {
 			return
 		}
 		// The count is in our apply exactly while no HPA decides it, and then in the HPA's range.
-		if byHPA := replicasByHPA(app, hpa); (d.Spec.Replicas == nil) != byHPA {
+		if byHPA := desired.ReplicasByHPA(app, hpa); (d.Spec.Replicas == nil) != byHPA {
 			t.Fatalf("replicas %v in the Deployment with the HPA deciding: %v", d.Spec.Replicas, byHPA)
 		}
 		if a := app.Spec.Autoscaling; a != nil && d.Spec.Replicas != nil && a.MaxReplicas >= ptr.Deref(a.MinReplicas, 1) &&
@@ -92,11 +93,11 @@ func build(t *testing.T, app *webappv2.WebApp, dep *appsv1.Deployment, hpaExists
 		}
 		out[what] = string(b)
 	}
-	d, err := desiredDeployment(app, inputs{configHash: "hash", hpaExists: hpaExists})
+	d, err := desired.Deployment(app, desired.Inputs{ConfigHash: "hash", HPAExists: hpaExists})
 	encode("Deployment", d, err)
-	encode("Service", desiredService(app), nil)
-	encode("PodDisruptionBudget", desiredPDB(app), nil)
-	byHPA := replicasByHPA(app, hpaExists)
+	encode("Service", desired.Service(app), nil)
+	encode("PodDisruptionBudget", desired.PDB(app), nil)
+	byHPA := desired.ReplicasByHPA(app, hpaExists)
 	encode("status", desiredStatus(app, app, observation{dep: dep, known: dep != nil, replicasByHPA: byHPA}, applyErr, now), nil)
 	return out
 }

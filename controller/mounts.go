@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // missingSources lists the ConfigMaps and Secrets that app's volumes mount and that do not exist, as
@@ -47,7 +48,7 @@ func mountTrouble(app *webappv2.WebApp, missing []string, claim *corev1.Persiste
 	if len(missing) > 0 {
 		parts = append(parts, strings.Join(missing, ", ")+" not found: the pods cannot start until it exists")
 	}
-	if v := ownedClaimVolume(app); v != nil && claim != nil {
+	if v := desired.OwnedClaimVolume(app); v != nil && claim != nil {
 		switch {
 		case claim.Status.Phase == corev1.ClaimLost:
 			parts = append(parts, fmt.Sprintf("claim %q (volume %q) is Lost: its volume is gone", claim.Name, v.Name))

@@ -17,6 +17,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // An Orphan deletion mid-canary (issue 47): what is left running without an owner is the stable version alone,
@@ -98,16 +99,16 @@ func orphanCanaryNote(v orphanCanaryView) string {
 // and nothing else of it (a spec change not yet applied does not roll out during a deletion). nil: no route.
 func stableRoute(owned *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
 	if owned == nil || owned.Spec == nil {
-		return desiredHTTPRoute(app, 0)
+		return desired.HTTPRoute(app, 0)
 	}
 	out := &gwv1ac.HTTPRouteApplyConfiguration{}
-	if err := roundTrip(owned, out); err != nil {
-		return desiredHTTPRoute(app, 0)
+	if err := desired.RoundTrip(owned, out); err != nil {
+		return desired.HTTPRoute(app, 0)
 	}
 	for i := range out.Spec.Rules {
 		if slices.ContainsFunc(out.Spec.Rules[i].BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) }) {
 			out.Spec.Rules[i].BackendRefs = nil
-			out.Spec.Rules[i].WithBackendRefs(routeBackends(app, 0)...)
+			out.Spec.Rules[i].WithBackendRefs(desired.RouteBackends(app, 0)...)
 		}
 	}
 	return out
@@ -125,13 +126,13 @@ func routesToCanary(route *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.Web
 
 // toCanary: b is the canary's Service.
 func toCanary(app *webappv2.WebApp, b gwv1ac.HTTPBackendRefApplyConfiguration) bool {
-	return b.Name != nil && string(*b.Name) == canaryName(app) && (b.Kind == nil || *b.Kind == "Service")
+	return b.Name != nil && string(*b.Name) == desired.CanaryName(app) && (b.Kind == nil || *b.Kind == "Service")
 }
 
 // liveRoutesToCanary: a rule of the route as it is has a backend of app's canary Service.
 func liveRoutesToCanary(route *gwv1.HTTPRoute, app *webappv2.WebApp) bool {
 	return slices.ContainsFunc(route.Spec.Rules, func(r gwv1.HTTPRouteRule) bool {
-		return slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return string(b.Name) == canaryName(app) })
+		return slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return string(b.Name) == desired.CanaryName(app) })
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 func TestOrphanCanary(t *testing.T) {
@@ -79,7 +80,7 @@ func TestStableRoute(t *testing.T) {
 		want      []string // fragments of the JSON; none: no route
 		notInJSON []string
 	}{
-		{"mid-canary: the stable Service alone, at weight 1", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desiredHTTPRoute(app, 25) }, &gw, true, []string{
+		{"mid-canary: the stable Service alone, at weight 1", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desired.HTTPRoute(app, 25) }, &gw, true, []string{
 			`"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]`,
 			`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop"`,
 		}, []string{"shop-canary"}},
@@ -87,9 +88,9 @@ func TestStableRoute(t *testing.T) {
 		{"a spec change not yet applied does not roll out", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
 			old := app.DeepCopy()
 			old.Spec.Expose.Hosts = []webappv2.Hostname{"old.example.com"}
-			return desiredHTTPRoute(old, 50)
+			return desired.HTTPRoute(old, 50)
 		}, &gw, true, []string{`"hostnames":["old.example.com"]`, `"name":"shop","port":8080,"weight":1}]`}, []string{"a.example.com", "shop-canary"}},
-		{"no canary backend: as owned", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desiredHTTPRoute(app, 0) }, &gw, false, []string{`"name":"shop","port":8080,"weight":1}]`}, nil},
+		{"no canary backend: as owned", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desired.HTTPRoute(app, 0) }, &gw, false, []string{`"name":"shop","port":8080,"weight":1}]`}, nil},
 		{"what we own unreadable: the spec's at weight 0", func(*webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return nil }, &gw, false, []string{`"hostnames":["a.example.com"]`, `"weight":1}]`}, nil},
 		{"unreadable, and the spec has no route", func(*webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return nil }, nil, false, nil, nil},
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // controllerRef is a controller owner reference to an object of kind (group apps), name and uid.
@@ -25,7 +26,7 @@ func controllerRef(kind, name string, uid types.UID) metav1.OwnerReference {
 // pull image.
 func labelledPod(app *webappv2.WebApp, name, image string, refs ...metav1.OwnerReference) *corev1.Pod {
 	p := waiting("ImagePullBackOff", image, nil)
-	p.ObjectMeta = metav1.ObjectMeta{Namespace: app.Namespace, Name: name, UID: types.UID("uid-" + name), Labels: commonLabels(app), OwnerReferences: refs}
+	p.ObjectMeta = metav1.ObjectMeta{Namespace: app.Namespace, Name: name, UID: types.UID("uid-" + name), Labels: desired.CommonLabels(app), OwnerReferences: refs}
 	p.Spec.Containers = []corev1.Container{{Name: "app", Image: image}}
 	return &p
 }
@@ -33,7 +34,7 @@ func labelledPod(app *webappv2.WebApp, name, image string, refs ...metav1.OwnerR
 // replicaSetOf is a ReplicaSet with app's labels whose controller is the Deployment dep (name and uid).
 func replicaSetOf(app *webappv2.WebApp, name string, ref metav1.OwnerReference) *appsv1.ReplicaSet {
 	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: name, UID: types.UID("uid-" + name),
-		Labels: commonLabels(app), OwnerReferences: []metav1.OwnerReference{ref}}}
+		Labels: desired.CommonLabels(app), OwnerReferences: []metav1.OwnerReference{ref}}}
 }
 
 // A WebApp's pods are those its Deployment's ReplicaSets control (by UID): a pod that only carries its labels, or
@@ -41,9 +42,9 @@ func replicaSetOf(app *webappv2.WebApp, name string, ref metav1.OwnerReference) 
 func TestPodsTheDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 	app := newApp("web", 1, 80, "nginx:1.25")
 	// The WebApp's own Deployment (controlled by its UID), whose rollout is not complete.
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: commonLabels(app),
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: desired.CommonLabels(app),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: "web", UID: app.UID, Controller: ptr.To(true)}}}}
-	other := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-other", UID: "uid-web-other", Labels: commonLabels(app),
+	other := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-other", UID: "uid-web-other", Labels: desired.CommonLabels(app),
 		OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", "web", "uid-someone-elses")}}}
 	ours := replicaSetOf(app, "web-1", controllerRef("Deployment", "web", "uid-dep"))
 	impostors := []*corev1.Pod{

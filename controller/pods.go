@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // podTrouble says what keeps the WebApp's pods from running, from the pods as the cache keeps them (slimPod) and
@@ -277,7 +278,7 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep
 		return nil, true
 	}
 	// The Deployment's own selector: the canary's pods do not all carry the stable pods' labels.
-	selector := client.MatchingLabels(selectorLabels(app))
+	selector := client.MatchingLabels(desired.SelectorLabels(app))
 	if dep.Spec.Selector != nil {
 		selector = dep.Spec.Selector.MatchLabels
 	}

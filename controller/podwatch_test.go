@@ -222,7 +222,7 @@ func rsOf(name, dep string, uid types.UID) *metav1.PartialObjectMetadata {
 // podOf is a pod with WebApp webApp's labels, controlled by the ReplicaSet rs of uid (none when rs is "").
 func podOf(webApp, rs string, uid types.UID) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: webApp + "-x",
-		Labels: map[string]string{webappv2.LabelName: appName, webappv2.LabelInstance: webApp, webappv2.LabelManagedBy: webappv2.ManagedBy}}}
+		Labels: map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: webApp, webappv2.LabelManagedBy: webappv2.ManagedBy}}}
 	if rs != "" {
 		p.OwnerReferences = []metav1.OwnerReference{controllerRef("ReplicaSet", rs, uid)}
 	}

@@ -18,12 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // unschedulablePod is a pod of app's ReplicaSet rs that no node can take.
 func unschedulablePod(app *webappv2.WebApp, name string, rs *appsv1.ReplicaSet) *corev1.Pod {
 	p := unschedulable("0/1 nodes are available: 1 Insufficient cpu.")
-	p.ObjectMeta = metav1.ObjectMeta{Namespace: app.Namespace, Name: name, UID: types.UID("uid-" + name), Labels: commonLabels(app),
+	p.ObjectMeta = metav1.ObjectMeta{Namespace: app.Namespace, Name: name, UID: types.UID("uid-" + name), Labels: desired.CommonLabels(app),
 		OwnerReferences: []metav1.OwnerReference{controllerRef("ReplicaSet", rs.Name, rs.UID)}}
 	p.Spec.Containers = []corev1.Container{{Name: "app", Image: "nginx:1.25"}}
 	return &p
@@ -55,7 +56,7 @@ func TestAfterARestartTheStatusWaitsForThePods(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			app := newApp("web", 1, 80, "nginx:1.25")
-			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: commonLabels(app),
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: desired.CommonLabels(app),
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: "web", UID: app.UID, Controller: ptr.To(true)}}}}
 			rs := replicaSetOf(app, "web-1", controllerRef("Deployment", "web", dep.UID))
 			env := newFakeEnv(t, app, dep, rs, unschedulablePod(app, "web-1-a", rs))

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // resyncLoop is the periodic resync. Every period it walks the cached WebApps and enqueues those a reconcile could
@@ -100,7 +101,7 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 		pods, _ = r.podsOf(ctx, app, r.cachedDeployment(ctx, key))
 		if app.Spec.Rollout.Canary != nil {
 			// A canary's pods that start crashing roll it back.
-			canary, _ := r.podsOf(ctx, app, r.cachedDeployment(ctx, types.NamespacedName{Namespace: key.Namespace, Name: canaryName(app)}))
+			canary, _ := r.podsOf(ctx, app, r.cachedDeployment(ctx, types.NamespacedName{Namespace: key.Namespace, Name: desired.CanaryName(app)}))
 			pods = append(slices.Clip(pods), canary...)
 		}
 	}

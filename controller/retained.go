@@ -14,6 +14,7 @@ import (
 	smdtyped "sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // Server-Side Apply removes a field we stop sending only when no other field manager owns it too. A child that
@@ -235,7 +236,7 @@ func releases(before client.Object, want any) bool {
 		return false
 	}
 	u := &unstructured.Unstructured{}
-	if err := roundTrip(want, &u.Object); err != nil {
+	if err := desired.RoundTrip(want, &u.Object); err != nil {
 		return true
 	}
 	tv, err := childTypes.ObjectToTyped(u, smdtyped.AllowDuplicates)

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 func TestServerFormEnv(t *testing.T) {
@@ -26,7 +28,7 @@ func TestServerFormEnv(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := tc.in.DeepCopy()
-			got := serverFormEnv(tc.in)
+			got := desired.ServerFormEnv(tc.in)
 			if got.ValueFrom == nil || !equalJSON(t, *got.ValueFrom, tc.want) {
 				t.Errorf("got %+v, want %+v", got.ValueFrom, tc.want)
 			}
@@ -35,7 +37,7 @@ func TestServerFormEnv(t *testing.T) {
 			}
 		})
 	}
-	if plain := serverFormEnv(corev1.EnvVar{Name: "A", Value: "1"}); plain.ValueFrom != nil || plain.Value != "1" {
+	if plain := desired.ServerFormEnv(corev1.EnvVar{Name: "A", Value: "1"}); plain.ValueFrom != nil || plain.Value != "1" {
 		t.Errorf("plain value changed: %+v", plain)
 	}
 }
@@ -44,7 +46,7 @@ func TestServerFormResourcesRoundsUpToMilli(t *testing.T) {
 	cases := map[string]string{"1n": "1m", "1.5m": "2m", "100m": "100m", "1.5": "1500m", "250000u": "250m", "64Mi": "64Mi", "0.1": "100m"}
 	for in, want := range cases {
 		r := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(in)}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(in)}}
-		got := serverFormResources(r)
+		got := desired.ServerFormResources(r)
 		for _, q := range []resource.Quantity{got.Requests[corev1.ResourceCPU], got.Limits[corev1.ResourceMemory]} {
 			if w := resource.MustParse(want); q.Cmp(w) != 0 {
 				t.Errorf("%s rounded to %s, want %s", in, q.String(), want)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // The stable version's record (issue 47). While a canary runs, and after one is rolled back, the stable Deployment
@@ -45,7 +46,7 @@ func desiredStableRecord(app *webappv2.WebApp, in inputs) (*appsv1ac.ControllerR
 		template, rev = in.canary.held, d.State.Stable
 	default:
 		// Stable, or promoting: the spec's version is (or is about to be) the stable one.
-		dep, err := desiredDeployment(app, in)
+		dep, err := desired.Deployment(app, in.Inputs)
 		if err != nil {
 			return nil, err
 		}
@@ -56,9 +57,9 @@ func desiredStableRecord(app *webappv2.WebApp, in inputs) (*appsv1ac.ControllerR
 		return nil, err
 	}
 	return appsv1ac.ControllerRevision(stableRecordName(app), app.Namespace).
-		WithLabels(commonLabels(app)).
+		WithLabels(desired.CommonLabels(app)).
 		WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev}).
-		WithOwnerReferences(ownerReference(app)).
+		WithOwnerReferences(desired.OwnerReference(app)).
 		// The record has one revision at a time: a new one replaces it.
 		WithRevision(1).
 		WithData(runtime.RawExtension{Raw: data}), nil

@@ -11,6 +11,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // TestDesiredStableRecord: the record holds the spec's template while the spec's version is stable or promoted, the
@@ -19,7 +20,7 @@ import (
 func TestDesiredStableRecord(t *testing.T) {
 	app := newApp("web", 2, 8080, "shop:2")
 	app.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50}}}
-	spec, err := desiredDeployment(app, inputs{})
+	spec, err := desired.Deployment(app, desired.Inputs{})
 	if err != nil {
 		t.Fatal(err)
 	}

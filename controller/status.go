@@ -18,6 +18,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // observation is the Deployment as the status may report it, and the fields of children other managers keep.
@@ -26,7 +27,7 @@ type observation struct {
 	known bool               // false when it could not be read or is not ours: then nothing is claimed from it
 	// err is the failure to write this generation's Deployment: then its rollout is not this generation's.
 	err error
-	// replicasByHPA: the count was left to the HorizontalPodAutoscaler, which exists; otherwise it is the WebApp's.
+	// desired.ReplicasByHPA: the count was left to the HorizontalPodAutoscaler, which exists; otherwise it is the WebApp's.
 	replicasByHPA bool
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
 	retained []webappv2.RetainedField
@@ -85,17 +86,17 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	r := rolloutOf(app, obs, applyErr)
 	st := webappv2ac.WebAppStatus().
 		WithObservedGeneration(app.Generation).
-		WithSelector(labels.SelectorFromSet(selectorLabels(app)).String()).
+		WithSelector(labels.SelectorFromSet(desired.SelectorLabels(app)).String()).
 		WithConditions(
 			conditionApply(cur, readyCondition(app, r, applyErr), now),
 			conditionApply(cur, progressingCondition(app, r), now),
 		)
 	// Where the app is: its first exposed URL, or the Service inside the cluster.
-	if urls := exposedURLs(app); len(urls) > 0 {
+	if urls := desired.ExposedURLs(app); len(urls) > 0 {
 		st.WithURL(urls[0]).WithURLs(urls...).
 			WithConditions(conditionApply(cur, exposedCondition(app, obs.routeServed, obs.ingress, obs.route, obs.exposeErr), now))
 	} else {
-		st.WithURL(serviceURL(app))
+		st.WithURL(desired.ServiceURL(app))
 	}
 	replicas, available := int32(0), int32(0)
 	switch {
@@ -142,11 +143,11 @@ const (
 	replicasSetByHPA    = "HorizontalPodAutoscaler"
 )
 
-// desiredReplicas is the number of pods app asks for now: the WebApp's count (webAppReplicas), or once the HPA
+// desiredReplicas is the number of pods app asks for now: the WebApp's count (desired.WebAppReplicas), or once the HPA
 // decides it, the Deployment's count (the HPA's decision; 0 while there is no Deployment to read it from).
 func desiredReplicas(app *webappv2.WebApp, obs observation) int32 {
 	if !obs.replicasByHPA {
-		return webAppReplicas(app)
+		return desired.WebAppReplicas(app)
 	}
 	if obs.dep != nil && obs.dep.Spec.Replicas != nil {
 		return *obs.dep.Spec.Replicas

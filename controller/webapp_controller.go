@@ -36,6 +36,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
 )
 
 // DefaultRequeueAfter is how often a converged WebApp is looked at again; it costs no write when nothing drifted.
@@ -195,7 +196,7 @@ type childrenOutcome struct {
 	retained []webappv2.RetainedField
 	wrote    bool     // a write was sent
 	gone     []string // kinds whose API went away during the writes (servedAPIs.recheck)
-	// replicasByHPA: the Deployment's count was left to the HorizontalPodAutoscaler (it exists).
+	// desired.ReplicasByHPA: the Deployment's count was left to the HorizontalPodAutoscaler (it exists).
 	replicasByHPA bool
 	// canary is the canary's decision (nil: no strategy).
 	canary *canaryRun
@@ -223,11 +224,11 @@ func (c childrenOutcome) observation() observation {
 // child the WebApp no longer needs is deleted) and returns what it found and did.
 func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp, active []childKind) (childrenOutcome, error) {
 	in := inputs{}
-	in.configHash, in.configErr = r.configHash(ctx, app)
+	in.ConfigHash, in.configErr = r.configHash(ctx, app)
 	// Read once, for the Deployment's count and the status alike: the HPA decides the count only once it exists.
-	in.hpaExists, in.hpaErr = r.hpaExists(ctx, app)
+	in.HPAExists, in.hpaErr = r.hpaExists(ctx, app)
 	// A Deployment the apply creates (new, or deleted by someone) starts at the WebApp's count, even under an HPA.
-	in.deploymentMissing = in.hpaExists && r.cachedDeployment(ctx, client.ObjectKeyFromObject(app)) == nil
+	in.DeploymentMissing = in.HPAExists && r.cachedDeployment(ctx, client.ObjectKeyFromObject(app)) == nil
 	// With a canary strategy: which version serves, which is tried, and the traffic each gets.
 	in.canary = r.decideCanary(ctx, app, in)
 	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before
@@ -236,7 +237,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
 	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == webappv2.ReasonChildNotOwned}
-	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: replicasByHPA(app, in.hpaExists), canary: in.canary}
+	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: desired.ReplicasByHPA(app, in.HPAExists), canary: in.canary}
 	var created []childKind
 	var errs []error
 	for _, c := range active {

@@ -10,8 +10,10 @@ const (
 	// managedFields is recorded against it.
 	FieldManager = "webapp-operator"
 
-	// LabelName is the recommended name label, put on everything we create (value "webapp").
+	// LabelName is the recommended name label, put on everything we create (value AppName).
 	LabelName = "app.kubernetes.io/name"
+	// AppName is the value of LabelName.
+	AppName = "webapp"
 	// LabelInstance carries the WebApp's name; with LabelName it selects the WebApp's pods.
 	LabelInstance = "app.kubernetes.io/instance"
 	// LabelManagedBy says the object is ours (value ManagedBy); the operator's cache filters on it.

@@ -1,6 +1,12 @@
-package controller
+// Package desired is the desired state of every child of a WebApp: pure builders from the WebApp and what a
+// reconcile observed (Inputs) to the complete apply configuration of each child (the Deployment and its pod, the
+// Service, the HPA, the PodDisruptionBudget, the Ingress or HTTPRoute, the claim, the canary's Deployment and
+// Service). Every field we own is set on every call, so a field left out is one we hand over. It does no I/O: the
+// lint config refuses a client, cache, HTTP or file import here; the reconciler (controller/) reads and writes.
+package desired
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,9 +27,6 @@ import (
 )
 
 const (
-	// appName is the value of LabelName.
-	appName = "webapp"
-
 	// containerName names the single container.
 	containerName = "app"
 
@@ -33,21 +36,21 @@ const (
 	ownerAPIVersion = "example.com/v1"
 )
 
-// selectorLabels select the pods of one WebApp. Both labels are used, so pods of another tool that only share
+// SelectorLabels select the pods of one WebApp. Both labels are used, so pods of another tool that only share
 // the instance label (a Helm release of the same name, say) are never selected.
-func selectorLabels(app *webappv2.WebApp) map[string]string {
-	return map[string]string{webappv2.LabelName: appName, webappv2.LabelInstance: app.Name}
+func SelectorLabels(app *webappv2.WebApp) map[string]string {
+	return map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: app.Name}
 }
 
-// commonLabels go on the Deployment, its pod template and the Service.
-func commonLabels(app *webappv2.WebApp) map[string]string {
-	l := selectorLabels(app)
+// CommonLabels go on the Deployment, its pod template and the Service.
+func CommonLabels(app *webappv2.WebApp) map[string]string {
+	l := SelectorLabels(app)
 	l[webappv2.LabelManagedBy] = webappv2.ManagedBy
 	return l
 }
 
-// ownerReference makes the WebApp the controller of a child, so garbage collection deletes the child with it.
-func ownerReference(app *webappv2.WebApp) *metav1ac.OwnerReferenceApplyConfiguration {
+// OwnerReference makes the WebApp the controller of a child, so garbage collection deletes the child with it.
+func OwnerReference(app *webappv2.WebApp) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
 		WithAPIVersion(ownerAPIVersion).
 		WithKind("WebApp").
@@ -57,31 +60,31 @@ func ownerReference(app *webappv2.WebApp) *metav1ac.OwnerReferenceApplyConfigura
 		WithBlockOwnerDeletion(true)
 }
 
-// desiredDeployment is the complete Deployment we mean to own for app. Every field we own is set on every call:
+// Deployment is the complete Deployment we mean to own for app. Every field we own is set on every call:
 // a field left out of an apply is released by our manager and may be reset by the server. Of the inputs it takes
 // the config hash of the referenced configuration ("" when the WebApp refers to none) and whether the WebApp's
 // HorizontalPodAutoscaler exists.
-func desiredDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	template, err := desiredPodTemplate(app, in.configHash)
+func Deployment(app *webappv2.WebApp, in Inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	template, err := PodTemplate(app, in.ConfigHash)
 	if err != nil {
 		return nil, err
 	}
 	spec := appsv1ac.DeploymentSpec().
 		WithProgressDeadlineSeconds(progressDeadline(app)).
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(app))).
 		WithTemplate(template)
 	// Once the HorizontalPodAutoscaler exists the count is its: it is left out, so the HPA's writes through /scale
 	// own it (handOverReplicas makes sure it is never reset on the way). Until then it is the WebApp's, so a count
 	// never passes to an HPA the API refused; and a Deployment created (again) gets the WebApp's count in the HPA's
 	// range, never the API's default of 1, and hands it over on the next reconcile.
-	if !replicasByHPA(app, in.hpaExists) || in.deploymentMissing {
-		spec.WithReplicas(webAppReplicas(app))
+	if !ReplicasByHPA(app, in.HPAExists) || in.DeploymentMissing {
+		spec.WithReplicas(WebAppReplicas(app))
 	}
 	if app.Spec.Rollout.RevisionHistoryLimit != nil {
 		spec.WithRevisionHistoryLimit(*app.Spec.Rollout.RevisionHistoryLimit)
 	}
 	switch s := app.Spec.Rollout; {
-	case recreates(app):
+	case Recreates(app):
 		// The one pod that may mount the claim stops before the new one starts (the CRD allows no surge here).
 		spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType))
 	case s.MaxSurge != nil || s.MaxUnavailable != nil:
@@ -95,19 +98,19 @@ func desiredDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApp
 		spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).WithRollingUpdate(ru))
 	}
 	return appsv1ac.Deployment(app.Name, app.Namespace).
-		WithLabels(commonLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
+		WithLabels(CommonLabels(app)).
+		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec), nil
 }
 
-// desiredPodTemplate is the pod template: the user's pod labels and annotations under ours, one container, the
+// PodTemplate is the pod template: the user's pod labels and annotations under ours, one container, the
 // pull secrets, and the security context of the chosen Pod Security Standard.
-func desiredPodTemplate(app *webappv2.WebApp, configHash string) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+func PodTemplate(app *webappv2.WebApp, configHash string) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
 	labels := maps.Clone(app.Spec.Pod.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	maps.Copy(labels, commonLabels(app))
+	maps.Copy(labels, CommonLabels(app))
 	annotations := maps.Clone(app.Spec.Pod.Annotations)
 	if configHash != "" {
 		if annotations == nil {
@@ -158,14 +161,14 @@ func desiredContainer(app *webappv2.WebApp) (*corev1ac.ContainerApplyConfigurati
 	}
 	var errs []error
 	for i := range spec.Env {
-		env := serverFormEnv(spec.Env[i])
+		env := ServerFormEnv(spec.Env[i])
 		errs = append(errs, convert(&env, func(ac *corev1ac.EnvVarApplyConfiguration) { c.WithEnv(ac) }))
 	}
 	for i := range spec.EnvFrom {
 		errs = append(errs, convert(&spec.EnvFrom[i], func(ac *corev1ac.EnvFromSourceApplyConfiguration) { c.WithEnvFrom(ac) }))
 	}
 	if r := spec.Resources; len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
-		r = serverFormResources(r)
+		r = ServerFormResources(r)
 		errs = append(errs, convert(&r, func(ac *corev1ac.ResourceRequirementsApplyConfiguration) { c.WithResources(ac) }))
 	}
 	if spec.StartupProbe != nil {
@@ -221,9 +224,9 @@ func maxReplicas(app *webappv2.WebApp) int32 {
 	return replicas(app)
 }
 
-// desiredHPA is the HorizontalPodAutoscaler of an autoscaling WebApp (nil: none must exist): it scales the
+// HPA is the HorizontalPodAutoscaler of an autoscaling WebApp (nil: none must exist): it scales the
 // Deployment between minReplicas and maxReplicas on the CPU and memory targets (CPU 80% when neither is set).
-func desiredHPA(app *webappv2.WebApp) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
+func HPA(app *webappv2.WebApp) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
 	a := app.Spec.Autoscaling
 	if a == nil {
 		return nil, nil
@@ -254,8 +257,8 @@ func desiredHPA(app *webappv2.WebApp) (*autoscalingv2ac.HorizontalPodAutoscalerA
 		err = convert(b, func(ac *autoscalingv2ac.HorizontalPodAutoscalerBehaviorApplyConfiguration) { spec.WithBehavior(ac) })
 	}
 	return autoscalingv2ac.HorizontalPodAutoscaler(app.Name, app.Namespace).
-		WithLabels(commonLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
+		WithLabels(CommonLabels(app)).
+		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec), err
 }
 
@@ -276,8 +279,8 @@ func replicas(app *webappv2.WebApp) int32 {
 // LocalObjectReference, LabelSelector, OwnerReference) have no defaults; defaults of granular structs (probe
 // timings, HTTP scheme and path, the Service's policies) are owned by no manager, so they never differ.
 
-// serverFormEnv is e as the API server stores it in a pod template.
-func serverFormEnv(e corev1.EnvVar) corev1.EnvVar {
+// ServerFormEnv is e as the API server stores it in a pod template.
+func ServerFormEnv(e corev1.EnvVar) corev1.EnvVar {
 	if e.ValueFrom == nil {
 		return e
 	}
@@ -315,8 +318,8 @@ func serverFormBehavior(b *webappv2.AutoscalingBehavior) *webappv2.AutoscalingBe
 	return out
 }
 
-// serverFormResources is r with every quantity rounded up to milli precision, as the API server stores it.
-func serverFormResources(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+// ServerFormResources is r with every quantity rounded up to milli precision, as the API server stores it.
+func ServerFormResources(r corev1.ResourceRequirements) corev1.ResourceRequirements {
 	out := r.DeepCopy()
 	for _, list := range []corev1.ResourceList{out.Requests, out.Limits} {
 		for name, q := range list {
@@ -331,7 +334,7 @@ func serverFormResources(r corev1.ResourceRequirements) corev1.ResourceRequireme
 // it to set.
 func convert[AC any](typed any, set func(*AC)) error {
 	ac := new(AC)
-	if err := roundTrip(typed, ac); err != nil {
+	if err := RoundTrip(typed, ac); err != nil {
 		return fmt.Errorf("converting %T: %w", typed, err)
 	}
 	set(ac)
@@ -365,20 +368,20 @@ func appSecurityContext(app *webappv2.WebApp) *corev1ac.SecurityContextApplyConf
 	return sc
 }
 
-// desiredPDB is the PodDisruptionBudget that keeps all but one pod up during voluntary disruptions (node drains),
+// PDB is the PodDisruptionBudget that keeps all but one pod up during voluntary disruptions (node drains),
 // or nil when there is a single replica: there is then nothing for it to protect.
-func desiredPDB(app *webappv2.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+func PDB(app *webappv2.WebApp) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
 	if maxReplicas(app) < 2 {
 		return nil
 	}
 	return policyv1ac.PodDisruptionBudget(app.Name, app.Namespace).
-		WithLabels(commonLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
+		WithLabels(CommonLabels(app)).
+		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
 			WithMaxUnavailable(intstr.FromInt32(1)).
 			// Pods that are not ready (a bad image, a stuck rollout) must never block a node drain.
 			WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))))
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(app))))
 }
 
 // progressDeadline is spec.rollout.progressDeadlineSeconds, or what unset means.
@@ -389,20 +392,20 @@ func progressDeadline(app *webappv2.WebApp) int32 {
 	return webappv2.DefaultProgressDeadlineSeconds
 }
 
-// desiredService is the complete Service we mean to own for app: each port, by number, to the container's port
+// Service is the complete Service we mean to own for app: each port, by number, to the container's port
 // of the same name.
-func desiredService(app *webappv2.WebApp) *corev1ac.ServiceApplyConfiguration {
+func Service(app *webappv2.WebApp) *corev1ac.ServiceApplyConfiguration {
 	svc := corev1ac.Service(app.Name, app.Namespace)
 	if len(app.Spec.Service.Annotations) > 0 {
 		svc.WithAnnotations(app.Spec.Service.Annotations)
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(serviceType(app)).
-		WithSelector(selectorLabels(app)).
+		WithSelector(SelectorLabels(app)).
 		WithPorts(servicePorts(app)...)
 	return svc.
-		WithLabels(commonLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
+		WithLabels(CommonLabels(app)).
+		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec)
 }
 
@@ -426,7 +429,33 @@ func serviceType(app *webappv2.WebApp) corev1.ServiceType {
 	return corev1.ServiceTypeClusterIP
 }
 
-// serviceURL is the in-cluster address of app's Service.
-func serviceURL(app *webappv2.WebApp) string {
+// ServiceURL is the in-cluster address of app's Service.
+func ServiceURL(app *webappv2.WebApp) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", app.Name, app.Namespace, ports(app)[0].Port)
+}
+
+// ReplicasByHPA says the HorizontalPodAutoscaler decides the count, so our Deployment apply leaves it out: autoscaling
+// is on and the HPA exists (hpaExists).
+func ReplicasByHPA(app *webappv2.WebApp, hpaExists bool) bool {
+	return app.Spec.Autoscaling != nil && hpaExists
+}
+
+// WebAppReplicas is the count the WebApp sets while no HPA does: spec.replicas (1 when unset), with autoscaling
+// clamped into [minReplicas, maxReplicas], the range the HPA will keep it in when it takes the count over.
+func WebAppReplicas(app *webappv2.WebApp) int32 {
+	n := replicas(app)
+	if a := app.Spec.Autoscaling; a != nil {
+		n = min(max(n, ptr.Deref(a.MinReplicas, 1)), a.MaxReplicas)
+	}
+	return n
+}
+
+// RoundTrip decodes the JSON form of in into out: a typed object into its apply configuration or back, one shape
+// compared with another (the builders, the write decision and the retained fields share it).
+func RoundTrip(in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
 }

@@ -1,4 +1,4 @@
-package controller
+package desired
 
 import (
 	"errors"
@@ -21,8 +21,8 @@ func writableVolume(i int) string {
 	return fmt.Sprintf("%swritable-%d", webappv2.ReservedVolumePrefix, i)
 }
 
-// ownedClaimVolume is the WebApp's volume with an owned claim (nil: none).
-func ownedClaimVolume(app *webappv2.WebApp) *webappv2.Volume {
+// OwnedClaimVolume is the WebApp's volume with an owned claim (nil: none).
+func OwnedClaimVolume(app *webappv2.WebApp) *webappv2.Volume {
 	for i := range app.Spec.Volumes {
 		if app.Spec.Volumes[i].Claim != nil {
 			return &app.Spec.Volumes[i]
@@ -31,10 +31,10 @@ func ownedClaimVolume(app *webappv2.WebApp) *webappv2.Volume {
 	return nil
 }
 
-// recreates says whether the Deployment rolls out by Recreate: a claim the WebApp owns that only one pod (or one
+// Recreates says whether the Deployment rolls out by Recreate: a claim the WebApp owns that only one pod (or one
 // node) can mount at a time would keep the new pod of a rolling update from starting while the old one holds it.
-func recreates(app *webappv2.WebApp) bool {
-	v := ownedClaimVolume(app)
+func Recreates(app *webappv2.WebApp) bool {
+	v := OwnedClaimVolume(app)
 	return v != nil && v.Claim.SingleWriter()
 }
 
@@ -70,7 +70,7 @@ func desiredVolumes(app *webappv2.WebApp) []*corev1ac.VolumeApplyConfiguration {
 			}
 			vol.WithPersistentVolumeClaim(s)
 		case v.Claim != nil:
-			// The owned claim has the WebApp's name (see desiredClaim).
+			// The owned claim has the WebApp's name (see Claim).
 			vol.WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(app.Name))
 		}
 		out = append(out, vol)
@@ -162,7 +162,7 @@ func spreadConstraint(app *webappv2.WebApp, s *webappv2.Spread) *corev1ac.Topolo
 		WithMaxSkew(skew).
 		WithTopologyKey(key).
 		WithWhenUnsatisfiable(when).
-		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
+		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(app))).
 		WithMatchLabelKeys(appsv1.DefaultDeploymentUniqueLabelKey)
 }
 
@@ -180,11 +180,11 @@ func desiredInitContainers(app *webappv2.WebApp) ([]*corev1ac.ContainerApplyConf
 			c.WithRestartPolicy(x.RestartPolicy)
 		}
 		for i := range x.Env {
-			env := serverFormEnv(x.Env[i])
+			env := ServerFormEnv(x.Env[i])
 			errs = append(errs, convert(&env, func(ac *corev1ac.EnvVarApplyConfiguration) { c.WithEnv(ac) }))
 		}
 		if r := x.Resources; len(r.Requests) > 0 || len(r.Limits) > 0 {
-			r = serverFormResources(r)
+			r = ServerFormResources(r)
 			errs = append(errs, convert(&r, func(ac *corev1ac.ResourceRequirementsApplyConfiguration) { c.WithResources(ac) }))
 		}
 		if x.ReadinessProbe != nil {

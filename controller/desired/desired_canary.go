@@ -1,12 +1,10 @@
-package controller
+package desired
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"maps"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev1 "k8s.io/api/core/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -28,22 +26,22 @@ import (
 // split is by replicas. The canary Deployment's selector is the same in both forms (a selector is immutable): a
 // change of form rolls the canary's pods, it never needs a new Deployment.
 
-// canaryName names the canary's Deployment and Service.
-func canaryName(app *webappv2.WebApp) string { return app.Name + "-canary" }
+// CanaryName names the canary's Deployment and Service.
+func CanaryName(app *webappv2.WebApp) string { return app.Name + "-canary" }
 
-// canaryShared: without a Gateway the canary's pods join the one Service, and the traffic is split by replicas.
-func canaryShared(app *webappv2.WebApp) bool {
+// CanaryShared says that without a Gateway the canary's pods join the one Service, and the traffic is split by replicas.
+func CanaryShared(app *webappv2.WebApp) bool {
 	return app.Spec.Expose == nil || app.Spec.Expose.Gateway == nil
 }
 
-// canaryReplicas is the canary's count for weight percent of the traffic beside stable pods that keep theirs
+// CanaryReplicas is the canary's count for weight percent of the traffic beside stable pods that keep theirs
 // (never fewer, so the stable version's capacity does not dip, and an HPA's count stays its own): behind a route,
 // weight percent of the stable count (the route sends the canary its share whatever its count); sharing the one
 // Service, the count that makes weight percent of all pods. At least one, and never more than bound, the most
 // pods the WebApp may run (its replicas, or its autoscaling maximum): a split by replicas asks for
 // stable×weight/(100−weight) pods, 990 beside 10 at 99%, which only a bound keeps from starving the cluster; a
 // step above what the bound allows gets the bound's share (half the pods when the stable count is the bound).
-func canaryReplicas(stable, bound, weight int32, shared bool) int32 {
+func CanaryReplicas(stable, bound, weight int32, shared bool) int32 {
 	if weight <= 0 {
 		return 0
 	}
@@ -61,29 +59,29 @@ func canaryReplicas(stable, bound, weight int32, shared bool) int32 {
 	return int32(max(min(n, int64(bound)), 1))
 }
 
-// canaryBound is the most pods a canary may have: the most the WebApp may run, its autoscaling maximum when it
+// CanaryBound is the most pods a canary may have: the most the WebApp may run, its autoscaling maximum when it
 // autoscales, its replicas otherwise.
-func canaryBound(app *webappv2.WebApp) int32 {
+func CanaryBound(app *webappv2.WebApp) int32 {
 	if a := app.Spec.Autoscaling; a != nil {
 		return max(a.MaxReplicas, 1)
 	}
-	return webAppReplicas(app)
+	return WebAppReplicas(app)
 }
 
 // canarySelector selects a canary's pods.
 func canarySelector(app *webappv2.WebApp) map[string]string {
-	return map[string]string{webappv2.LabelName: appName, webappv2.LabelCanaryOf: app.Name}
+	return map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelCanaryOf: app.Name}
 }
 
-// desiredCanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods: the
+// CanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods: the
 // WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the canary's
-// count (no HPA decides it; at most canaryBound(app)) and its revision. nil while there is no canary: it must not
+// count (no HPA decides it; at most CanaryBound(app)) and its revision. nil while there is no canary: it must not
 // exist.
-func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canary.Decision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
+func CanaryDeployment(app *webappv2.WebApp, in Inputs, d canary.Decision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	if d.ReplicaWeight <= 0 {
 		return nil, nil
 	}
-	dep, err := desiredDeployment(app, inputs{configHash: in.configHash})
+	dep, err := Deployment(app, Inputs{ConfigHash: in.ConfigHash})
 	if err != nil {
 		return nil, err
 	}
@@ -96,35 +94,35 @@ func desiredCanaryDeployment(app *webappv2.WebApp, in inputs, d canary.Decision,
 	maps.Copy(labels, canarySelector(app))
 	// Its pods say which version they are: a new canary's pods are told from the last one's still going.
 	labels[webappv2.LabelCanaryRevision] = rev
-	if !canaryShared(app) {
+	if !CanaryShared(app) {
 		// Behind a route: the stable Service must not select the canary's pods.
 		delete(labels, webappv2.LabelInstance)
 	}
-	dep.Name = ptr.To(canaryName(app))
+	dep.Name = ptr.To(CanaryName(app))
 	dep.Spec.Template.Labels = labels
 	dep.Spec.Selector = metav1ac.LabelSelector().WithMatchLabels(canarySelector(app))
-	dep.Spec.WithReplicas(canaryReplicas(stable, canaryBound(app), d.ReplicaWeight, canaryShared(app)))
+	dep.Spec.WithReplicas(CanaryReplicas(stable, CanaryBound(app), d.ReplicaWeight, CanaryShared(app)))
 	dep.WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev})
 	return dep, nil
 }
 
-// desiredCanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods); nil
+// CanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods); nil
 // without a canary or without a Gateway (the one Service serves both).
-func desiredCanaryService(app *webappv2.WebApp, d canary.Decision) *corev1ac.ServiceApplyConfiguration {
-	if d.ReplicaWeight <= 0 || canaryShared(app) {
+func CanaryService(app *webappv2.WebApp, d canary.Decision) *corev1ac.ServiceApplyConfiguration {
+	if d.ReplicaWeight <= 0 || CanaryShared(app) {
 		return nil
 	}
 	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(canarySelector(app)).WithPorts(servicePorts(app)...)
-	return corev1ac.Service(canaryName(app), app.Namespace).
-		WithLabels(commonLabels(app)).
-		WithOwnerReferences(ownerReference(app)).
+	return corev1ac.Service(CanaryName(app), app.Namespace).
+		WithLabels(CommonLabels(app)).
+		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec)
 }
 
-// routeBackends are the route's backends for the canary's weight: the stable Service alone (weight 1, as a route
+// RouteBackends are the route's backends for the canary's weight: the stable Service alone (weight 1, as a route
 // without a canary has always been written, so taking the strategy rewrites no route), or both Services by their
 // percentages.
-func routeBackends(app *webappv2.WebApp, weight int32) []*gwv1ac.HTTPBackendRefApplyConfiguration {
+func RouteBackends(app *webappv2.WebApp, weight int32) []*gwv1ac.HTTPBackendRefApplyConfiguration {
 	port := ports(app)[0].Port
 	backend := func(name string, w int32) *gwv1ac.HTTPBackendRefApplyConfiguration {
 		return gwv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(name)).WithPort(port).WithWeight(w)
@@ -132,41 +130,16 @@ func routeBackends(app *webappv2.WebApp, weight int32) []*gwv1ac.HTTPBackendRefA
 	if weight <= 0 {
 		return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 1)}
 	}
-	return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 100-weight), backend(canaryName(app), weight)}
+	return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 100-weight), backend(CanaryName(app), weight)}
 }
 
-// revision names a version of the pods: a hash of the pod template the builders make (the config hash in it, so a
+// Revision names a version of the pods: a hash of the pod template the builders make (the config hash in it, so a
 // changed ConfigMap is a new version too). The same spec gives the same revision in every process.
-func revision(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, error) {
+func Revision(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, error) {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16], nil
-}
-
-// splitPods tells a WebApp's pods of the stable version from the canary's (by LabelCanaryOf).
-func splitPods(app *webappv2.WebApp, pods []*cachedPod) (stable, canary []*cachedPod) {
-	for _, p := range pods {
-		if p.Labels[webappv2.LabelCanaryOf] == app.Name {
-			canary = append(canary, p)
-		} else {
-			stable = append(stable, p)
-		}
-	}
-	return stable, canary
-}
-
-// canaryReplaced: the canary Deployment cur runs another version than desired, the one to try now. It is replaced
-// (deleted, then created by the next reconcile) rather than rolled: the version it runs is no longer wanted, so its
-// pods go at once, and never keep serving (behind the one Service, without a Gateway) beside a new version the
-// Deployment API refuses, which an apply could never replace.
-func canaryReplaced(cur client.Object, desired any) bool {
-	want, ok := desired.(*appsv1ac.DeploymentApplyConfiguration)
-	if !ok || want == nil {
-		return false
-	}
-	have := cur.GetAnnotations()[webappv2.AnnotationRevision]
-	return have != "" && have != want.Annotations[webappv2.AnnotationRevision]
 }
