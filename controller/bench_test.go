@@ -13,13 +13,14 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 // What a resync of a converged WebApp costs in CPU: building the desired Deployment, extracting what our manager
 // owns from the cached object and comparing the two. `make bench` prints the figures.
 
 func BenchmarkDesiredDeployment(b *testing.B) {
-	app := fullSpecApp()
+	app := apptest.FullSpecApp()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := desired.Deployment(app, desired.Inputs{ConfigHash: "0123456789abcdef0123456789abcdef"}); err != nil {
@@ -29,7 +30,7 @@ func BenchmarkDesiredDeployment(b *testing.B) {
 }
 
 func BenchmarkConvergedDeploymentDecision(b *testing.B) {
-	app := fullSpecApp()
+	app := apptest.FullSpecApp()
 	env := newFakeEnv(b, app)
 	r := &WebAppReconciler{Client: env}
 	if _, err := r.Reconcile(context.Background(), reqFor(app)); err != nil {
@@ -62,7 +63,7 @@ func BenchmarkConvergedDeploymentDecision(b *testing.B) {
 
 // A whole converged reconcile (the fake client's reads are dearer than the cache's).
 func BenchmarkConvergedReconcile(b *testing.B) {
-	app := newApp("web", 1, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	env := newFakeEnv(b, app)
 	r := &WebAppReconciler{Client: env}
 	for range 3 {
@@ -83,7 +84,7 @@ func BenchmarkConvergedReconcile(b *testing.B) {
 func BenchmarkResyncOfWaitingWebApps(b *testing.B) {
 	var apps []client.Object
 	for i := range 100 {
-		apps = append(apps, newApp(fmt.Sprintf("web-%d", i), 1, 80, "nginx:1.25"))
+		apps = append(apps, apptest.NewApp(fmt.Sprintf("web-%d", i), 1, 80, "nginx:1.25"))
 	}
 	env := newFakeEnv(b, apps...)
 	r := &WebAppReconciler{Client: env}

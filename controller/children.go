@@ -93,7 +93,7 @@ var children = expand([]childKind{
 	// deletionPolicy is Delete.
 	declare("PersistentVolumeClaim", "v1", true, func(app *webappv2.WebApp, _ inputs) (*corev1ac.PersistentVolumeClaimApplyConfiguration, error) {
 		return desired.Claim(app), nil
-	}, corev1ac.ExtractPersistentVolumeClaim).keptOn(claimKept),
+	}, corev1ac.ExtractPersistentVolumeClaim).keptOn(desired.ClaimKept),
 	// With a canary strategy, the record of the stable version's pod template (stable_record.go), which the stable
 	// Deployment holds while a canary runs or after a rollback; its data is immutable, so a new stable version
 	// replaces it.

@@ -91,13 +91,6 @@ func (e *heldError) Error() string {
 
 func (e *heldError) Unwrap() error { return e.by }
 
-// claimKept says whether app's claim outlives it: it owns one whose deletionPolicy is not Delete. The WebApp then
-// carries the finalizer, and its deletion releases the claim first.
-func claimKept(app *webappv2.WebApp) bool {
-	v := desired.OwnedClaimVolume(app)
-	return v != nil && v.Claim.DeletionPolicy != webappv2.ClaimDelete
-}
-
 // handOverStrategy makes room for a Recreate strategy on a Deployment that rolled by RollingUpdate, and reports
 // whether it wrote. The server defaulted strategy.rollingUpdate (25%/25%) when the Deployment was created, and no
 // field manager owns it: an apply cannot remove a field it does not own, and the Deployment API refuses

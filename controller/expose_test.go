@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -11,130 +10,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
-
-func exposed(e webappv2.Expose) *webappv2.WebApp {
-	app := newApp("shop", 2, 8080, "shop:1")
-	app.Spec.Ports = append(app.Spec.Ports, webappv2.Port{Name: "metrics", Port: 9090})
-	app.Spec.Expose = &e
-	return app
-}
-
-// asJSON renders an apply configuration (or nil) as the JSON sent to the API server.
-func asJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func TestDesiredIngress(t *testing.T) {
-	cases := []struct {
-		name   string
-		expose *webappv2.Expose
-		want   []string // fragments of the JSON; none: no Ingress
-	}{
-		{"not exposed", nil, nil},
-		{"through a gateway", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}}, nil},
-		{"one host, every path", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}}, []string{
-			`"ingressClassName":"traefik"`,
-			`"rules":[{"host":"a.example.com","http":{"paths":[{"path":"/","pathType":"Prefix","backend":{"service":{"name":"shop","port":{"name":"http"}}}}]}}]`,
-			`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]`,
-		}},
-		{"hosts by paths, with TLS", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com", "*.b.example.com"}, Paths: []webappv2.PathPrefix{"/api", "/web/"},
-			Ingress: &webappv2.IngressRef{ClassName: "nginx"}, TLS: &webappv2.ExposeTLS{SecretName: "shop-tls"}}, []string{
-			`{"host":"a.example.com","http":{"paths":[{"path":"/api","pathType":"Prefix"`,
-			`{"path":"/web/","pathType":"Prefix"`,
-			`{"host":"*.b.example.com"`,
-			`"tls":[{"hosts":["a.example.com","*.b.example.com"],"secretName":"shop-tls"}]`,
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			app := exposed(webappv2.Expose{})
-			app.Spec.Expose = tc.expose
-			ing := desired.Ingress(app)
-			if tc.want == nil {
-				if ing != nil {
-					t.Fatalf("an Ingress: %s", asJSON(t, ing))
-				}
-				return
-			}
-			got := asJSON(t, ing)
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("%s\ndoes not contain\n%s", got, w)
-				}
-			}
-		})
-	}
-}
-
-func TestDesiredHTTPRoute(t *testing.T) {
-	cases := []struct {
-		name   string
-		expose *webappv2.Expose
-		want   []string
-	}{
-		{"not exposed", nil, nil},
-		{"through an Ingress", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "x"}}, nil},
-		// Every field the CRD defaults is set, so what we own compares equal after the server's defaulting.
-		{"the Gateway in the WebApp's namespace, every path", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}, []string{
-			`"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"public"}]`,
-			`"hostnames":["a.example.com"]`,
-			`"rules":[{"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]}]`,
-		}},
-		{"a listener of a Gateway elsewhere, two paths", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com", "b.example.com"}, Paths: []webappv2.PathPrefix{"/api", "/v2"},
-			Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra", SectionName: "https"}}, []string{
-			`"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","namespace":"infra","name":"public","sectionName":"https"}]`,
-			`"hostnames":["a.example.com","b.example.com"]`,
-			`"matches":[{"path":{"type":"PathPrefix","value":"/api"}},{"path":{"type":"PathPrefix","value":"/v2"}}]`,
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			app := exposed(webappv2.Expose{})
-			app.Spec.Expose = tc.expose
-			route := desired.HTTPRoute(app, 0)
-			if tc.want == nil {
-				if route != nil {
-					t.Fatalf("an HTTPRoute: %s", asJSON(t, route))
-				}
-				return
-			}
-			got := asJSON(t, route)
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("%s\ndoes not contain\n%s", got, w)
-				}
-			}
-		})
-	}
-}
-
-func TestExposedURLs(t *testing.T) {
-	hosts := []webappv2.Hostname{"a.example.com", "b.example.com"}
-	cases := []struct {
-		name   string
-		expose *webappv2.Expose
-		want   string
-	}{
-		{"not exposed", nil, ""},
-		{"plain", &webappv2.Expose{Hosts: hosts, Gateway: &webappv2.GatewayRef{Name: "gw"}}, "http://a.example.com/ http://b.example.com/"},
-		{"TLS, paths", &webappv2.Expose{Hosts: hosts[:1], Paths: []webappv2.PathPrefix{"/api", "/web"}, Ingress: &webappv2.IngressRef{ClassName: "x"}, TLS: &webappv2.ExposeTLS{SecretName: "s"}},
-			"https://a.example.com/api https://a.example.com/web"},
-	}
-	for _, tc := range cases {
-		app := exposed(webappv2.Expose{})
-		app.Spec.Expose = tc.expose
-		if got := strings.Join(desired.ExposedURLs(app), " "); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
 
 func TestExposedCondition(t *testing.T) {
 	viaIngress := webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}}
@@ -178,7 +55,7 @@ func TestExposedCondition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := exposedCondition(exposed(tc.expose), tc.served, tc.ing, tc.route, tc.err)
+			c := exposedCondition(apptest.Exposed(tc.expose), tc.served, tc.ing, tc.route, tc.err)
 			if c.Type != webappv2.ConditionExposed || string(c.Status) != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.inMessage) {
 				t.Errorf("got %s %s %q, want %s %s containing %q", c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.inMessage)
 			}

@@ -10,6 +10,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 func TestOrphanCanary(t *testing.T) {
@@ -96,7 +97,7 @@ func TestStableRoute(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			app := exposed(gw)
+			app := apptest.Exposed(gw)
 			route := tc.owned(app)
 			app.Spec.Expose = tc.spec
 			if got := routesToCanary(route, app); got != tc.toCanary {
@@ -105,11 +106,11 @@ func TestStableRoute(t *testing.T) {
 			out := stableRoute(route, app)
 			if tc.want == nil {
 				if out != nil {
-					t.Fatalf("a route: %s", asJSON(t, out))
+					t.Fatalf("a route: %s", apptest.JSON(t, out))
 				}
 				return
 			}
-			got := asJSON(t, out)
+			got := apptest.JSON(t, out)
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("%s\ndoes not contain\n%s", got, w)

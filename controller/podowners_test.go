@@ -15,6 +15,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 // controllerRef is a controller owner reference to an object of kind (group apps), name and uid.
@@ -40,7 +41,7 @@ func replicaSetOf(app *webappv2.WebApp, name string, ref metav1.OwnerReference) 
 // A WebApp's pods are those its Deployment's ReplicaSets control (by UID): a pod that only carries its labels, or
 // claims a ReplicaSet another Deployment controls, or a name without the UID, puts no word in its status.
 func TestPodsTheDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
-	app := newApp("web", 1, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	// The WebApp's own Deployment (controlled by its UID), whose rollout is not complete.
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: desired.CommonLabels(app),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: "web", UID: app.UID, Controller: ptr.To(true)}}}}
@@ -86,7 +87,7 @@ func TestPodsTheDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 // ownedPods keeps the pods a ReplicaSet of the Deployment made, by UID at each link of the chain; podsOf without a
 // watch and the watch's indexes (indexByController) apply the same test.
 func TestOwnedPods(t *testing.T) {
-	app := newApp("web", 1, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	meta := func(rs *appsv1.ReplicaSet) metav1.PartialObjectMetadata {
 		return metav1.PartialObjectMetadata{ObjectMeta: rs.ObjectMeta}
 	}
@@ -152,7 +153,7 @@ func TestOwnedPods(t *testing.T) {
 }
 
 func TestOwnedDeployment(t *testing.T) {
-	app := newApp("web", 1, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	dep := func(refs ...metav1.OwnerReference) *appsv1.Deployment {
 		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "uid-dep", OwnerReferences: refs}}
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 // fakeCache is controller-runtime's fake informers, reading from reader (theirs find nothing). An informer it
@@ -257,8 +258,8 @@ func received(w *podWatch) []client.ObjectKey {
 // cache of several namespaces): the same pods either way.
 func TestPodWatchReadsThePodsItsDeploymentMade(t *testing.T) {
 	ctx := context.Background()
-	app := newApp("web", 1, 80, "nginx:1.25")
-	elsewhere := newApp("web", 1, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
+	elsewhere := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	elsewhere.Namespace = "other"
 	replicaSets := []*appsv1.ReplicaSet{
 		replicaSetOf(app, "web-1", controllerRef("Deployment", "web", "uid-dep")),

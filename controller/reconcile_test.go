@@ -32,6 +32,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/applyconfig"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -161,7 +162,7 @@ func (e *fakeEnv) get(t *testing.T, app *webappv2.WebApp, obj client.Object) {
 }
 
 func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
-	app := newApp("web", 3, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 3, 80, "nginx:1.25")
 	env := newFakeEnv(t, app)
 	r := &WebAppReconciler{Client: env}
 	if res := env.reconcile(t, r, app); res.RequeueAfter != 0 {
@@ -205,7 +206,7 @@ func TestReconcileCreatesOwnedChildrenAndStatus(t *testing.T) {
 }
 
 func TestSecondReconcileSendsNoWrite(t *testing.T) {
-	app := newApp("web", 3, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 3, 80, "nginx:1.25")
 	env := newFakeEnv(t, app)
 	r := &WebAppReconciler{Client: env}
 	env.reconcile(t, r, app)
@@ -223,7 +224,7 @@ func TestSecondReconcileSendsNoWrite(t *testing.T) {
 // cannot show a converged status apply, so the memo is set here as a converged reconcile sets it; the integration
 // tests show it with the real API server.)
 func TestResyncEnqueuesWhatMayHaveChanged(t *testing.T) {
-	web, api := newApp("web", 1, 80, "nginx:1.25"), newApp("api", 1, 80, "nginx:1.25")
+	web, api := apptest.NewApp("web", 1, 80, "nginx:1.25"), apptest.NewApp("api", 1, 80, "nginx:1.25")
 	env := newFakeEnv(t, web, api)
 	r := &WebAppReconciler{Client: env}
 	env.reconcile(t, r, web)
@@ -299,7 +300,7 @@ func TestChildrenFollowTheWebApp(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			app := newApp("web", 3, 80, "nginx:1.25")
+			app := apptest.NewApp("web", 3, 80, "nginx:1.25")
 			env := newFakeEnv(t, app)
 			r := &WebAppReconciler{Client: env}
 			env.reconcile(t, r, app)
@@ -319,7 +320,7 @@ func TestChildrenFollowTheWebApp(t *testing.T) {
 
 func TestReconcileOfMissingWebAppIsANoop(t *testing.T) {
 	env := newFakeEnv(t)
-	env.reconcile(t, &WebAppReconciler{Client: env}, newApp("gone", 1, 80, "nginx"))
+	env.reconcile(t, &WebAppReconciler{Client: env}, apptest.NewApp("gone", 1, 80, "nginx"))
 	if got := env.writes.Load(); got != 0 || len(env.webAppApplies) != 0 {
 		t.Errorf("sent %d writes and %d WebApp applies for a missing WebApp", got, len(env.webAppApplies))
 	}
@@ -345,7 +346,7 @@ func TestApplyErrorsAreSortedAndReported(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			app := newApp("web", 3, 80, "nginx:1.25")
+			app := apptest.NewApp("web", 3, 80, "nginx:1.25")
 			env := newFakeEnv(t, app)
 			failing := interceptor.NewClient(env.Client.(client.WithWatch), interceptor.Funcs{
 				Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
@@ -386,7 +387,7 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{"team": "other"}},
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 443}}},
 	}
-	app := newApp("web", 1, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	env := newFakeEnv(t, app, foreign)
 	r := &WebAppReconciler{Client: env}
 	env.reconcile(t, r, app)
@@ -409,7 +410,7 @@ func TestExistingObjectsThatAreNotOursAreLeftAlone(t *testing.T) {
 // What is remembered of a WebApp is one record, and a deleted WebApp leaves none behind: the memory is bounded by
 // the WebApps that exist.
 func TestADeletedWebAppLeavesNothingInMemory(t *testing.T) {
-	apps := []*webappv2.WebApp{newApp("web", 3, 80, "nginx:1.25"), newApp("api", 1, 80, "nginx:1.25")}
+	apps := []*webappv2.WebApp{apptest.NewApp("web", 3, 80, "nginx:1.25"), apptest.NewApp("api", 1, 80, "nginx:1.25")}
 	apps[1].Spec.Container.Env = []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "k"}}}}
 	env := newFakeEnv(t, apps[0], apps[1])
@@ -450,7 +451,7 @@ func (c *staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.O
 // what the cache still shows, while our last write changed the object (A, we write B, desired is A again). Judged
 // by the stale copy, the object would stay B with nothing left to bring it back.
 func TestACacheBehindOurWriteIsNotTrustedWhenItMatches(t *testing.T) {
-	app := newApp("web", 1, 80, "nginx:1.25")
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	env := newFakeEnv(t, app)
 	cache := &staleCache{Client: env}
 	r := &WebAppReconciler{Client: cache, APIReader: env}

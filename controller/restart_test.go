@@ -19,6 +19,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 // unschedulablePod is a pod of app's ReplicaSet rs that no node can take.
@@ -55,7 +56,7 @@ func TestAfterARestartTheStatusWaitsForThePods(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			app := newApp("web", 1, 80, "nginx:1.25")
+			app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: desired.CommonLabels(app),
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: "web", UID: app.UID, Controller: ptr.To(true)}}}}
 			rs := replicaSetOf(app, "web-1", controllerRef("Deployment", "web", dep.UID))

@@ -10,6 +10,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 // entry is a managedFields entry of manager on the main resource, with fields in the server's FieldsV1 form.
@@ -107,7 +109,7 @@ func TestStillRetained(t *testing.T) {
 
 // releases decides whether an apply lets go of something: only then is the server asked who keeps it.
 func TestReleases(t *testing.T) {
-	app := newApp("web", 3, 80, "nginx")
+	app := apptest.NewApp("web", 3, 80, "nginx")
 	want := mustDeployment(t, app)
 	cases := []struct {
 		name   string
@@ -133,10 +135,20 @@ func TestReleases(t *testing.T) {
 }
 
 func TestRetainedMessageNamesFieldManagerAndRemedy(t *testing.T) {
-	msg := retainedMessage(newApp("web", 1, 80, "nginx"), []webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"a", "b"}}})
+	msg := retainedMessage(apptest.NewApp("web", 1, 80, "nginx"), []webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"a", "b"}}})
 	for _, want := range []string{"Deployment web " + debugPath + " (held by a, b)", "kubectl edit", "apply without them"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
 		}
 	}
+}
+
+// mustDeployment is the desired Deployment of app with no inputs; an error fails the test.
+func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
+	t.Helper()
+	d, err := desired.Deployment(app, desired.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

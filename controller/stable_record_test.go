@@ -12,13 +12,14 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 // TestDesiredStableRecord: the record holds the spec's template while the spec's version is stable or promoted, the
 // held one while a canary holds the stable version, none without a strategy, and nothing is built (the record is
 // left as it is) when the canary is undecided or the held template unknown.
 func TestDesiredStableRecord(t *testing.T) {
-	app := newApp("web", 2, 8080, "shop:2")
+	app := apptest.NewApp("web", 2, 8080, "shop:2")
 	app.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50}}}
 	spec, err := desired.Deployment(app, desired.Inputs{})
 	if err != nil {
@@ -59,8 +60,8 @@ func TestDesiredStableRecord(t *testing.T) {
 			}
 			// What it holds is what a canary reads back, and what our manager would own of it compares equal.
 			cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Annotations: got.Annotations}, Data: *got.Data}
-			if back := heldTemplate(cr, c.wantRev); asJSON(t, back) != asJSON(t, c.wantTmpl) {
-				t.Errorf("held back %s, want %s", asJSON(t, back), asJSON(t, c.wantTmpl))
+			if back := heldTemplate(cr, c.wantRev); apptest.JSON(t, back) != apptest.JSON(t, c.wantTmpl) {
+				t.Errorf("held back %s, want %s", apptest.JSON(t, back), apptest.JSON(t, c.wantTmpl))
 			}
 			if heldTemplate(cr, "other") != nil {
 				t.Errorf("a record of another revision was read as the stable one's")
@@ -75,7 +76,7 @@ func TestDesiredStableRecord(t *testing.T) {
 // TestRecordReplacedAndExtracted: a record is replaced when its data or revision differ (its data is immutable),
 // and what our manager owns of it compares equal whatever the order of the server's keys.
 func TestRecordReplacedAndExtracted(t *testing.T) {
-	app := newApp("web", 2, 8080, "shop:1")
+	app := apptest.NewApp("web", 2, 8080, "shop:1")
 	app.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50}}}
 	run := &canaryRun{revision: "rev1", decision: canary.Decision{Phase: canary.PhaseStable, State: canary.State{Stable: "rev1"}}}
 	want, err := desiredStableRecord(app, inputs{canary: run})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 func deployment(gen, observed int64, spec, replicas, updated, ready, available int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
@@ -30,7 +31,7 @@ func deployment(gen, observed int64, spec, replicas, updated, ready, available i
 }
 
 func TestReadyCondition(t *testing.T) {
-	app := newApp("web", 3, 80, "nginx")
+	app := apptest.NewApp("web", 3, 80, "nginx")
 	app.Generation = 4
 	pde := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
 	invalid := &childError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"},
@@ -117,7 +118,7 @@ func TestDesiredStatus(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
 	withReady := func(s metav1.ConditionStatus) *webappv2.WebApp {
-		app := newApp("web", 3, 8080, "nginx")
+		app := apptest.NewApp("web", 3, 8080, "nginx")
 		app.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: s, LastTransitionTime: t0, Reason: "X"}}
 		return app
 	}
@@ -136,7 +137,7 @@ func TestDesiredStatus(t *testing.T) {
 		wantReplicas   int32
 		wantAvailable  int32
 	}{
-		{"first status", newApp("web", 3, 8080, "nginx"), observation{known: true}, nil, t1, 0, 0},
+		{"first status", apptest.NewApp("web", 3, 8080, "nginx"), observation{known: true}, nil, t1, 0, 0},
 		{"status unchanged keeps transition time", withReady(metav1.ConditionFalse), seen(deployment(1, 1, 3, 3, 3, 3, 1)), nil, t0, 3, 1},
 		{"status flips takes now", withReady(metav1.ConditionFalse), seen(deployment(1, 1, 3, 3, 3, 3, 3)), nil, t1, 3, 3},
 		{"true stays true", withReady(metav1.ConditionTrue), seen(deployment(1, 1, 3, 3, 3, 3, 3)), nil, t0, 3, 3},
@@ -145,7 +146,7 @@ func TestDesiredStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := typed[webappv2.WebApp](t, desiredStatus(tc.app, tc.app, tc.obs, tc.err, t1))
+			got := apptest.Typed[webappv2.WebApp](t, desiredStatus(tc.app, tc.app, tc.obs, tc.err, t1))
 			st := got.Status
 			if got.Name != "web" || got.Namespace != "ns" || got.Kind != "WebApp" || got.APIVersion != "example.com/v2" {
 				t.Errorf("identity = %s %s/%s %s", got.APIVersion, got.Namespace, got.Name, got.Kind)
@@ -166,7 +167,7 @@ func TestDesiredStatus(t *testing.T) {
 
 // A zero count must be left out of the desired status, or it never equals what we own (the server drops it).
 func TestDesiredStatusLeavesZeroCountsUnset(t *testing.T) {
-	app := newApp("web", 1, 80, "nginx")
+	app := apptest.NewApp("web", 1, 80, "nginx")
 	ac := desiredStatus(app, app, observation{dep: deployment(1, 1, 1, 0, 0, 0, 0), known: true}, nil, metav1.Now())
 	if ac.Status.Replicas != nil || ac.Status.AvailableReplicas != nil {
 		t.Errorf("zero counts set: replicas %v available %v", ac.Status.Replicas, ac.Status.AvailableReplicas)
@@ -177,12 +178,12 @@ func TestDesiredStatusLeavesZeroCountsUnset(t *testing.T) {
 // has meanwhile; the transition times come from the WebApp as it is now.
 func TestDesiredStatusClaimsTheSnapshotsGeneration(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	snapshot := newApp("web", 1, 80, "nginx")
+	snapshot := apptest.NewApp("web", 1, 80, "nginx")
 	snapshot.Generation = 2
 	cur := snapshot.DeepCopy()
 	cur.Generation = 3
 	cur.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, LastTransitionTime: t0, Reason: "X"}}
-	got := typed[webappv2.WebApp](t, desiredStatus(snapshot, cur, observation{dep: deployment(1, 1, 1, 1, 1, 1, 1), known: true}, nil, metav1.Now()))
+	got := apptest.Typed[webappv2.WebApp](t, desiredStatus(snapshot, cur, observation{dep: deployment(1, 1, 1, 1, 1, 1, 1), known: true}, nil, metav1.Now()))
 	if got.Status.ObservedGeneration != 2 || got.Status.Conditions[0].ObservedGeneration != 2 || !got.Status.Conditions[0].LastTransitionTime.Equal(&t0) {
 		t.Errorf("status = %+v, want generation 2 and the current transition time %v", got.Status, t0)
 	}
@@ -191,7 +192,7 @@ func TestDesiredStatusClaimsTheSnapshotsGeneration(t *testing.T) {
 // A claim of the WebApp's name is mounted only when it is the WebApp's: controlled by it, or released by it (no
 // controller, our managed-by label). Anything else is refused, and the refusal names the claim.
 func TestClaimRefusal(t *testing.T) {
-	app := newApp("web", 1, 80, "nginx")
+	app := apptest.NewApp("web", 1, 80, "nginx")
 	app.Namespace, app.UID = "ns", "uid-web"
 	app.Spec.Volumes = []webappv2.Volume{{Name: "data", Claim: &webappv2.OwnedClaim{Size: "1Gi"}}}
 	rwx := app.DeepCopy()

@@ -9,7 +9,7 @@ import (
 
 // Claim is the PersistentVolumeClaim the WebApp owns (nil: it owns none). It has the WebApp's name and a
 // controller owner reference like every child; a claim kept on deletion (Retain, the default) is released by the
-// finalizer before the WebApp goes, so garbage collection never takes it (claimKept).
+// finalizer before the WebApp goes, so garbage collection never takes it (ClaimKept).
 func Claim(app *webappv2.WebApp) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	v := OwnedClaimVolume(app)
 	if v == nil {
@@ -33,4 +33,11 @@ func Claim(app *webappv2.WebApp) *corev1ac.PersistentVolumeClaimApplyConfigurati
 		WithLabels(CommonLabels(app)).
 		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec)
+}
+
+// ClaimKept says whether app's claim outlives it: it owns one whose deletionPolicy is not Delete. The WebApp then
+// carries the finalizer, and its deletion releases the claim first.
+func ClaimKept(app *webappv2.WebApp) bool {
+	v := OwnedClaimVolume(app)
+	return v != nil && v.Claim.DeletionPolicy != webappv2.ClaimDelete
 }

@@ -1,4 +1,4 @@
-package controller
+package desired
 
 import (
 	"maps"
@@ -6,39 +6,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
-
-func newApp(name string, replicas, port int32, image string) *webappv2.WebApp {
-	return &webappv2.WebApp{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Generation: 1},
-		Spec:       webappv2.WebAppSpec{Image: image, Replicas: &replicas, Ports: []webappv2.Port{{Name: "http", Port: port}}},
-	}
-}
-
-func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
-	t.Helper()
-	d, err := desired.Deployment(app, desired.Inputs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// typed decodes an apply configuration into its typed object, the shape the API server stores.
-func typed[T any](t *testing.T, ac any) *T {
-	t.Helper()
-	out := new(T)
-	if err := desired.RoundTrip(ac, out); err != nil {
-		t.Fatalf("decoding %T: %v", ac, err)
-	}
-	return out
-}
 
 func TestDesiredDeployment(t *testing.T) {
 	cases := []struct {
@@ -48,13 +20,13 @@ func TestDesiredDeployment(t *testing.T) {
 		image    string
 		port     int32
 	}{
-		{"nginx example", newApp("nginx-app", 3, 80, "nginx:1.25"), 3, "nginx:1.25", 80},
-		{"one replica, high port", newApp("hello", 1, 8080, "example.org/hello@sha256:abc"), 1, "example.org/hello@sha256:abc", 8080},
-		{"max values", newApp("a", 10, 65535, "busybox"), 10, "busybox", 65535},
+		{"nginx example", apptest.NewApp("nginx-app", 3, 80, "nginx:1.25"), 3, "nginx:1.25", 80},
+		{"one replica, high port", apptest.NewApp("hello", 1, 8080, "example.org/hello@sha256:abc"), 1, "example.org/hello@sha256:abc", 8080},
+		{"max values", apptest.NewApp("a", 10, 65535, "busybox"), 10, "busybox", 65535},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := typed[appsv1.Deployment](t, mustDeployment(t, tc.app))
+			d := apptest.Typed[appsv1.Deployment](t, mustDeployment(t, tc.app))
 			if d.Name != tc.app.Name || d.Namespace != "ns" || d.Kind != "Deployment" || d.APIVersion != "apps/v1" {
 				t.Errorf("identity = %s %s/%s %s", d.APIVersion, d.Namespace, d.Name, d.Kind)
 			}
@@ -78,15 +50,15 @@ func TestDesiredDeployment(t *testing.T) {
 			if p := cs[0].Ports[0]; p.Name != "http" || p.ContainerPort != tc.port || p.Protocol != corev1.ProtocolTCP {
 				t.Errorf("port = %+v", p)
 			}
-			checkOwner(t, d.OwnerReferences, tc.app)
+			apptest.CheckOwner(t, d.OwnerReferences, tc.app)
 		})
 	}
 }
 
 func TestDesiredService(t *testing.T) {
 	for _, port := range []int32{1, 80, 8080, 65535} {
-		app := newApp("svc", 2, port, "nginx")
-		s := typed[corev1.Service](t, desired.Service(app))
+		app := apptest.NewApp("svc", 2, port, "nginx")
+		s := apptest.Typed[corev1.Service](t, Service(app))
 		if s.Spec.Type != corev1.ServiceTypeClusterIP {
 			t.Errorf("type = %q", s.Spec.Type)
 		}
@@ -97,18 +69,16 @@ func TestDesiredService(t *testing.T) {
 		if len(s.Spec.Ports) != 1 || s.Spec.Ports[0] != want {
 			t.Errorf("ports = %+v, want [%+v]", s.Spec.Ports, want)
 		}
-		checkOwner(t, s.OwnerReferences, app)
+		apptest.CheckOwner(t, s.OwnerReferences, app)
 	}
 }
 
-func checkOwner(t *testing.T, refs []metav1.OwnerReference, app *webappv2.WebApp) {
+// mustDeployment is the desired Deployment of app with no inputs; an error fails the test.
+func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
 	t.Helper()
-	if len(refs) != 1 {
-		t.Fatalf("owner references = %+v", refs)
+	d, err := Deployment(app, Inputs{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := refs[0]
-	if r.APIVersion != "example.com/v1" || r.Kind != "WebApp" || r.Name != app.Name || r.UID != app.UID ||
-		r.Controller == nil || !*r.Controller || r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
-		t.Errorf("owner reference = %+v", r)
-	}
+	return d
 }

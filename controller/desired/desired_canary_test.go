@@ -1,18 +1,14 @@
-package controller
+package desired
 
 import (
 	"maps"
-	"slices"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
-	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
 func TestCanaryReplicas(t *testing.T) {
@@ -45,7 +41,7 @@ func TestCanaryReplicas(t *testing.T) {
 		{stable: 2147483647, bound: 2147483647, weight: 99, shared: true, want: 2147483647},
 	}
 	for _, c := range cases {
-		got := desired.CanaryReplicas(c.stable, c.bound, c.weight, c.shared)
+		got := CanaryReplicas(c.stable, c.bound, c.weight, c.shared)
 		if got != c.want {
 			t.Errorf("canaryReplicas(%d, bound %d, %d%%, shared %v) = %d, want %d", c.stable, c.bound, c.weight, c.shared, got, c.want)
 		}
@@ -68,9 +64,9 @@ func TestCanaryBound(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			app := newApp("shop", c.replicas, 8080, "shop:2")
+			app := apptest.NewApp("shop", c.replicas, 8080, "shop:2")
 			app.Spec.Autoscaling = c.autoscaling
-			if got := desired.CanaryBound(app); got != c.want {
+			if got := CanaryBound(app); got != c.want {
 				t.Errorf("canaryBound = %d, want %d", got, c.want)
 			}
 		})
@@ -99,21 +95,21 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			app := newApp("shop", 3, 8080, "shop:2")
+			app := apptest.NewApp("shop", 3, 8080, "shop:2")
 			if c.set != nil {
 				c.set(app)
 			}
-			dep, err := desired.CanaryDeployment(app, desired.Inputs{ConfigHash: "h"}, c.d, c.stable)
+			dep, err := CanaryDeployment(app, Inputs{ConfigHash: "h"}, c.d, c.stable)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if c.wantNil {
 				if dep != nil {
-					t.Fatalf("a canary Deployment without a canary: %s", asJSON(t, dep))
+					t.Fatalf("a canary Deployment without a canary: %s", apptest.JSON(t, dep))
 				}
 				return
 			}
-			stable, err := desired.Deployment(app, desired.Inputs{ConfigHash: "h"})
+			stable, err := Deployment(app, Inputs{ConfigHash: "h"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,62 +138,53 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 				t.Errorf("the stable selector %v selects the canary's pods %v: %v", stable.Spec.Selector.MatchLabels, labels, !c.wantInstance)
 			}
 			// The same pod spec as the spec asks for now: the canary is the new version.
-			if asJSON(t, dep.Spec.Template.Spec) != asJSON(t, stable.Spec.Template.Spec) || asJSON(t, dep.Spec.Template.Annotations) != asJSON(t, stable.Spec.Template.Annotations) {
-				t.Errorf("the canary's pod differs from the spec's:\n%s\n%s", asJSON(t, dep.Spec.Template), asJSON(t, stable.Spec.Template))
+			if apptest.JSON(t, dep.Spec.Template.Spec) != apptest.JSON(t, stable.Spec.Template.Spec) || apptest.JSON(t, dep.Spec.Template.Annotations) != apptest.JSON(t, stable.Spec.Template.Annotations) {
+				t.Errorf("the canary's pod differs from the spec's:\n%s\n%s", apptest.JSON(t, dep.Spec.Template), apptest.JSON(t, stable.Spec.Template))
 			}
 			// Building the canary leaves the stable Deployment's own labels alone.
-			if again, _ := desired.Deployment(app, desired.Inputs{ConfigHash: "h"}); asJSON(t, again) != asJSON(t, stable) {
+			if again, _ := Deployment(app, Inputs{ConfigHash: "h"}); apptest.JSON(t, again) != apptest.JSON(t, stable) {
 				t.Errorf("building the canary changed the stable Deployment")
 			}
 		})
 	}
 }
 
-func matches(selector, labels map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 func TestDesiredCanaryServiceAndRoute(t *testing.T) {
-	app := exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}})
-	if svc := desired.CanaryService(app, canary.Decision{Phase: canary.PhaseStable}); svc != nil {
+	app := apptest.Exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}})
+	if svc := CanaryService(app, canary.Decision{Phase: canary.PhaseStable}); svc != nil {
 		t.Errorf("a canary Service without a canary")
 	}
-	svc := desired.CanaryService(app, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10})
+	svc := CanaryService(app, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10})
 	want := `{"kind":"Service","apiVersion":"v1","metadata":{"name":"shop-canary","namespace":"ns","labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
 		`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},` +
 		`"spec":{"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":"http"},{"name":"metrics","protocol":"TCP","port":9090,"targetPort":"metrics"}],` +
 		`"selector":{"app.kubernetes.io/name":"webapp","webapp.example.com/canary-of":"shop"},"type":"ClusterIP"}}`
-	if got := asJSON(t, svc); got != want {
+	if got := apptest.JSON(t, svc); got != want {
 		t.Errorf("canary Service:\n got %s\nwant %s", got, want)
 	}
-	shared := newApp("shop", 3, 8080, "shop:2")
-	if svc := desired.CanaryService(shared, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10}); svc != nil {
+	shared := apptest.NewApp("shop", 3, 8080, "shop:2")
+	if svc := CanaryService(shared, canary.Decision{Phase: canary.PhaseCanary, ReplicaWeight: 10}); svc != nil {
 		t.Errorf("a canary Service without a Gateway: the one Service serves both")
 	}
 
 	// The route without a canary is the route as it has always been written: taking the strategy rewrites none.
-	if got := asJSON(t, desired.RouteBackends(app, 0)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]` {
+	if got := apptest.JSON(t, RouteBackends(app, 0)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]` {
 		t.Errorf("backends without a canary: %s", got)
 	}
-	if got := asJSON(t, desired.RouteBackends(app, 30)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":70},{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":30}]` {
+	if got := apptest.JSON(t, RouteBackends(app, 30)); got != `[{"group":"","kind":"Service","name":"shop","port":8080,"weight":70},{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":30}]` {
 		t.Errorf("backends at 30%%: %s", got)
 	}
 }
 
 func TestRevision(t *testing.T) {
-	app := newApp("shop", 3, 8080, "shop:1")
+	app := apptest.NewApp("shop", 3, 8080, "shop:1")
 	rev := func(app *webappv2.WebApp, hash string) string {
 		t.Helper()
-		tmpl, err := desired.PodTemplate(app, hash)
+		tmpl, err := PodTemplate(app, hash)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := desired.Revision(tmpl)
+		r, err := Revision(tmpl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,56 +209,11 @@ func TestRevision(t *testing.T) {
 	}
 }
 
-func TestSplitPods(t *testing.T) {
-	app := newApp("shop", 3, 8080, "shop:1")
-	pod := func(name string, labels map[string]string) *cachedPod {
-		return &cachedPod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	}
-	pods := []*cachedPod{
-		pod("s1", map[string]string{webappv2.LabelInstance: "shop"}),
-		pod("c1", map[string]string{webappv2.LabelInstance: "shop", webappv2.LabelCanaryOf: "shop"}),
-		pod("c2", map[string]string{webappv2.LabelCanaryOf: "shop"}),
-		pod("s2", map[string]string{webappv2.LabelInstance: "shop", webappv2.LabelCanaryOf: "other"}),
-	}
-	stable, canary := splitPods(app, pods)
-	names := func(ps []*cachedPod) (out []string) {
-		for _, p := range ps {
-			out = append(out, p.Name)
-		}
-		return out
-	}
-	if got := names(stable); !slices.Equal(got, []string{"s1", "s2"}) {
-		t.Errorf("stable %v", got)
-	}
-	if got := names(canary); !slices.Equal(got, []string{"c1", "c2"}) {
-		t.Errorf("canary %v", got)
-	}
-}
-
-func TestCanaryReplaced(t *testing.T) {
-	dep := func(rev string) *appsv1.Deployment {
-		d := &appsv1.Deployment{}
-		if rev != "" {
-			d.Annotations = map[string]string{webappv2.AnnotationRevision: rev}
-		}
-		return d
-	}
-	want := func(rev string) *appsv1ac.DeploymentApplyConfiguration {
-		return appsv1ac.Deployment("web-canary", "ns").WithAnnotations(map[string]string{webappv2.AnnotationRevision: rev})
-	}
-	for _, c := range []struct {
-		name string
-		cur  *appsv1.Deployment
-		want *appsv1ac.DeploymentApplyConfiguration
-		is   bool
-	}{
-		{name: "the same version: applied", cur: dep("b"), want: want("b")},
-		{name: "another version: replaced", cur: dep("b"), want: want("c"), is: true},
-		{name: "no revision on it (not written by a canary): applied", cur: dep(""), want: want("c")},
-		{name: "none wanted: not a replacement", cur: dep("b"), want: nil},
-	} {
-		if got := canaryReplaced(c.cur, c.want); got != c.is {
-			t.Errorf("%s: canaryReplaced = %v, want %v", c.name, got, c.is)
+func matches(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
 		}
 	}
+	return true
 }
