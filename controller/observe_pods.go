@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/desired"
+)
+
+// podsOf are the pods app's Deployment dep made (none when dep is not app's), as the pod watch has them, not
+// copied: they must not be changed. known is false while the watch is stopped or has not listed them and their
+// ReplicaSets yet (then no trouble is claimed). Without a watch (a client without a cache, in unit tests) they are
+// listed.
+func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (pods []*cachedPod, known bool) {
+	uid := ownedDeployment(app, dep)
+	if r.podWatch != nil {
+		return r.podWatch.podsOf(ctx, app.Namespace, uid)
+	}
+	if uid == "" {
+		return nil, true
+	}
+	// The Deployment's own selector: the canary's pods do not all carry the stable pods' labels.
+	selector := client.MatchingLabels(desired.SelectorLabels(app))
+	if dep.Spec.Selector != nil {
+		selector = dep.Spec.Selector.MatchLabels
+	}
+	pods, err := listPods(ctx, r.Client, app.Namespace, selector)
+	if err != nil {
+		return nil, false
+	}
+	replicaSets := replicaSetList()
+	if err := r.Client.List(ctx, replicaSets, client.InNamespace(app.Namespace), selector); err != nil {
+		return nil, false
+	}
+	return ownedPods(uid, replicaSets.Items, pods), true
+}
+
+// observePods adds to obs what app's pods say (their trouble, the failed probes of those that run unready) and
+// returns when to look again (0: no need). Pods tell more than the Deployment only while its rollout is not
+// complete: only then are they watched.
+func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp, obs *observation) time.Duration {
+	needed := needsPods(app, *obs)
+	r.watchPods(ctx, client.ObjectKeyFromObject(app), needed)
+	if needed {
+		// A mounted ConfigMap or Secret that is missing shows in no field of the pod: the cache says (an error
+		// leaves it unsaid, never claimed).
+		obs.missing, _ = r.missingSources(ctx, app)
+	}
+	var known bool
+	obs.pods, known = r.podsOf(ctx, app, obs.dep)
+	var wait time.Duration
+	obs.probes, wait = r.probeFailures(ctx, app.Namespace, obs.pods)
+	// The watch is starting (after a restart, say) and still lists the pods: a status written now would say what it
+	// says without them (a trouble it reported gone, a rollout "progressing"), then with them again.
+	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
+		obs.podsPending, wait = true, podsRecheck
+	}
+	return wait
+}
+
+// needsPods: app's Deployment is not rolled out, or a canary runs, so its pods may say why (a rolled-out one has every pod ready,
+// and a pod that stops being ready changes the Deployment's status, which brings the WebApp back).
+func needsPods(app *webappv2.WebApp, obs observation) bool {
+	// A canary's pods are watched for as long as it runs: their trouble rolls it back.
+	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs)) || obs.canary.running()
+}
+
+// probeFailures reads the kubelet's events of failed readiness and startup probes (reason Unhealthy) of each pod
+// that runs without being ready and has no other trouble (at most maxProbeReads of them, one list each, from the
+// API server's watch cache): the words of a failing probe are in no field of the pod. It says when to look again
+// (probeRecheckAfter).
+func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, pods []*cachedPod) (probeFailures, time.Duration) {
+	var unready []*cachedPod
+	for _, p := range pods {
+		if reason, _ := oneTrouble(p); reason == "" && awaitsReadiness(p) {
+			unready = append(unready, p)
+		}
+	}
+	if len(unready) == 0 {
+		return nil, 0
+	}
+	slices.SortFunc(unready, func(a, b *cachedPod) int { return strings.Compare(a.Name, b.Name) })
+	found := probeFailures{}
+	for _, p := range unready[:min(len(unready), maxProbeReads)] {
+		list := &corev1.EventList{}
+		err := r.reader().List(ctx, list, client.InNamespace(namespace), &client.ListOptions{
+			FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.uid": string(p.UID), "reason": "Unhealthy"}),
+			Raw:           &metav1.ListOptions{ResourceVersion: "0"},
+		})
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("reading a pod's failed probes", "pod", p.Name, "error", err.Error())
+			continue
+		}
+		if words := lastProbeFailure(list.Items, runningSince(p)); words != "" {
+			found[p.UID] = words
+		}
+	}
+	return found, probeRecheckAfter(unready, time.Now())
+}
