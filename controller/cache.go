@@ -17,6 +17,7 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // CacheOptions keep only what the operator needs in memory: children (of every kind in children) that
@@ -50,17 +51,17 @@ func CacheOptions(namespaces ...string) cache.Options {
 			o.ByObject[c.object()] = cache.ByObject{Label: ours, Transform: onlyOurFields}
 		}
 	}
-	// The WebApps' pods (they carry our labels through the pod template), only what podTrouble reads; and of the
+	// The WebApps' pods (they carry our labels through the pod template), only what pods.Trouble reads; and of the
 	// ReplicaSets that make them, which carry the same labels, only who controls them (see podWatch).
 	o.ByObject[replicaSetMetadata()] = cache.ByObject{Label: ours, Transform: slimOwned}
 	if len(namespaces) == 0 {
 		// One store: the pod watch reads the pods in place, as cachedPods.
-		o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPod}
+		o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: pods.Slim}
 		o.ByObject[metadataOnly("Namespace")] = cache.ByObject{Label: all, Transform: slimMetadata}
 		return o
 	}
 	// A store per namespace: the pod watch reads the pods through the cache's List, which needs the Pod type.
-	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: slimPodTyped}
+	o.ByObject[&corev1.Pod{}] = cache.ByObject{Label: ours, Transform: pods.SlimTyped}
 	o.DefaultNamespaces = map[string]cache.Config{}
 	for _, ns := range namespaces {
 		o.DefaultNamespaces[ns] = cache.Config{}
@@ -118,7 +119,7 @@ func slimOwned(o any) (any, error) {
 			canaryOf = map[string]string{webappv2.LabelCanaryOf: of}
 		}
 		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-			OwnerReferences: controllerRefOnly(m.OwnerReferences), Labels: canaryOf}
+			OwnerReferences: pods.ControllerRefOnly(m.OwnerReferences), Labels: canaryOf}
 	}
 	return o, nil
 }

@@ -22,6 +22,7 @@ import (
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // A reconcile's part in a canary rollout (spec.rollout.canary): it observes both versions, asks the step machine
@@ -130,7 +131,7 @@ func canaryStatus(run *canaryRun) *webappv2ac.CanaryStatusApplyConfiguration {
 		st.WithReason(s.Reason)
 	}
 	if s.Message != "" {
-		st.WithMessage(truncateTo(s.Message, 1000))
+		st.WithMessage(pods.TruncateTo(s.Message, 1000))
 	}
 	return st
 }
@@ -199,11 +200,11 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	}
 	if trying && state.Step < len(run.plan.Steps) && runs(canaryDep, state.Canary) {
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
-		pods, _ := r.podsOf(ctx, app, canaryDep)
+		podList, _ := r.podsOf(ctx, app, canaryDep)
 		// Only this canaryDep's: the pods of one rolled back just before may still be going.
-		pods = slices.DeleteFunc(slices.Clone(pods), func(p *cachedPod) bool { return p.Labels[webappv2.LabelCanaryRevision] != state.Canary })
-		probes, _ := r.probeFailures(ctx, app.Namespace, pods)
-		obs.TroubleReason, obs.TroubleMessage = podTrouble(settledPods(pods, now), settledProbes(pods, probes, now))
+		podList = slices.DeleteFunc(slices.Clone(podList), func(p *pods.Pod) bool { return p.Labels[webappv2.LabelCanaryRevision] != state.Canary })
+		probes, _ := r.probeFailures(ctx, app.Namespace, podList)
+		obs.TroubleReason, obs.TroubleMessage = pods.Trouble(settledPods(podList, now), settledProbes(podList, probes, now))
 	}
 	if trying && state.Step >= len(run.plan.Steps) {
 		obs.StableRolledOut = runs(stable, state.Canary) && rolledOut(stable, run.stableReplicas)
@@ -285,10 +286,10 @@ func queryChecks(ctx context.Context, rt http.RoundTripper, checks []webappv2.Ca
 const canaryReadinessGrace = 30 * time.Second
 
 // settledProbes are the failed probes of the pods that have run for canaryReadinessGrace.
-func settledProbes(pods []*cachedPod, probes probeFailures, now time.Time) probeFailures {
-	out := probeFailures{}
-	for _, p := range pods {
-		if words := probes[p.UID]; words != "" && now.Sub(runningSince(p)) >= canaryReadinessGrace {
+func settledProbes(podList []*pods.Pod, probes pods.ProbeFailures, now time.Time) pods.ProbeFailures {
+	out := pods.ProbeFailures{}
+	for _, p := range podList {
+		if words := probes[p.UID]; words != "" && now.Sub(pods.RunningSince(p)) >= canaryReadinessGrace {
 			out[p.UID] = words
 		}
 	}
@@ -300,10 +301,10 @@ func settledProbes(pods []*cachedPod, probes probeFailures, now time.Time) probe
 const canaryPendingGrace = time.Minute
 
 // settledPods are pods less those that wait for a node since less than canaryPendingGrace.
-func settledPods(pods []*cachedPod, now time.Time) []*cachedPod {
-	out := make([]*cachedPod, 0, len(pods))
-	for _, p := range pods {
-		if reason, _ := oneTrouble(p); reason == webappv2.ReasonUnschedulable && now.Sub(p.CreationTimestamp.Time) < canaryPendingGrace {
+func settledPods(podList []*pods.Pod, now time.Time) []*pods.Pod {
+	out := make([]*pods.Pod, 0, len(podList))
+	for _, p := range podList {
+		if reason, _ := pods.OneTrouble(p); reason == webappv2.ReasonUnschedulable && now.Sub(p.CreationTimestamp.Time) < canaryPendingGrace {
 			continue
 		}
 		out = append(out, p)
@@ -327,7 +328,7 @@ func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp
 // cachedDeploymentOf is app's Deployment of that name as the cache has it, if app controls it (nil otherwise).
 func (r *WebAppReconciler) cachedDeploymentOf(ctx context.Context, app *webappv2.WebApp, name string) *appsv1.Deployment {
 	dep := r.cachedDeployment(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name})
-	if ownedDeployment(app, dep) == "" {
+	if pods.OwnedDeployment(app, dep) == "" {
 		return nil
 	}
 	return dep
@@ -377,7 +378,7 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canary.State, ru
 	d, s := run.decision, run.decision.State
 	switch {
 	case d.Phase == canary.PhaseRolledBack && was.Canary != "":
-		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.Failed, s.Reason, truncateTo(s.Message, 800))
+		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.Failed, s.Reason, pods.TruncateTo(s.Message, 800))
 	case d.Phase == canary.PhaseStable && was.Canary != "" && s.Stable == was.Canary:
 		r.event(app, nil, corev1.EventTypeNormal, "Promoted", "Canary", "Revision %s is promoted: it serves all the traffic", s.Stable)
 	case d.Phase == canary.PhaseCanary && s.Canary != was.Canary:
@@ -582,8 +583,8 @@ func (run *canaryRun) changedFrom(stored *webappv2.CanaryStatus) bool {
 }
 
 // splitPods tells a WebApp's pods of the stable version from the canary's (by LabelCanaryOf).
-func splitPods(app *webappv2.WebApp, pods []*cachedPod) (stable, canary []*cachedPod) {
-	for _, p := range pods {
+func splitPods(app *webappv2.WebApp, podList []*pods.Pod) (stable, canary []*pods.Pod) {
+	for _, p := range podList {
 		if p.Labels[webappv2.LabelCanaryOf] == app.Name {
 			canary = append(canary, p)
 		} else {

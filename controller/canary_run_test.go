@@ -10,21 +10,22 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 func TestSplitPods(t *testing.T) {
 	app := apptest.NewApp("shop", 3, 8080, "shop:1")
-	pod := func(name string, labels map[string]string) *cachedPod {
-		return &cachedPod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	pod := func(name string, labels map[string]string) *pods.Pod {
+		return &pods.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	}
-	pods := []*cachedPod{
+	podList := []*pods.Pod{
 		pod("s1", map[string]string{webappv2.LabelInstance: "shop"}),
 		pod("c1", map[string]string{webappv2.LabelInstance: "shop", webappv2.LabelCanaryOf: "shop"}),
 		pod("c2", map[string]string{webappv2.LabelCanaryOf: "shop"}),
 		pod("s2", map[string]string{webappv2.LabelInstance: "shop", webappv2.LabelCanaryOf: "other"}),
 	}
-	stable, canary := splitPods(app, pods)
-	names := func(ps []*cachedPod) (out []string) {
+	stable, canary := splitPods(app, podList)
+	names := func(ps []*pods.Pod) (out []string) {
 		for _, p := range ps {
 			out = append(out, p.Name)
 		}

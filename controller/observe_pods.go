@@ -15,14 +15,15 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // podsOf are the pods app's Deployment dep made (none when dep is not app's), as the pod watch has them, not
 // copied: they must not be changed. known is false while the watch is stopped or has not listed them and their
 // ReplicaSets yet (then no trouble is claimed). Without a watch (a client without a cache, in unit tests) they are
 // listed.
-func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (pods []*cachedPod, known bool) {
-	uid := ownedDeployment(app, dep)
+func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (podList []*pods.Pod, known bool) {
+	uid := pods.OwnedDeployment(app, dep)
 	if r.podWatch != nil {
 		return r.podWatch.podsOf(ctx, app.Namespace, uid)
 	}
@@ -34,15 +35,15 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep
 	if dep.Spec.Selector != nil {
 		selector = dep.Spec.Selector.MatchLabels
 	}
-	pods, err := listPods(ctx, r.Client, app.Namespace, selector)
+	podList, err := listPods(ctx, r.Client, app.Namespace, selector)
 	if err != nil {
 		return nil, false
 	}
-	replicaSets := replicaSetList()
+	replicaSets := pods.ReplicaSetList()
 	if err := r.Client.List(ctx, replicaSets, client.InNamespace(app.Namespace), selector); err != nil {
 		return nil, false
 	}
-	return ownedPods(uid, replicaSets.Items, pods), true
+	return pods.Owned(uid, replicaSets.Items, podList), true
 }
 
 // observePods adds to obs what app's pods say (their trouble, the failed probes of those that run unready) and
@@ -63,7 +64,7 @@ func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp
 	// The watch is starting (after a restart, say) and still lists the pods: a status written now would say what it
 	// says without them (a trouble it reported gone, a rollout "progressing"), then with them again.
 	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
-		obs.podsPending, wait = true, podsRecheck
+		obs.podsPending, wait = true, pods.Recheck
 	}
 	return wait
 }
@@ -76,22 +77,22 @@ func needsPods(app *webappv2.WebApp, obs observation) bool {
 }
 
 // probeFailures reads the kubelet's events of failed readiness and startup probes (reason Unhealthy) of each pod
-// that runs without being ready and has no other trouble (at most maxProbeReads of them, one list each, from the
+// that runs without being ready and has no other trouble (at most pods.MaxProbeReads of them, one list each, from the
 // API server's watch cache): the words of a failing probe are in no field of the pod. It says when to look again
-// (probeRecheckAfter).
-func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, pods []*cachedPod) (probeFailures, time.Duration) {
-	var unready []*cachedPod
-	for _, p := range pods {
-		if reason, _ := oneTrouble(p); reason == "" && awaitsReadiness(p) {
+// (pods.ProbeRecheckAfter).
+func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, podList []*pods.Pod) (pods.ProbeFailures, time.Duration) {
+	var unready []*pods.Pod
+	for _, p := range podList {
+		if reason, _ := pods.OneTrouble(p); reason == "" && pods.AwaitsReadiness(p) {
 			unready = append(unready, p)
 		}
 	}
 	if len(unready) == 0 {
 		return nil, 0
 	}
-	slices.SortFunc(unready, func(a, b *cachedPod) int { return strings.Compare(a.Name, b.Name) })
-	found := probeFailures{}
-	for _, p := range unready[:min(len(unready), maxProbeReads)] {
+	slices.SortFunc(unready, func(a, b *pods.Pod) int { return strings.Compare(a.Name, b.Name) })
+	found := pods.ProbeFailures{}
+	for _, p := range unready[:min(len(unready), pods.MaxProbeReads)] {
 		list := &corev1.EventList{}
 		err := r.reader().List(ctx, list, client.InNamespace(namespace), &client.ListOptions{
 			FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.uid": string(p.UID), "reason": "Unhealthy"}),
@@ -101,9 +102,9 @@ func (r *WebAppReconciler) probeFailures(ctx context.Context, namespace string, 
 			log.FromContext(ctx).V(1).Info("reading a pod's failed probes", "pod", p.Name, "error", err.Error())
 			continue
 		}
-		if words := lastProbeFailure(list.Items, runningSince(p)); words != "" {
+		if words := pods.LastProbeFailure(list.Items, pods.RunningSince(p)); words != "" {
 			found[p.UID] = words
 		}
 	}
-	return found, probeRecheckAfter(unready, time.Now())
+	return found, pods.ProbeRecheckAfter(unready, time.Now())
 }

@@ -18,6 +18,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // An Orphan deletion mid-canary (issue 47): what is left running without an owner is the stable version alone,
@@ -191,7 +192,7 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 		r.event(app, nil, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting the canary of an Orphan deletion failed: %v", err)
 		return 0, err
 	}
-	r.event(app, nil, corev1.EventTypeNormal, webappv2.ReasonCanaryRemoved, "Delete", "%s", truncateTo(step.note, 1000))
+	r.event(app, nil, corev1.EventTypeNormal, webappv2.ReasonCanaryRemoved, "Delete", "%s", pods.TruncateTo(step.note, 1000))
 	return 0, nil
 }
 

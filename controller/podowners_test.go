@@ -16,17 +16,13 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/pods"
 )
-
-// controllerRef is a controller owner reference to an object of kind (group apps), name and uid.
-func controllerRef(kind, name string, uid types.UID) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
-}
 
 // labelledPod is a pod with app's three labels, its controller owner references refs, and one container waiting to
 // pull image.
 func labelledPod(app *webappv2.WebApp, name, image string, refs ...metav1.OwnerReference) *corev1.Pod {
-	p := waiting("ImagePullBackOff", image, nil)
+	p := apptest.Waiting("ImagePullBackOff", image, nil)
 	p.ObjectMeta = metav1.ObjectMeta{Namespace: app.Namespace, Name: name, UID: types.UID("uid-" + name), Labels: desired.CommonLabels(app), OwnerReferences: refs}
 	p.Spec.Containers = []corev1.Container{{Name: "app", Image: image}}
 	return &p
@@ -46,12 +42,12 @@ func TestPodsTheDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: desired.CommonLabels(app),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: "web", UID: app.UID, Controller: ptr.To(true)}}}}
 	other := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-other", UID: "uid-web-other", Labels: desired.CommonLabels(app),
-		OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", "web", "uid-someone-elses")}}}
-	ours := replicaSetOf(app, "web-1", controllerRef("Deployment", "web", "uid-dep"))
+		OwnerReferences: []metav1.OwnerReference{apptest.ControllerRef("Deployment", "web", "uid-someone-elses")}}}
+	ours := replicaSetOf(app, "web-1", apptest.ControllerRef("Deployment", "web", "uid-dep"))
 	impostors := []*corev1.Pod{
 		labelledPod(app, "bare", "evil.example/impostor:1"),
-		labelledPod(app, "claims-other", "evil.example/impostor:2", controllerRef("ReplicaSet", "web-other", "uid-web-other")),
-		labelledPod(app, "name-only", "evil.example/impostor:3", controllerRef("ReplicaSet", "web-1", "uid-forged")),
+		labelledPod(app, "claims-other", "evil.example/impostor:2", apptest.ControllerRef("ReplicaSet", "web-other", "uid-web-other")),
+		labelledPod(app, "name-only", "evil.example/impostor:3", apptest.ControllerRef("ReplicaSet", "web-1", "uid-forged")),
 		labelledPod(app, "not-controller", "evil.example/impostor:4", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web-1"}),
 	}
 	cases := []struct {
@@ -62,7 +58,7 @@ func TestPodsTheDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 	}{
 		{"impostors only", impostors, webappv2.ReasonDeploymentProgressing, ""},
 		{"impostors and a pod of the Deployment's ReplicaSet", append(impostors[:len(impostors):len(impostors)],
-			labelledPod(app, "web-1-a", "nginx:1.26", controllerRef("ReplicaSet", "web-1", "uid-web-1"))),
+			labelledPod(app, "web-1-a", "nginx:1.26", apptest.ControllerRef("ReplicaSet", "web-1", "uid-web-1"))),
 			webappv2.ReasonImagePullBackOff, `1/1 pods cannot pull image "nginx:1.26"`},
 	}
 	for _, tc := range cases {
@@ -84,52 +80,52 @@ func TestPodsTheDeploymentDidNotMakeAreNotTheWebApps(t *testing.T) {
 	}
 }
 
-// ownedPods keeps the pods a ReplicaSet of the Deployment made, by UID at each link of the chain; podsOf without a
+// pods.Owned keeps the pods a ReplicaSet of the Deployment made, by UID at each link of the chain; podsOf without a
 // watch and the watch's indexes (indexByController) apply the same test.
 func TestOwnedPods(t *testing.T) {
 	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	meta := func(rs *appsv1.ReplicaSet) metav1.PartialObjectMetadata {
 		return metav1.PartialObjectMetadata{ObjectMeta: rs.ObjectMeta}
 	}
-	ours := replicaSetOf(app, "web-1", controllerRef("Deployment", "web", "uid-dep"))
-	older := replicaSetOf(app, "web-0", controllerRef("Deployment", "web", "uid-dep"))
+	ours := replicaSetOf(app, "web-1", apptest.ControllerRef("Deployment", "web", "uid-dep"))
+	older := replicaSetOf(app, "web-0", apptest.ControllerRef("Deployment", "web", "uid-dep"))
 	// A Deployment of the same name, deleted and made again: another UID.
-	previous := replicaSetOf(app, "web-p", controllerRef("Deployment", "web", "uid-dep-before"))
-	notController := replicaSetOf(app, "web-n", controllerRef("Deployment", "web", "uid-dep"))
+	previous := replicaSetOf(app, "web-p", apptest.ControllerRef("Deployment", "web", "uid-dep-before"))
+	notController := replicaSetOf(app, "web-n", apptest.ControllerRef("Deployment", "web", "uid-dep"))
 	notController.OwnerReferences[0].Controller = nil
-	otherKind := replicaSetOf(app, "web-k", controllerRef("StatefulSet", "web", "uid-dep"))
-	otherGroup := replicaSetOf(app, "web-g", controllerRef("Deployment", "web", "uid-dep"))
+	otherKind := replicaSetOf(app, "web-k", apptest.ControllerRef("StatefulSet", "web", "uid-dep"))
+	otherGroup := replicaSetOf(app, "web-g", apptest.ControllerRef("Deployment", "web", "uid-dep"))
 	otherGroup.OwnerReferences[0].APIVersion = "example.com/v1"
 	all := []metav1.PartialObjectMetadata{meta(ours), meta(older), meta(previous), meta(notController), meta(otherKind), meta(otherGroup)}
-	pod := func(name string, refs ...metav1.OwnerReference) *cachedPod {
-		return asCached(labelledPod(app, name, "nginx:1.25", refs...))
+	pod := func(name string, refs ...metav1.OwnerReference) *pods.Pod {
+		return pods.AsCached(labelledPod(app, name, "nginx:1.25", refs...))
 	}
 	// A pod with a second, non-controlling owner reference to our ReplicaSet first.
 	twoOwners := pod("two-owners", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web-1"},
-		controllerRef("ReplicaSet", "web-p", "uid-web-p"))
+		apptest.ControllerRef("ReplicaSet", "web-p", "uid-web-p"))
 	cases := []struct {
 		name string
 		dep  types.UID
-		pods []*cachedPod
+		pods []*pods.Pod
 		want []string
 	}{
-		{"the current and an older ReplicaSet's pods", "uid-dep", []*cachedPod{pod("a", controllerRef("ReplicaSet", "web-1", "uid-web-1")),
-			pod("b", controllerRef("ReplicaSet", "web-0", "uid-web-0"))}, []string{"a", "b"}},
-		{"a bare pod", "uid-dep", []*cachedPod{pod("bare")}, nil},
-		{"a ReplicaSet's name with another UID", "uid-dep", []*cachedPod{pod("forged", controllerRef("ReplicaSet", "web-1", "uid-forged"))}, nil},
-		{"a ReplicaSet owner that is not the controller", "uid-dep", []*cachedPod{twoOwners}, nil},
-		{"a ReplicaSet of a Deployment of the same name before", "uid-dep", []*cachedPod{pod("p", controllerRef("ReplicaSet", "web-p", "uid-web-p"))}, nil},
-		{"a ReplicaSet the Deployment owns without controlling", "uid-dep", []*cachedPod{pod("n", controllerRef("ReplicaSet", "web-n", "uid-web-n"))}, nil},
-		{"a ReplicaSet controlled by a StatefulSet of that UID", "uid-dep", []*cachedPod{pod("k", controllerRef("ReplicaSet", "web-k", "uid-web-k"))}, nil},
-		{"a ReplicaSet controlled by a Deployment of another group", "uid-dep", []*cachedPod{pod("g", controllerRef("ReplicaSet", "web-g", "uid-web-g"))}, nil},
-		{"a controller of the ReplicaSet's UID that is no ReplicaSet", "uid-dep", []*cachedPod{pod("j", controllerRef("Job", "web-1", "uid-web-1"))}, nil},
+		{"the current and an older ReplicaSet's pods", "uid-dep", []*pods.Pod{pod("a", apptest.ControllerRef("ReplicaSet", "web-1", "uid-web-1")),
+			pod("b", apptest.ControllerRef("ReplicaSet", "web-0", "uid-web-0"))}, []string{"a", "b"}},
+		{"a bare pod", "uid-dep", []*pods.Pod{pod("bare")}, nil},
+		{"a ReplicaSet's name with another UID", "uid-dep", []*pods.Pod{pod("forged", apptest.ControllerRef("ReplicaSet", "web-1", "uid-forged"))}, nil},
+		{"a ReplicaSet owner that is not the controller", "uid-dep", []*pods.Pod{twoOwners}, nil},
+		{"a ReplicaSet of a Deployment of the same name before", "uid-dep", []*pods.Pod{pod("p", apptest.ControllerRef("ReplicaSet", "web-p", "uid-web-p"))}, nil},
+		{"a ReplicaSet the Deployment owns without controlling", "uid-dep", []*pods.Pod{pod("n", apptest.ControllerRef("ReplicaSet", "web-n", "uid-web-n"))}, nil},
+		{"a ReplicaSet controlled by a StatefulSet of that UID", "uid-dep", []*pods.Pod{pod("k", apptest.ControllerRef("ReplicaSet", "web-k", "uid-web-k"))}, nil},
+		{"a ReplicaSet controlled by a Deployment of another group", "uid-dep", []*pods.Pod{pod("g", apptest.ControllerRef("ReplicaSet", "web-g", "uid-web-g"))}, nil},
+		{"a controller of the ReplicaSet's UID that is no ReplicaSet", "uid-dep", []*pods.Pod{pod("j", apptest.ControllerRef("Job", "web-1", "uid-web-1"))}, nil},
 		// No Deployment of the WebApp's (none, or not controlled by it): no pods at all.
-		{"no Deployment", "", []*cachedPod{pod("a", controllerRef("ReplicaSet", "web-1", "uid-web-1"))}, nil},
+		{"no Deployment", "", []*pods.Pod{pod("a", apptest.ControllerRef("ReplicaSet", "web-1", "uid-web-1"))}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, p := range ownedPods(tc.dep, all, slices.Clone(tc.pods)) {
+			for _, p := range pods.Owned(tc.dep, all, slices.Clone(tc.pods)) {
 				got = append(got, p.Name)
 			}
 			if !slices.Equal(got, tc.want) {
@@ -174,7 +170,7 @@ func TestOwnedDeployment(t *testing.T) {
 		{"released (an Orphan deletion)", dep(), ""},
 	}
 	for _, tc := range cases {
-		if got := ownedDeployment(app, tc.dep); got != tc.want {
+		if got := pods.OwnedDeployment(app, tc.dep); got != tc.want {
 			t.Errorf("%s: ownedDeployment = %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -182,10 +178,10 @@ func TestOwnedDeployment(t *testing.T) {
 
 // The caches' transforms keep the controller's owner reference, and nothing else of the owners, without copying it.
 func TestSlimTransformsKeepTheController(t *testing.T) {
-	refs := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "uid-c"}, controllerRef("ReplicaSet", "web-1", "uid-web-1")}
+	refs := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "uid-c"}, apptest.ControllerRef("ReplicaSet", "web-1", "uid-web-1")}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: refs, Annotations: map[string]string{"big": "..."}}}
-	slim, _ := slimPod(p)
-	if got := slim.(*cachedPod).OwnerReferences; len(got) != 1 || &got[0] != &refs[1] {
+	slim, _ := pods.Slim(p)
+	if got := slim.(*pods.Pod).OwnerReferences; len(got) != 1 || &got[0] != &refs[1] {
 		t.Errorf("slimPod kept owner references %+v, want the controller's entry, in place", got)
 	}
 	rs := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "web-1", UID: "uid-web-1", ResourceVersion: "7", OwnerReferences: refs,

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // podWatchLinger is how long the pod watch outlives the last rollout that needed it, so rollouts one after another
@@ -105,7 +106,7 @@ func (x *watched) get(ctx context.Context, c cache.Cache, key client.ObjectKey, 
 	return into
 }
 
-// podWatchSyncWait is how long a WebApp that needs its pods is looked at again every podsRecheck while the watch
+// podWatchSyncWait is how long a WebApp that needs its pods is looked at again every pods.Recheck while the watch
 // lists them; a list that fails longer (no RBAC for pods, say) leaves it to the other events.
 const podWatchSyncWait = 30 * time.Second
 
@@ -156,7 +157,7 @@ func (w *podWatch) set(ctx context.Context, key client.ObjectKey, needed bool) {
 // start creates the pod and ReplicaSet informers (the cache's options keep only ours, slimmed), indexes both by
 // controller and hands their events to the controller. Called with w.mu held; on failure neither is left running.
 func (w *podWatch) start(ctx context.Context) error {
-	pods, err := w.startInformer(ctx, &corev1.Pod{}, "ReplicaSet", func(o client.Object) []client.ObjectKey { return w.webAppsOfPod(ctx, o) })
+	podList, err := w.startInformer(ctx, &corev1.Pod{}, "ReplicaSet", func(o client.Object) []client.ObjectKey { return w.webAppsOfPod(ctx, o) })
 	if err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func (w *podWatch) start(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(err, w.cache.RemoveInformer(ctx, &corev1.Pod{}))
 	}
-	w.pods, w.rss, w.started = pods, rss, time.Now()
+	w.pods, w.rss, w.started = podList, rss, time.Now()
 	podWatchActive.Set(1)
 	log.FromContext(ctx).V(1).Info("pod watch started: a rollout is not complete")
 	return nil
@@ -232,10 +233,10 @@ func (w *podWatch) startInformer(ctx context.Context, obj client.Object, control
 	return x, nil
 }
 
-// isPod: o is a pod as the cache keeps it (slimPod, slimPodTyped).
+// isPod: o is a pod as the cache keeps it (pods.Slim, pods.SlimTyped).
 func isPod(o any) bool {
 	switch o.(type) {
-	case *cachedPod, *corev1.Pod:
+	case *pods.Pod, *corev1.Pod:
 		return true
 	}
 	return false
@@ -255,7 +256,7 @@ func ownerChanged(old, o any) bool {
 // indexByController indexes an object by its controller's UID when that is of kind (in the apps group).
 func indexByController(kind string) client.IndexerFunc {
 	return func(o client.Object) []string {
-		if uid := controllerUID(o, kind); uid != "" {
+		if uid := pods.ControllerUID(o, kind); uid != "" {
 			return []string{string(uid)}
 		}
 		return nil
@@ -267,7 +268,7 @@ func indexByController(kind string) client.IndexerFunc {
 // change. Which pods are the WebApp's is decided by UIDs (pods).
 func webAppOfReplicaSet(rs client.Object) []client.ObjectKey {
 	ref := metav1.GetControllerOfNoCopy(rs)
-	if ref == nil || controllerUID(rs, "Deployment") == "" {
+	if ref == nil || pods.ControllerUID(rs, "Deployment") == "" {
 		return nil
 	}
 	if of := rs.GetLabels()[webappv2.LabelCanaryOf]; of != "" && ref.Name == of+"-canary" {
@@ -281,7 +282,7 @@ func webAppOfReplicaSet(rs client.Object) []client.ObjectKey {
 // for now: the ReplicaSet's own event, once it is listed, brings its WebApp.
 func (w *podWatch) webAppsOfPod(ctx context.Context, p client.Object) []client.ObjectKey {
 	ref := metav1.GetControllerOfNoCopy(p)
-	if ref == nil || controllerUID(p, "ReplicaSet") == "" {
+	if ref == nil || pods.ControllerUID(p, "ReplicaSet") == "" {
 		return nil
 	}
 	w.mu.RLock()
@@ -346,7 +347,7 @@ func (w *podWatch) needs(key client.ObjectKey) bool {
 // podsOf are the pods of namespace that a ReplicaSet controlled by the Deployment dep controls, as the watch has
 // them (they must not be changed); none for no Deployment. ok is false while the watch is stopped or has
 // not listed them yet. The lock keeps the informers from being stopped meanwhile.
-func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) (pods []*cachedPod, ok bool) {
+func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) (podList []*pods.Pod, ok bool) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.synced() {
@@ -356,21 +357,34 @@ func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) 
 		return nil, true
 	}
 	var replicaSets []types.UID
-	if err := w.rss.controlled(ctx, w.cache, namespace, dep, replicaSetList(), func(o client.Object) { replicaSets = append(replicaSets, o.GetUID()) }); err != nil {
+	if err := w.rss.controlled(ctx, w.cache, namespace, dep, pods.ReplicaSetList(), func(o client.Object) { replicaSets = append(replicaSets, o.GetUID()) }); err != nil {
 		return nil, false
 	}
 	for _, rs := range replicaSets {
 		if err := w.pods.controlled(ctx, w.cache, namespace, rs, &corev1.PodList{}, func(o client.Object) {
 			switch p := o.(type) {
-			case *cachedPod:
-				pods = append(pods, p)
+			case *pods.Pod:
+				podList = append(podList, p)
 			case *corev1.Pod:
-				// A cache of some namespaces keeps pods as Pods (slimPodTyped).
-				pods = append(pods, asCached(p))
+				// A cache of some namespaces keeps pods as Pods (pods.SlimTyped).
+				podList = append(podList, pods.AsCached(p))
 			}
 		}); err != nil {
 			return nil, false
 		}
 	}
-	return pods, true
+	return podList, true
+}
+
+// listPods lists the pods of namespace that opts select, sharing the list's fields.
+func listPods(ctx context.Context, reader client.Reader, namespace string, opts ...client.ListOption) ([]*pods.Pod, error) {
+	list := &corev1.PodList{}
+	if err := reader.List(ctx, list, append(opts, client.InNamespace(namespace))...); err != nil {
+		return nil, err
+	}
+	podList := make([]*pods.Pod, len(list.Items))
+	for i := range list.Items {
+		podList[i] = pods.AsCached(&list.Items[i])
+	}
+	return podList, nil
 }

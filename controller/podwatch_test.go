@@ -51,7 +51,7 @@ func (c *fakeCache) informer(obj client.Object) (toolscache.SharedIndexInformer,
 }
 
 // stores are the pod and ReplicaSet informers, made if need be.
-func (c *fakeCache) stores() (pods, rss *storeInformer) {
+func (c *fakeCache) stores() (podList, rss *storeInformer) {
 	p, _ := c.informer(&corev1.Pod{})
 	r, _ := c.informer(replicaSetMetadata())
 	return p.(*storeInformer), r.(*storeInformer)
@@ -133,11 +133,11 @@ func TestPodWatchRunsOnlyWhileARolloutNeedsIt(t *testing.T) {
 	if running() != 2 || testutil.ToFloat64(podWatchActive) != 1 {
 		t.Fatalf("%d informers while a WebApp needs its pods, want 2 (pods, ReplicaSets)", running())
 	}
-	pods, rss := informers.stores()
+	podList, rss := informers.stores()
 	rss.Add(rsOf("a-1", "a", "uid-dep-a"))
 	rss.Add(rsOf("b-1", "b", "uid-dep-b")) // b needs nothing: no reconcile
-	pods.Add(podOf("a", "a-1", "uid-a-1"))
-	pods.Add(podOf("b", "b-1", "uid-b-1"))
+	podList.Add(podOf("a", "a-1", "uid-a-1"))
+	podList.Add(podOf("b", "b-1", "uid-b-1"))
 	if got := received(w); len(got) != 2 || got[0] != a || got[1] != a {
 		t.Fatalf("reconciles for the ReplicaSets' and pods' events: %v, want [%v %v]", got, a, a)
 	}
@@ -180,7 +180,7 @@ func TestPodEventsReconcileTheWebAppWhoseDeploymentMadeThePod(t *testing.T) {
 			w := newPodWatch(ctx, informers, time.Millisecond)
 			a := client.ObjectKey{Namespace: "ns", Name: "a"}
 			w.set(ctx, a, true)
-			pods, rss := informers.stores()
+			podList, rss := informers.stores()
 			defer stopWatch(t, w, a)
 			adopted := rsOf("a-1", "a", "uid-dep-other")
 			counted := rsOf("a-1", "a", "uid-dep-a")
@@ -192,12 +192,12 @@ func TestPodEventsReconcileTheWebAppWhoseDeploymentMadeThePod(t *testing.T) {
 			}{
 				// Its pods may come before it: its arrival brings the WebApp, whose reconcile reads them.
 				{"the ReplicaSet arrives", func() { rss.Add(rs) }, []client.ObjectKey{a}},
-				{"a pod of the Deployment's ReplicaSet", func() { pods.Add(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
-				{"its update", func() { pods.Update(podOf("a", "a-1", "uid-a-1"), podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
-				{"its deletion", func() { pods.Delete(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
-				{"a bare pod with the WebApp's labels", func() { pods.Add(podOf("a", "", "")) }, nil},
-				{"a pod that names the ReplicaSet with another UID", func() { pods.Add(podOf("a", "a-1", "uid-forged")) }, nil},
-				{"a pod of a ReplicaSet the watch does not have", func() { pods.Add(podOf("a", "a-2", "uid-a-2")) }, nil},
+				{"a pod of the Deployment's ReplicaSet", func() { podList.Add(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
+				{"its update", func() { podList.Update(podOf("a", "a-1", "uid-a-1"), podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
+				{"its deletion", func() { podList.Delete(podOf("a", "a-1", "uid-a-1")) }, []client.ObjectKey{a}},
+				{"a bare pod with the WebApp's labels", func() { podList.Add(podOf("a", "", "")) }, nil},
+				{"a pod that names the ReplicaSet with another UID", func() { podList.Add(podOf("a", "a-1", "uid-forged")) }, nil},
+				{"a pod of a ReplicaSet the watch does not have", func() { podList.Add(podOf("a", "a-2", "uid-a-2")) }, nil},
 				// Its counts change on every pod's change: its Deployment's event brings the WebApp.
 				{"the ReplicaSet's counts change", func() { rss.Update(rs, counted) }, nil},
 				{"another Deployment of the name adopts it", func() { rss.Update(counted, adopted) }, []client.ObjectKey{a}},
@@ -217,7 +217,7 @@ func TestPodEventsReconcileTheWebAppWhoseDeploymentMadeThePod(t *testing.T) {
 // Deployment dep of uid.
 func rsOf(name, dep string, uid types.UID) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: replicaSetMetadata().TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-		UID: types.UID("uid-" + name), OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", dep, uid)}}}
+		UID: types.UID("uid-" + name), OwnerReferences: []metav1.OwnerReference{apptest.ControllerRef("Deployment", dep, uid)}}}
 }
 
 // podOf is a pod with WebApp webApp's labels, controlled by the ReplicaSet rs of uid (none when rs is "").
@@ -225,7 +225,7 @@ func podOf(webApp, rs string, uid types.UID) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: webApp + "-x",
 		Labels: map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: webApp, webappv2.LabelManagedBy: webappv2.ManagedBy}}}
 	if rs != "" {
-		p.OwnerReferences = []metav1.OwnerReference{controllerRef("ReplicaSet", rs, uid)}
+		p.OwnerReferences = []metav1.OwnerReference{apptest.ControllerRef("ReplicaSet", rs, uid)}
 	}
 	return p
 }
@@ -262,19 +262,19 @@ func TestPodWatchReadsThePodsItsDeploymentMade(t *testing.T) {
 	elsewhere := apptest.NewApp("web", 1, 80, "nginx:1.25")
 	elsewhere.Namespace = "other"
 	replicaSets := []*appsv1.ReplicaSet{
-		replicaSetOf(app, "web-1", controllerRef("Deployment", "web", "uid-dep")),
-		replicaSetOf(app, "web-0", controllerRef("Deployment", "web", "uid-dep")),
-		replicaSetOf(app, "web-p", controllerRef("Deployment", "web", "uid-dep-before")),
+		replicaSetOf(app, "web-1", apptest.ControllerRef("Deployment", "web", "uid-dep")),
+		replicaSetOf(app, "web-0", apptest.ControllerRef("Deployment", "web", "uid-dep")),
+		replicaSetOf(app, "web-p", apptest.ControllerRef("Deployment", "web", "uid-dep-before")),
 		// Another namespace's ReplicaSet claiming the Deployment: owner references do not cross namespaces.
-		replicaSetOf(elsewhere, "web-x", controllerRef("Deployment", "web", "uid-dep")),
+		replicaSetOf(elsewhere, "web-x", apptest.ControllerRef("Deployment", "web", "uid-dep")),
 	}
-	pods := []*corev1.Pod{
-		labelledPod(app, "a", "x", controllerRef("ReplicaSet", "web-1", "uid-web-1")),
-		labelledPod(app, "b", "x", controllerRef("ReplicaSet", "web-0", "uid-web-0")),
+	podList := []*corev1.Pod{
+		labelledPod(app, "a", "x", apptest.ControllerRef("ReplicaSet", "web-1", "uid-web-1")),
+		labelledPod(app, "b", "x", apptest.ControllerRef("ReplicaSet", "web-0", "uid-web-0")),
 		labelledPod(app, "bare", "x"),
-		labelledPod(app, "forged", "x", controllerRef("ReplicaSet", "web-1", "uid-forged")),
-		labelledPod(app, "previous", "x", controllerRef("ReplicaSet", "web-p", "uid-web-p")),
-		labelledPod(elsewhere, "x", "x", controllerRef("ReplicaSet", "web-x", "uid-web-x")),
+		labelledPod(app, "forged", "x", apptest.ControllerRef("ReplicaSet", "web-1", "uid-forged")),
+		labelledPod(app, "previous", "x", apptest.ControllerRef("ReplicaSet", "web-p", "uid-web-p")),
+		labelledPod(elsewhere, "x", "x", apptest.ControllerRef("ReplicaSet", "web-x", "uid-web-x")),
 	}
 	for _, throughCache := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one store", true: "through the cache"}[throughCache], func(t *testing.T) {
@@ -284,7 +284,7 @@ func TestPodWatchReadsThePodsItsDeploymentMade(t *testing.T) {
 			for _, rs := range replicaSets {
 				b = b.WithObjects(rs.DeepCopy())
 			}
-			for _, p := range pods {
+			for _, p := range podList {
 				b = b.WithObjects(p.DeepCopy())
 			}
 			informers := &fakeCache{FakeInformers: &informertest.FakeInformers{}, reader: b.Build(), synced: true, throughCache: throughCache}
@@ -296,7 +296,7 @@ func TestPodWatchReadsThePodsItsDeploymentMade(t *testing.T) {
 			for _, rs := range replicaSets {
 				rsStore.Add(&metav1.PartialObjectMetadata{TypeMeta: replicaSetMetadata().TypeMeta, ObjectMeta: rs.ObjectMeta})
 			}
-			for _, p := range pods {
+			for _, p := range podList {
 				podStore.Add(p)
 			}
 			for _, tc := range []struct {

@@ -20,13 +20,14 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // unschedulablePod is a pod of app's ReplicaSet rs that no node can take.
 func unschedulablePod(app *webappv2.WebApp, name string, rs *appsv1.ReplicaSet) *corev1.Pod {
-	p := unschedulable("0/1 nodes are available: 1 Insufficient cpu.")
+	p := apptest.Unschedulable("0/1 nodes are available: 1 Insufficient cpu.")
 	p.ObjectMeta = metav1.ObjectMeta{Namespace: app.Namespace, Name: name, UID: types.UID("uid-" + name), Labels: desired.CommonLabels(app),
-		OwnerReferences: []metav1.OwnerReference{controllerRef("ReplicaSet", rs.Name, rs.UID)}}
+		OwnerReferences: []metav1.OwnerReference{apptest.ControllerRef("ReplicaSet", rs.Name, rs.UID)}}
 	p.Spec.Containers = []corev1.Container{{Name: "app", Image: "nginx:1.25"}}
 	return &p
 }
@@ -59,7 +60,7 @@ func TestAfterARestartTheStatusWaitsForThePods(t *testing.T) {
 			app := apptest.NewApp("web", 1, 80, "nginx:1.25")
 			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-dep", Labels: desired.CommonLabels(app),
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: "web", UID: app.UID, Controller: ptr.To(true)}}}}
-			rs := replicaSetOf(app, "web-1", controllerRef("Deployment", "web", dep.UID))
+			rs := replicaSetOf(app, "web-1", apptest.ControllerRef("Deployment", "web", dep.UID))
 			env := newFakeEnv(t, app, dep, rs, unschedulablePod(app, "web-1-a", rs))
 			first := &WebAppReconciler{Client: env}
 			env.reconcile(t, first, app)
@@ -94,9 +95,9 @@ func TestAfterARestartTheStatusWaitsForThePods(t *testing.T) {
 				}
 			}
 			switch {
-			case tc.held && (len(said) != 0 || res.RequeueAfter != podsRecheck):
-				t.Errorf("with the pods being listed: status applies saying %q, RequeueAfter %v; want none, and a look again after %v", said, res.RequeueAfter, podsRecheck)
-			case !tc.held && res.RequeueAfter == podsRecheck:
+			case tc.held && (len(said) != 0 || res.RequeueAfter != pods.Recheck):
+				t.Errorf("with the pods being listed: status applies saying %q, RequeueAfter %v; want none, and a look again after %v", said, res.RequeueAfter, pods.Recheck)
+			case !tc.held && res.RequeueAfter == pods.Recheck:
 				t.Errorf("a rolled-out WebApp waits for pods it does not read")
 			}
 		})

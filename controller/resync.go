@@ -21,6 +21,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // resyncLoop is the periodic resync. Every period it walks the cached WebApps and enqueues those a reconcile could
@@ -95,23 +96,23 @@ func (r *WebAppReconciler) fingerprint(ctx context.Context, app *webappv2.WebApp
 	// WebApp must bring it back.
 	// (Not the failed probes' words: only a reconcile reads them, and a pod that stops being ready changes its
 	// Deployment's status.)
-	var pods []*cachedPod
+	var podList []*pods.Pod
 	// At rest (no pod watch) there are no pods to read: no Deployment is looked up for them either.
 	if r.podWatch == nil || r.podWatch.active() {
-		pods, _ = r.podsOf(ctx, app, r.cachedDeployment(ctx, key))
+		podList, _ = r.podsOf(ctx, app, r.cachedDeployment(ctx, key))
 		if app.Spec.Rollout.Canary != nil {
 			// A canary's pods that start crashing roll it back.
 			canary, _ := r.podsOf(ctx, app, r.cachedDeployment(ctx, types.NamespacedName{Namespace: key.Namespace, Name: desired.CanaryName(app)}))
-			pods = append(slices.Clip(pods), canary...)
+			podList = append(slices.Clip(podList), canary...)
 		}
 	}
-	reason, msg := podTrouble(pods, nil)
+	reason, msg := pods.Trouble(podList, nil)
 	b.WriteString(";" + reason + ":" + msg)
 	// A pod that starts running unready changes no other input: its probes' words are to be read then. (The
 	// index lists pods in no order.)
 	var unready []string
-	for _, p := range pods {
-		if awaitsReadiness(p) {
+	for _, p := range podList {
+		if pods.AwaitsReadiness(p) {
 			unready = append(unready, string(p.UID))
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // observation is the Deployment as the status may report it, and the fields of children other managers keep.
@@ -32,9 +33,9 @@ type observation struct {
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
 	retained []webappv2.RetainedField
 	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read or are not watched).
-	pods []*cachedPod
+	pods []*pods.Pod
 	// probes are the failed probes' words of the pods that run unready.
-	probes probeFailures
+	probes pods.ProbeFailures
 	// podsPending: the status is computed from the pods (the rollout is not complete) and the pod watch is still
 	// listing them; then it is not written (see applyStatus).
 	podsPending bool
@@ -184,7 +185,7 @@ type rollout struct {
 
 func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 	want, dep := desiredReplicas(app, obs), obs.dep
-	troubleReason, trouble := podTrouble(obs.pods, obs.probes)
+	troubleReason, trouble := pods.Trouble(obs.pods, obs.probes)
 	mount := mountTrouble(app, obs.missing, obs.claim, troubleReason, trouble)
 	switch {
 	case !obs.known || isReadError(obs.err):
@@ -285,7 +286,7 @@ func progressingCondition(app *webappv2.WebApp, r rollout) metav1.Condition {
 // maxMessage is the longest condition message the API accepts.
 const maxMessage = 32768
 
-func truncate(msg string) string { return truncateTo(msg, maxMessage) }
+func truncate(msg string) string { return pods.TruncateTo(msg, maxMessage) }
 
 // applyErrorReason names the kind of failure of a write, for the conditions' reason.
 func applyErrorReason(err error) string {

@@ -17,6 +17,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 func deployment(gen, observed int64, spec, replicas, updated, ready, available int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
@@ -82,10 +83,10 @@ func TestReadyCondition(t *testing.T) {
 		{"not ours", observation{}, notOurs, F, webappv2.ReasonChildNotOwned, "will not take it over", U, webappv2.ReasonChildNotOwned},
 		// What the pods say is wrong, before the deadline as the reason, past it in the deadline's message.
 		{"the pods' trouble", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0), known: true,
-			pods: ptrs([]corev1.Pod{waiting("ImagePullBackOff", "x:1", nil)})}, nil, F,
+			pods: ptrs([]corev1.Pod{apptest.Waiting("ImagePullBackOff", "x:1", nil)})}, nil, F,
 			webappv2.ReasonImagePullBackOff, `1/1 pods cannot pull image "x:1"`, T, webappv2.ReasonRollingOut},
 		{"the pods' trouble past the deadline", observation{dep: deployment(2, 2, 3, 3, 3, 0, 0, pde), known: true,
-			pods: ptrs([]corev1.Pod{unschedulable("0/1 nodes are available: 1 Insufficient cpu.")})}, nil, F,
+			pods: ptrs([]corev1.Pod{apptest.Unschedulable("0/1 nodes are available: 1 Insufficient cpu.")})}, nil, F,
 			webappv2.ReasonProgressDeadlineExceeded, "3/3 replicas updated, 0 available; 1/1 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu.", F, webappv2.ReasonProgressDeadlineExceeded},
 		// A read that failed says nothing of the Deployment: Unknown, with the error.
 		{"unreadable", observation{}, errors.New("connection refused"), U, webappv2.ReasonReconcileError, "connection refused", U, webappv2.ReasonReconcileError},
@@ -245,4 +246,13 @@ func TestClaimRefusal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ptrs are pods as the pod watch keeps them.
+func ptrs(list []corev1.Pod) []*pods.Pod {
+	out := make([]*pods.Pod, len(list))
+	for i := range list {
+		out[i] = pods.AsCached(&list[i])
+	}
+	return out
 }

@@ -37,6 +37,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/pods"
 )
 
 // DefaultRequeueAfter is how often a converged WebApp is looked at again; it costs no write when nothing drifted.
@@ -186,7 +187,7 @@ func (r *WebAppReconciler) reportConversionDropped(app *webappv2.WebApp) {
 		return
 	}
 	r.event(app, nil, corev1.EventTypeWarning, "ConversionDataDropped", "Convert",
-		"A write through v1 carried %s that v2 refuses; left out: %s", strings.Join(d.Fields, ", "), truncateTo(d.Message, 800))
+		"A write through v1 carried %s that v2 refuses; left out: %s", strings.Join(d.Fields, ", "), pods.TruncateTo(d.Message, 800))
 }
 
 // childrenOutcome is what writing a WebApp's children found and did, by kind.
@@ -489,7 +490,7 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp
 	canaryChanged := obs.canary.changedFrom(app.Status.Canary)
 	if obs.podsPending && !canaryChanged {
 		// The pods it is computed from are being listed: it waits for them rather than be written twice.
-		return podsRecheck, false, nil
+		return pods.Recheck, false, nil
 	}
 	now := r.now()
 	key := client.ObjectKeyFromObject(app)
@@ -598,7 +599,7 @@ var enqueueOwningWebApp = handler.EnqueueRequestsFromMapFunc(func(_ context.Cont
 
 // owningWebApp is the key of the WebApp whose owner reference controls o (any version of the API), if one does.
 func owningWebApp(o metav1.Object) (types.NamespacedName, bool) {
-	ref := controllerOfKind(o, webappv2.GroupVersion.Group, "WebApp")
+	ref := pods.ControllerOfKind(o, webappv2.GroupVersion.Group, "WebApp")
 	if ref == nil {
 		return types.NamespacedName{}, false
 	}

@@ -85,3 +85,26 @@ func Exposed(e webappv2.Expose) *webappv2.WebApp {
 	app.Spec.Expose = &e
 	return app
 }
+
+// Waiting is a pod whose container waits for reason (its message says so), running image, after last ended.
+func Waiting(reason, image string, last *corev1.ContainerStateTerminated) corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "app", Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "words that change " + reason}},
+		LastTerminationState: corev1.ContainerState{Terminated: last},
+	}}}}
+}
+
+// Running is a pod whose container runs, not ready.
+func Running() corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+}
+
+// Unschedulable is a pod the scheduler could not place, saying msg.
+func Unschedulable(msg string) corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}}}
+}
+
+// ControllerRef is a controller owner reference to an object of kind (group apps), name and uid.
+func ControllerRef(kind, name string, uid types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
+}

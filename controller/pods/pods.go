@@ -1,7 +1,12 @@
-package controller
+// Package pods is what a WebApp's pods say: the trouble that keeps them from running (an image that cannot be
+// pulled, a crash loop, a pod the scheduler cannot place, a failing probe), which pods are the WebApp's (made by its
+// Deployment's ReplicaSets, not merely labelled like them), and the slim form the pod watch keeps them in. Pure
+// functions of pods and events: the reconciler's pod watch (controller/podwatch.go) and its reads
+// (controller/observe_pods.go) hand them in, and the status (controller/status.go) says what they found. The lint
+// config refuses a client, cache, HTTP or file import here.
+package pods
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,18 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-// podTrouble says what keeps the WebApp's pods from running, from the pods as the cache keeps them (slimPod) and
+// Trouble says what keeps the WebApp's pods from running, from the pods as the cache keeps them (Slim) and
 // the failed probes of those that run unready: an image that cannot be pulled, a crash loop, a pod the scheduler
 // cannot place, a failing readiness probe; "" when none of these. The most telling trouble wins (pull before crash
 // before scheduling before readiness), with how many of the pods have it. The message holds only what stays the
 // same while the trouble does (never a restart count or a back-off's wait), so a crash-looping pod's every
 // restart costs no status write.
-func podTrouble(pods []*cachedPod, probes probeFailures) (reason, msg string) {
+func Trouble(pods []*Pod, probes ProbeFailures) (reason, msg string) {
 	type finding struct {
 		reason, detail string
 		n              int
@@ -46,9 +50,9 @@ func podTrouble(pods []*cachedPod, probes probeFailures) (reason, msg string) {
 			continue
 		}
 		total++
-		if reason, detail := oneTrouble(p); reason != "" {
+		if reason, detail := OneTrouble(p); reason != "" {
 			add(reason, detail)
-		} else if probes[p.UID] != "" && awaitsReadiness(p) {
+		} else if probes[p.UID] != "" && AwaitsReadiness(p) {
 			unready = append(unready, probes[p.UID])
 		}
 	}
@@ -74,8 +78,8 @@ func podTrouble(pods []*cachedPod, probes probeFailures) (reason, msg string) {
 	return f.reason, fmt.Sprintf("%d/%d pods %s", f.n, total, f.detail)
 }
 
-// oneTrouble is the trouble of one pod.
-func oneTrouble(p *cachedPod) (reason, detail string) {
+// OneTrouble is the trouble of one pod.
+func OneTrouble(p *Pod) (reason, detail string) {
 	for _, c := range p.Status.ContainerStatuses {
 		if w := c.State.Waiting; w != nil {
 			switch w.Reason {
@@ -113,24 +117,24 @@ func lastExit(c corev1.ContainerStatus) string {
 	}
 }
 
-// cachedPod is a pod as the pod watch keeps it (slimPod): what podTrouble and the watch read, in a type of its own.
+// Pod is a pod as the pod watch keeps it (Slim): what Trouble and the watch read, in a type of its own.
 // A corev1.Pod is 1.2 KB of structs before anything is kept in it (its spec and status are structs, not pointers);
 // this is a quarter of that, 10 MB less at 10,000 pods rolling out at once. Its fields have their paths in a Pod.
-type cachedPod struct {
+type Pod struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	Status cachedPodStatus
+	Status PodStatus
 }
 
-// cachedPodStatus is what a cachedPod keeps of a pod's status.
-type cachedPodStatus struct {
+// PodStatus is what a Pod keeps of a pod's status.
+type PodStatus struct {
 	Conditions        []corev1.PodCondition
 	ContainerStatuses []corev1.ContainerStatus
 }
 
-// DeepCopyObject makes cachedPod a runtime.Object, which the informer's store holds.
-func (p *cachedPod) DeepCopyObject() runtime.Object {
-	out := &cachedPod{TypeMeta: p.TypeMeta}
+// DeepCopyObject makes Pod a runtime.Object, which the informer's store holds.
+func (p *Pod) DeepCopyObject() runtime.Object {
+	out := &Pod{TypeMeta: p.TypeMeta}
 	p.DeepCopyInto(&out.ObjectMeta)
 	if p.Status.Conditions != nil {
 		out.Status.Conditions = make([]corev1.PodCondition, len(p.Status.Conditions))
@@ -147,23 +151,23 @@ func (p *cachedPod) DeepCopyObject() runtime.Object {
 	return out
 }
 
-// slimPod is the cache's transform of a pod: a cachedPod keeping name, namespace, UID, resourceVersion, the
+// Slim is the cache's transform of a pod: a Pod keeping name, namespace, UID, resourceVersion, the
 // canary's revision label (no other: the watch's selector is the server's, and a pod's labels map was a tenth of
 // its cached size), creation and deletion time, its controller's owner reference (not copied); the scheduling
 // condition; per container its name, image, readiness, restart count, waiting state, when it started running and
 // its last termination.
-func slimPod(o any) (any, error) {
+func Slim(o any) (any, error) {
 	p, ok := o.(*corev1.Pod)
 	if !ok {
 		return o, nil
 	}
-	slim := &cachedPod{}
+	slim := &Pod{}
 	slim.Name, slim.Namespace, slim.UID, slim.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	if rev, ok := p.Labels[webappv2.LabelCanaryRevision]; ok {
 		slim.Labels = map[string]string{webappv2.LabelCanaryRevision: rev}
 	}
 	slim.DeletionTimestamp, slim.CreationTimestamp = p.DeletionTimestamp, p.CreationTimestamp
-	slim.OwnerReferences = controllerRefOnly(p.OwnerReferences)
+	slim.OwnerReferences = ControllerRefOnly(p.OwnerReferences)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
 			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
@@ -185,11 +189,11 @@ func slimPod(o any) (any, error) {
 	return slim, nil
 }
 
-// slimPodTyped is slimPod for a cache of some namespaces, whose reads through the client need the Pod type (a
-// store per namespace, no single one to read in place): the same fields, in a Pod; asCached reads them.
-func slimPodTyped(o any) (any, error) {
-	slim, _ := slimPod(o)
-	c, ok := slim.(*cachedPod)
+// SlimTyped is Slim for a cache of some namespaces, whose reads through the client need the Pod type (a
+// store per namespace, no single one to read in place): the same fields, in a Pod; AsCached reads them.
+func SlimTyped(o any) (any, error) {
+	slim, _ := Slim(o)
+	c, ok := slim.(*Pod)
 	if !ok {
 		return o, nil
 	}
@@ -198,13 +202,13 @@ func slimPodTyped(o any) (any, error) {
 	return p, nil
 }
 
-// asCached is the pod p as a cachedPod, sharing its fields (not copied).
-func asCached(p *corev1.Pod) *cachedPod {
-	return &cachedPod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta, Status: cachedPodStatus{Conditions: p.Status.Conditions, ContainerStatuses: p.Status.ContainerStatuses}}
+// AsCached is the pod p as a Pod, sharing its fields (not copied).
+func AsCached(p *corev1.Pod) *Pod {
+	return &Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta, Status: PodStatus{Conditions: p.Status.Conditions, ContainerStatuses: p.Status.ContainerStatuses}}
 }
 
-// controllerRefOnly is the controller's entry of refs, as a slice of refs itself (no copy), or nil.
-func controllerRefOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
+// ControllerRefOnly is the controller's entry of refs, as a slice of refs itself (no copy), or nil.
+func ControllerRefOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
 	for i := range refs {
 		if c := refs[i].Controller; c != nil && *c {
 			return refs[i : i+1 : i+1]
@@ -213,18 +217,18 @@ func controllerRefOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
 	return nil
 }
 
-// controllerUID is the UID of o's controller when it is an object of kind in the apps group ("" otherwise): a pod's
+// ControllerUID is the UID of o's controller when it is an object of kind in the apps group ("" otherwise): a pod's
 // ReplicaSet, a ReplicaSet's Deployment. The UID names the very object; a name could be anyone's next one.
-func controllerUID(o metav1.Object, kind string) types.UID {
-	if ref := controllerOfKind(o, appsv1.GroupName, kind); ref != nil {
+func ControllerUID(o metav1.Object, kind string) types.UID {
+	if ref := ControllerOfKind(o, appsv1.GroupName, kind); ref != nil {
 		return ref.UID
 	}
 	return ""
 }
 
-// controllerOfKind is o's controller's owner reference (not copied) when it names an object of kind in group, of
+// ControllerOfKind is o's controller's owner reference (not copied) when it names an object of kind in group, of
 // any version; nil otherwise.
-func controllerOfKind(o metav1.Object, group, kind string) *metav1.OwnerReference {
+func ControllerOfKind(o metav1.Object, group, kind string) *metav1.OwnerReference {
 	ref := metav1.GetControllerOfNoCopy(o)
 	if ref == nil || ref.Kind != kind {
 		return nil
@@ -235,9 +239,9 @@ func controllerOfKind(o metav1.Object, group, kind string) *metav1.OwnerReferenc
 	return ref
 }
 
-// ownedDeployment is the UID of dep when app controls it, "" otherwise (nil included): only the pods of a
+// OwnedDeployment is the UID of dep when app controls it, "" otherwise (nil included): only the pods of a
 // Deployment of the WebApp's are its pods.
-func ownedDeployment(app *webappv2.WebApp, dep *appsv1.Deployment) types.UID {
+func OwnedDeployment(app *webappv2.WebApp, dep *appsv1.Deployment) types.UID {
 	if dep == nil {
 		return ""
 	}
@@ -247,41 +251,28 @@ func ownedDeployment(app *webappv2.WebApp, dep *appsv1.Deployment) types.UID {
 	return dep.UID
 }
 
-// ownedPods are the pods among pods that a ReplicaSet among replicaSets controls, which the Deployment dep
+// Owned are the pods among pods that a ReplicaSet among replicaSets controls, which the Deployment dep
 // controls: the pods dep made, by the owner chain's UIDs (labels anyone can copy). pods is filtered in place.
-func ownedPods(dep types.UID, replicaSets []metav1.PartialObjectMetadata, pods []*cachedPod) []*cachedPod {
+func Owned(dep types.UID, replicaSets []metav1.PartialObjectMetadata, pods []*Pod) []*Pod {
 	if dep == "" {
 		return nil
 	}
 	made := map[types.UID]bool{}
 	for i := range replicaSets {
-		if controllerUID(&replicaSets[i], "Deployment") == dep {
+		if ControllerUID(&replicaSets[i], "Deployment") == dep {
 			made[replicaSets[i].UID] = true
 		}
 	}
-	return slices.DeleteFunc(pods, func(p *cachedPod) bool { return !made[controllerUID(p, "ReplicaSet")] })
+	return slices.DeleteFunc(pods, func(p *Pod) bool { return !made[ControllerUID(p, "ReplicaSet")] })
 }
 
-// listPods lists the pods of namespace that opts select, sharing the list's fields.
-func listPods(ctx context.Context, reader client.Reader, namespace string, opts ...client.ListOption) ([]*cachedPod, error) {
-	list := &corev1.PodList{}
-	if err := reader.List(ctx, list, append(opts, client.InNamespace(namespace))...); err != nil {
-		return nil, err
-	}
-	pods := make([]*cachedPod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = asCached(&list.Items[i])
-	}
-	return pods, nil
-}
-
-// replicaSetList is an empty list of ReplicaSets as the operator reads them: their metadata only.
-func replicaSetList() *metav1.PartialObjectMetadataList {
+// ReplicaSetList is an empty list of ReplicaSets as the operator reads them: their metadata only.
+func ReplicaSetList() *metav1.PartialObjectMetadataList {
 	return &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSetList"}}
 }
 
-// probeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.
-type probeFailures map[types.UID]string
+// ProbeFailures are the last failed probe's words of each pod that runs but is not ready, by pod UID.
+type ProbeFailures map[types.UID]string
 
 // Bounds of the probe events' read.
 const (
@@ -291,30 +282,30 @@ const (
 	probeRecheck = 5 * time.Second
 	// probeRecheckFor is how long after the container started that goes on (a slow first probe is not a failure).
 	probeRecheckFor = 2 * time.Minute
-	// maxProbeReads bounds the pods whose events one reconcile reads (the first by name).
-	maxProbeReads = 10
+	// MaxProbeReads bounds the pods whose events one reconcile reads (the first by name).
+	MaxProbeReads = 10
 	// maxProbeWords bounds the words of one probe failure that the status repeats.
 	maxProbeWords = 512
-	// podsRecheck is when a WebApp that needs its pods is looked at again while the pod watch lists them: the
+	// Recheck is when a WebApp that needs its pods is looked at again while the pod watch lists them: the
 	// events of that first list may be handled before the informer counts itself synced.
-	podsRecheck = time.Second
+	Recheck = time.Second
 )
 
-// probeRecheckAfter is when to read the probes' words of the unready pods again (0: not before something changes):
+// ProbeRecheckAfter is when to read the probes' words of the unready pods again (0: not before something changes):
 // soon while one of them started recently, since neither its first failed probe nor a change of its words changes
 // an object the operator watches.
-func probeRecheckAfter(unready []*cachedPod, now time.Time) time.Duration {
+func ProbeRecheckAfter(unready []*Pod, now time.Time) time.Duration {
 	for _, p := range unready {
-		if now.Sub(runningSince(p)) < probeRecheckFor {
+		if now.Sub(RunningSince(p)) < probeRecheckFor {
 			return probeRecheck
 		}
 	}
 	return 0
 }
 
-// lastProbeFailure is the words of the last failed readiness or startup probe among a pod's Unhealthy events since
+// LastProbeFailure is the words of the last failed readiness or startup probe among a pod's Unhealthy events since
 // its container started ("" when none).
-func lastProbeFailure(events []corev1.Event, started time.Time) string {
+func LastProbeFailure(events []corev1.Event, started time.Time) string {
 	// Timestamps of events and container starts are to the second.
 	since := started.Truncate(time.Second)
 	var words string
@@ -328,14 +319,14 @@ func lastProbeFailure(events []corev1.Event, started time.Time) string {
 			continue
 		}
 		if at := lastSeen(e); !at.Before(since) && (words == "" || at.After(last)) {
-			words, last = truncateTo(msg, maxProbeWords), at
+			words, last = TruncateTo(msg, maxProbeWords), at
 		}
 	}
 	return words
 }
 
-// awaitsReadiness: the pod's containers all run and one of them is not ready.
-func awaitsReadiness(p *cachedPod) bool {
+// AwaitsReadiness says the pod's containers all run and one of them is not ready.
+func AwaitsReadiness(p *Pod) bool {
 	if p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 {
 		return false
 	}
@@ -349,8 +340,8 @@ func awaitsReadiness(p *cachedPod) bool {
 	return !ready
 }
 
-// runningSince is when the pod's last container started.
-func runningSince(p *cachedPod) time.Time {
+// RunningSince is when the pod's last container started.
+func RunningSince(p *Pod) time.Time {
 	var t time.Time
 	for _, c := range p.Status.ContainerStatuses {
 		if r := c.State.Running; r != nil && r.StartedAt.After(t) {
@@ -372,8 +363,8 @@ func lastSeen(e *corev1.Event) time.Time {
 	}
 }
 
-// truncateTo cuts s to n bytes at most, on a character's boundary.
-func truncateTo(s string, n int) string {
+// TruncateTo cuts s to n bytes at most, on a character's boundary.
+func TruncateTo(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
