@@ -11,7 +11,7 @@ COPY applyconfig/ applyconfig/
 COPY controller/ controller/
 COPY conversion/ conversion/
 # fieldsv1string: apimachinery keeps each managedFields entry's field set interned (unique.Handle), so the cached
-# objects of one shape share one copy of it instead of one each (see the README, "Scale").
+# objects of one shape share one copy of it instead of one each (see docs/scale.md).
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -tags=fieldsv1string -ldflags="-s -w" -o /manager .
 
 # Static binary on distroless: no shell, no package manager, runs as uid 65532.

@@ -25,7 +25,7 @@ import (
 	"github.com/example/webapp-operator/conversion"
 )
 
-// Defaults of the client and worker flags, chosen by `make bench-scale` (see the README, "Scale").
+// Defaults of the client and worker flags, chosen by `make bench-scale` (see docs/scale.md).
 const (
 	DefaultMaxConcurrentReconciles = 8
 	DefaultKubeAPIQPS              = 200
@@ -33,7 +33,7 @@ const (
 	// DefaultGOGC is the garbage collector's target when the GOGC variable is not set. The manager's live heap is
 	// small (mostly its cache: about 20 KiB per WebApp), so a tight target keeps its peak memory low (91 MiB at
 	// Go's default of 100, 66 at 25, 61 at 15 for a cold start of 1,000 WebApps) for some more collector CPU
-	// while it converges many at once (none measurable against the cluster's time); see the README, "Scale".
+	// while it converges many at once (none measurable against the cluster's time); see docs/scale.md.
 	DefaultGOGC = 15
 )
 
@@ -179,7 +179,7 @@ func run(o options) error {
 	ctx := ctrl.SetupSignalHandler()
 	switch err := r.SetupWithManager(ctx, mgr); {
 	case meta.IsNoMatchError(err) && conv != nil:
-		// WebApp v2 is not served: the first step of a rollback (README). What is left to do is this process's
+		// WebApp v2 is not served: the first step of a rollback (docs/api.md). What is left to do is this process's
 		// conversion webhook and storage migration, which need no v2; it does only that, rather than crash-loop.
 		ctrl.Log.Info("WebApp v2 is not served: running only the conversion webhook and the storage migration", "error", err.Error())
 	case err != nil:

@@ -37,7 +37,7 @@ var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB; a check ne
 //
 // The query is sent as a GET of /api/v1/query with its parameters in the URL (Prometheus accepts GET and POST
 // alike): a GET is a read by definition, so the address a WebApp chooses can make the operator read, never submit
-// a form (the README promises a GET); the CRD bounds a query at 4096 characters, whose URL (at most 3 times that,
+// a form (docs/progressive-delivery.md promises a GET); the CRD bounds a query at 4096 characters, whose URL (at most 3 times that,
 // escaped) is well within what Prometheus's server accepts (1 MiB of request line and headers).
 func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string, now time.Time) canary.CheckResult {
 	u, err := url.Parse(address)

@@ -48,7 +48,7 @@ func TestQueryCheck(t *testing.T) {
 					http.NotFound(w, r)
 					return
 				}
-				// A GET with the query in the URL, as the README promises (never a form posted).
+				// A GET with the query in the URL, as docs/progressive-delivery.md promises (never a form posted).
 				if r.Method != http.MethodGet || r.URL.Query().Get("query") != "sum(rate(x[1m]))" || r.URL.Query().Get("time") == "" {
 					t.Errorf("%s %s, want a GET with the query and a time in the URL", r.Method, r.URL)
 					w.WriteHeader(http.StatusMethodNotAllowed)

@@ -17,7 +17,7 @@ import (
 // The cache keeps our managedFields entry of each child with its owner's UID taken out, so that the children of
 // one shape share one copy of it. A child's owner reference is an item of a list keyed by UID, so the field set of
 // our entry names it by a key holding the WebApp's UID (`k:{"uid":"…"}`), which made each child's entry unique: the
-// build's interning (the fieldsv1string tag, see "Scale" in the README) saved nothing for children, and at 10,000
+// build's interning (the fieldsv1string tag, see docs/scale.md) saved nothing for children, and at 10,000
 // WebApps their entries were the largest part of the cached Deployments and Services. sharedOwnerKey (part of
 // the cache's transform) puts a placeholder in place of the key of the object's own controller; withOwnerKey puts
 // the key back, from the same object's controller reference, on every object the reconciler reads through its

@@ -932,7 +932,7 @@ func (s *seq) actAutoscale(a *app) bool {
 	var err error
 	if sp["autoscaling"] == nil {
 		// Switched off by a JSON merge patch: a v2 server-side apply that leaves spec.autoscaling out does not
-		// remove it while the v1 user co-owns the WebApp (README, "Known gap").
+		// remove it while the v1 user co-owns the WebApp (docs/api.md, "Known gap").
 		s.record(fmt.Sprintf("%s for WebApp %s", what, a.name),
 			fmt.Sprintf(`kubectl -n %s patch webapps.v2.example.com/%s --type=merge --field-manager=autoscaler -p '{"spec":{"autoscaling":null}}'`, s.ns, a.name))
 		got, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, []byte(`{"spec":{"autoscaling":null}}`), metav1.PatchOptions{FieldManager: "autoscaler"})

@@ -55,7 +55,7 @@ func (s *seq) actExpose(a *app) bool {
 	var err error
 	if expose == nil {
 		// Removed by a JSON merge patch: a v2 server-side apply that leaves spec.expose out does not remove it while
-		// the v1 user co-owns the WebApp (README, "Known gap").
+		// the v1 user co-owns the WebApp (docs/api.md, "Known gap").
 		s.record(what, fmt.Sprintf(`kubectl -n %s patch webapps.v2.example.com/%s --type=merge --field-manager=net -p '{"spec":{"expose":null}}'`, s.ns, a.name))
 		_, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, []byte(`{"spec":{"expose":null}}`), metav1.PatchOptions{FieldManager: "net"})
 	} else {

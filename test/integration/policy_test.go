@@ -24,7 +24,7 @@ import (
 	"github.com/example/webapp-operator/test/testutil"
 )
 
-// An editor of WebApps runs pods as any ServiceAccount of the namespace; the README's example policy
+// An editor of WebApps runs pods as any ServiceAccount of the namespace; the example policy of docs/install-and-operate.md
 // (manifests/policies/webapp-service-accounts.yaml, applied as it is) bounds that to the default ServiceAccount and
 // the one named after the WebApp, in v2 and through v1's conversion data alike, and leaves alone a WebApp whose
 // ServiceAccount does not change.

@@ -251,7 +251,7 @@ func namespacedInstall(helm func(...string) error, image []string) error {
 }
 
 // startupRace says whether an error line is one of the two races that two replicas starting at once always run, each
-// logged at error level by the library that loses it and retried (cluster-wide installs log them too; README "Leader
+// logged at error level by the library that loses it and retried (cluster-wide installs log them too; docs/lifecycle.md "Leader
 // election"): both create the leader election Lease, and the loser's client-go logs that it already exists; both write
 // the first webhook certificate, and the loser's rotator logs the conflict.
 func startupRace(line string) bool {

@@ -127,7 +127,7 @@ func runInside(m *testing.M) int {
 		fmt.Printf("realnode: helm: %s\n", s)
 	}
 	fmt.Printf("realnode: the helm lifecycle ran in %v (error: %v)\n", time.Since(start).Round(100*time.Millisecond), helmRun.err)
-	// The operator before v2 with WebApps of its own first, then this one the way the README upgrades
+	// The operator before v2 with WebApps of its own first, then this one the way docs/api.md upgrades
 	// (upgrade_test.go checks that the upgrade was a non-event).
 	oldDir, err := deployBeforeV2()
 	if err == nil {

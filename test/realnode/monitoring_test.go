@@ -140,7 +140,7 @@ metadata: {name: prometheus-discovery, namespace: `+operatorNS+`}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: prometheus-discovery}
 subjects: [{kind: ServiceAccount, name: prometheus, namespace: monitoring}]
 ---
-# GET /metrics on the operator, as its README says to grant a scraper.
+# GET /metrics on the operator, as docs/install-and-operate.md says to grant a scraper.
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: prometheus-webapp-operator-metrics}

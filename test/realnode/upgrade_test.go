@@ -1,6 +1,6 @@
 package realnode
 
-// The upgrade from the operator before API v2 to this one, done the way the README tells users (TestMain deploys the
+// The upgrade from the operator before API v2 to this one, done the way docs/api.md tells users (TestMain deploys the
 // old operator and its WebApps first, then upgrades with `make deploy`), and the rollback to it. The tests here run
 // last (this file sorts last, the rollback is its last test): after the rollback the old operator runs.
 
@@ -249,7 +249,7 @@ func TestUpgradeFromBeforeV2IsANonEvent(t *testing.T) {
 	}
 }
 
-// TestZRollbackToBeforeV2 follows the README's rollback: v1 back as the storage version (the operator migrates every
+// TestZRollbackToBeforeV2 follows the rollback of docs/api.md: v1 back as the storage version (the operator migrates every
 // WebApp back), the operator stopped, the CRD's conversion removed, then the old release's tree. The old operator then
 // runs, the apps never noticed, and it reconciles a change. It runs last: the old operator stays.
 func TestZRollbackToBeforeV2(t *testing.T) {
@@ -296,7 +296,7 @@ func TestZRollbackToBeforeV2(t *testing.T) {
 	kubectl(t, "wait", "--for=condition=Ready", "--timeout=60s", "-n", upgradeNS, "webapp/keep-b")
 }
 
-// rollbackSteps are the README's rollback commands, with the old release's tree in oldDir.
+// rollbackSteps are the rollback commands of docs/api.md, with the old release's tree in oldDir.
 func rollbackSteps(oldDir string) []string {
 	k := "kubectl"
 	root := cluster.RepoRoot()

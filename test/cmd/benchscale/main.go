@@ -1,7 +1,7 @@
 // Command benchscale measures how the operator converges N WebApps beside U unrelated Deployments on the local
 // cluster of test/cluster, and compares it with the floor: a minimal unthrottled client that applies only what is
-// necessary, with the same concurrency, in a fresh cluster with the same load (`make bench-scale`; see the README,
-// "Scale"). It is a benchmark, not a test: nothing fails on a figure, CI does not run it.
+// necessary, with the same concurrency, in a fresh cluster with the same load (`make bench-scale`; see
+// docs/scale.md). It is a benchmark, not a test: nothing fails on a figure, CI does not run it.
 //
 // Every request of the manager and of the floor client goes through a counting proxy on loopback, so requests are
 // counted by verb and resource as the API server receives them. The benchmark's own observer is one watch of
@@ -206,7 +206,7 @@ func runOnce(ctx context.Context, c config, dir string) (*row, error) {
 	return r, nil
 }
 
-// row is one run's figures, as the README's table has them.
+// row is one run's figures, as the table of docs/scale.md has them.
 type row struct {
 	converged, ready, floor time.Duration
 	ratio, writes, requests float64
