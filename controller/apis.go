@@ -14,6 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
+// gatewayGroup is the Gateway API's group; its kinds are served only where its CRDs are installed.
+const gatewayGroup = "gateway.networking.k8s.io"
+
 // servedAPIsRecheck is the discovery period: how often the API server's discovery is asked whether it serves each
 // kind of child declared whereServed, in both directions (a CRD installed, a CRD deleted).
 const servedAPIsRecheck = 10 * time.Second

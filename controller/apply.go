@@ -52,6 +52,12 @@ func (e *childError) Error() string {
 
 func (e *childError) Unwrap() error { return e.err }
 
+// NotOurs says the object in the way is another's: the WebApp will not take it over (status's writeError).
+func (e *childError) NotOurs() bool { return e.notOurs != "" }
+
+// ReadFailed says the object, or an input of it, could not be read: its state is unknown (status's writeError).
+func (e *childError) ReadFailed() bool { return e.read }
+
 // waiting reports whether only a change can fix the failure (the object in the way, or a spec the server refuses
 // as invalid or an admission policy denies): retrying the same write soon cannot succeed.
 func (e *childError) waiting() bool {

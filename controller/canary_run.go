@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -12,14 +11,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
@@ -96,66 +93,6 @@ func countFailures(failures []int32, n, i int, count int32) []int32 {
 	copy(out, failures)
 	out[i] = count
 	return out
-}
-
-// canaryStatus is the status of a decision.
-func canaryStatus(run *canaryRun) *webappv2ac.CanaryStatusApplyConfiguration {
-	d := run.decision
-	s := d.State
-	st := webappv2ac.CanaryStatus().WithPhase(string(d.Phase))
-	// Zero values left out, as the server drops them (see desiredStatus).
-	if s.Stable != "" {
-		st.WithStableRevision(s.Stable)
-	}
-	if s.Canary != "" {
-		st.WithCanaryRevision(s.Canary)
-	}
-	if s.Failed != "" {
-		st.WithFailedRevision(s.Failed)
-	}
-	if s.Step != 0 {
-		st.WithStep(int32(s.Step))
-	}
-	if d.Weight != 0 {
-		st.WithWeight(d.Weight)
-	}
-	if !s.Since.IsZero() {
-		st.WithStepStartedAt(metav1.NewTime(s.Since))
-	}
-	for i, n := range s.Failures {
-		if n > 0 && i < len(run.plan.Checks) {
-			st.WithFailures(webappv2ac.CanaryCheckFailures().WithName(run.plan.Checks[i].Name).WithCount(n))
-		}
-	}
-	if s.Reason != "" {
-		st.WithReason(s.Reason)
-	}
-	if s.Message != "" {
-		st.WithMessage(pods.TruncateTo(s.Message, 1000))
-	}
-	return st
-}
-
-// keptCanaryStatus is the status as it is, for a reconcile that could not decide the canary.
-func keptCanaryStatus(c *webappv2.CanaryStatus) *webappv2ac.CanaryStatusApplyConfiguration {
-	st := webappv2ac.CanaryStatus()
-	_ = desired.RoundTrip(c, st)
-	return st
-}
-
-// canaryMessage says where a canary is, for the Ready condition: only what changes with the state (no clock).
-func canaryMessage(run *canaryRun) string {
-	d, s := run.decision, run.decision.State
-	switch d.Phase {
-	case canary.PhaseRolledBack:
-		return fmt.Sprintf("Revision %s was rolled back (%s): %s; revision %s serves. Apply a new spec to try again.", s.Failed, s.Reason, s.Message, s.Stable)
-	case canary.PhasePromoting:
-		if d.Weight == 0 {
-			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.Canary)
-		}
-		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %d%% of the traffic meanwhile", s.Canary, d.Weight)
-	}
-	return fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.Canary, s.Step+1, len(run.plan.Steps), d.Weight, s.Stable)
 }
 
 // decideCanary observes app's two versions and decides the canary's next state; nil without a strategy.
@@ -566,19 +503,27 @@ func (r *WebAppReconciler) checkTransport() http.RoundTripper {
 // running: a canary runs, or a rolled-back one's pods retire (its decision may change with time alone, not only
 // with an event).
 func (run *canaryRun) running() bool {
-	return run != nil && run.err == nil && (run.decision.Phase == canary.PhaseCanary || run.decision.Phase == canary.PhasePromoting || run.decision.ReplicaWeight > 0)
+	return run.observed().running()
 }
 
-// changedFrom: the canary's state differs from stored (its status must be written, never held back: the children
-// were written by it).
-func (run *canaryRun) changedFrom(stored *webappv2.CanaryStatus) bool {
-	if run == nil || run.err != nil {
+// observed is the run as the status reports it (nil: no strategy).
+func (run *canaryRun) observed() *canaryObserved {
+	if run == nil {
+		return nil
+	}
+	return &canaryObserved{decided: run.err == nil, decision: run.decision, plan: run.plan}
+}
+
+// canaryStateChanged: the canary's state c decided differs from stored (its status must be written, never held back: the
+// children were written by it).
+func canaryStateChanged(c *canaryObserved, stored *webappv2.CanaryStatus) bool {
+	if c == nil || !c.decided {
 		return false
 	}
 	if stored == nil {
 		return true
 	}
-	same, err := ownedFieldsMatch[webappv2.CanaryStatus](canaryStatus(run), stored)
+	same, err := ownedFieldsMatch[webappv2.CanaryStatus](canaryStatus(c.decision, c.plan), stored)
 	return err != nil || !same
 }
 

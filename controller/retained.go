@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -203,21 +202,6 @@ func entrySet(e metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 		return nil, fmt.Errorf("reading the fields of manager %s: %w", e.Manager, err)
 	}
 	return set, nil
-}
-
-// retainedMessage is Ready's message while fields are retained: which, by whom, and how to let them go.
-func retainedMessage(app *webappv2.WebApp, fields []webappv2.RetainedField) string {
-	var b strings.Builder
-	b.WriteString("Fields this WebApp no longer sets stay on its children because another field manager also owns them: ")
-	for i, f := range fields {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s %s %s (held by %s)", f.Kind, app.Name, f.Field, strings.Join(f.Managers, ", "))
-	}
-	b.WriteString(". Remove them from the object (kubectl edit), or have that manager apply without them; " +
-		"the WebApp is Ready once no other manager holds them.")
-	return truncate(b.String())
 }
 
 // childTypes knows the schema of the built-in kinds, to turn an apply configuration into the set of its fields.

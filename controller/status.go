@@ -3,8 +3,11 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -49,7 +52,20 @@ type observation struct {
 	claim   *corev1.PersistentVolumeClaim
 	missing []string
 	// canary is the canary's decision (nil: no strategy).
-	canary *canaryRun
+	canary *canaryObserved
+}
+
+// canaryObserved is a canary strategy's part in the status: the step machine's decision and the plan it followed,
+// or decided false when this reconcile could not decide it (its inputs unknown: the state is kept as it is).
+type canaryObserved struct {
+	decided  bool
+	decision canary.Decision
+	plan     canary.Plan
+}
+
+// running: a canary is under way (tried, promoting, or its pods still there after a rollback).
+func (c *canaryObserved) running() bool {
+	return c != nil && c.decided && (c.decision.Phase == canary.PhaseCanary || c.decision.Phase == canary.PhasePromoting || c.decision.ReplicaWeight > 0)
 }
 
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
@@ -129,8 +145,8 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 		st.WithRetainedFields(webappv2ac.RetainedField().WithKind(f.Kind).WithField(f.Field).WithManagers(f.Managers...))
 	}
 	switch c := obs.canary; {
-	case c != nil && c.err == nil:
-		st.WithCanary(canaryStatus(c))
+	case c != nil && c.decided:
+		st.WithCanary(canaryStatus(c.decision, c.plan))
 	case c != nil && cur.Status.Canary != nil:
 		// Not decided this time: the rollout's state is kept as it is, never lost.
 		st.WithCanary(keptCanaryStatus(cur.Status.Canary))
@@ -162,14 +178,24 @@ func rolledOut(dep *appsv1.Deployment, want int32) bool {
 		dep.Status.AvailableReplicas == want && dep.Status.ReadyReplicas == want
 }
 
-func isReadError(err error) bool {
-	var ce *childError
-	return errors.As(err, &ce) && ce.read
+// writeError is how a write's failure says what it was: another's object in the way, or an object or an input of it
+// that could not be read. The reconciler's write errors (childError) are; any other error is the write's own failure.
+type writeError interface {
+	error
+	NotOurs() bool
+	ReadFailed() bool
 }
 
+// isReadError: something err's write needed could not be read, so the state is unknown.
+func isReadError(err error) bool {
+	var we writeError
+	return errors.As(err, &we) && we.ReadFailed()
+}
+
+// isNotOurs: err's write found another's object in the way.
 func isNotOurs(err error) bool {
-	var ce *childError
-	return errors.As(err, &ce) && ce.notOurs != ""
+	var we writeError
+	return errors.As(err, &we) && we.NotOurs()
 }
 
 // rollout is where the Deployment of app's current spec stands. Its message holds only values that change with
@@ -219,7 +245,7 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 			msg: fmt.Sprintf("Deployment rollout in progress: %d/%d replicas updated, %d in total", dep.Status.UpdatedReplicas, want, dep.Status.Replicas)}
 	case dep.Status.AvailableReplicas != want || dep.Status.ReadyReplicas != want:
 		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
-	case obs.canary != nil && obs.canary.err == nil && obs.canary.decision.Phase != canary.PhaseStable:
+	case obs.canary != nil && obs.canary.decided && obs.canary.decision.Phase != canary.PhaseStable:
 		// The stable version serves, rolled out: the canary says the rest.
 		return canaryRollout(obs.canary)
 	default:
@@ -230,11 +256,11 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 
 // canaryRollout is where a canary stands, once the stable version is rolled out: a canary under way progresses, a
 // rolled-back one is stopped until the spec changes (Ready is False either way: the spec is not what serves).
-func canaryRollout(run *canaryRun) rollout {
-	if run.decision.Phase == canary.PhaseRolledBack {
-		return rollout{stopped: true, reason: webappv2.ReasonRolledBack, msg: canaryMessage(run)}
+func canaryRollout(c *canaryObserved) rollout {
+	if c.decision.Phase == canary.PhaseRolledBack {
+		return rollout{stopped: true, reason: webappv2.ReasonRolledBack, msg: canaryMessage(c.decision, c.plan)}
 	}
-	return rollout{reason: webappv2.ReasonCanary, progressReason: webappv2.ReasonCanary, msg: canaryMessage(run)}
+	return rollout{reason: webappv2.ReasonCanary, progressReason: webappv2.ReasonCanary, msg: canaryMessage(c.decision, c.plan)}
 }
 
 func errorMessage(err error) string {
@@ -290,9 +316,8 @@ func truncate(msg string) string { return pods.TruncateTo(msg, maxMessage) }
 
 // applyErrorReason names the kind of failure of a write, for the conditions' reason.
 func applyErrorReason(err error) string {
-	var ce *childError
 	switch {
-	case errors.As(err, &ce) && ce.notOurs != "":
+	case isNotOurs(err):
 		return webappv2.ReasonChildNotOwned
 	case apierrors.IsConflict(err):
 		return webappv2.ReasonApplyConflict
@@ -337,4 +362,169 @@ func conditionApply(cur *webappv2.WebApp, c metav1.Condition, now metav1.Time) *
 		WithReason(c.Reason).
 		WithMessage(c.Message).
 		WithLastTransitionTime(transition)
+}
+
+// exposedCondition (for a WebApp with spec.expose) says whether app is reachable from outside as spec.expose asks: for an Ingress, once its
+// controller has published an address; for an HTTPRoute, the Gateway's verdict in the route's status (Accepted and
+// ResolvedRefs of the parent that is ours to name). served says whether the cluster serves HTTPRoute; ing and
+// route are the children as observed (nil when missing or unknown); err is the failure to write this spec's one
+// (then what the old one says is not this spec's).
+func exposedCondition(app *webappv2.WebApp, served bool, ing *networkingv1.Ingress, route *gwv1.HTTPRoute, err error) metav1.Condition {
+	c := metav1.Condition{Type: webappv2.ConditionExposed, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation}
+	e := app.Spec.Expose
+	switch {
+	case err != nil && (e.Ingress != nil || served):
+		c.Reason, c.Message = applyErrorReason(err), "this spec's route was not applied: "+truncate(err.Error())
+	case e.Ingress != nil && ing == nil:
+		c.Reason, c.Message = webappv2.ReasonWaitingForAddress, "the Ingress has not been created yet"
+	case e.Ingress != nil:
+		var addrs []string
+		for _, lb := range ing.Status.LoadBalancer.Ingress {
+			if a := lb.IP + lb.Hostname; a != "" {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) == 0 {
+			c.Reason, c.Message = webappv2.ReasonWaitingForAddress, fmt.Sprintf("the Ingress controller of class %q has not published an address for the Ingress yet", e.Ingress.ClassName)
+			break
+		}
+		slices.Sort(addrs)
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, webappv2.ReasonExposed, fmt.Sprintf("the Ingress controller of class %q serves it at %s", e.Ingress.ClassName, strings.Join(addrs, ", "))
+	case !served:
+		c.Reason, c.Message = webappv2.ReasonGatewayAPIMissing, "spec.expose.gateway needs an HTTPRoute, and this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoute: install the Gateway API CRDs and an implementation"
+	case route == nil:
+		c.Reason, c.Message = webappv2.ReasonWaitingForGateway, "the HTTPRoute has not been created yet"
+	default:
+		c.Status, c.Reason, c.Message = gatewayVerdict(app, route)
+	}
+	return c
+}
+
+// gatewayVerdict reads the route's status for the Gateway spec.expose names: Accepted and ResolvedRefs, both
+// True, mean the Gateway routes the app's hosts to it.
+func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.ConditionStatus, string, string) {
+	gw := app.Spec.Expose.Gateway
+	ns := gw.Namespace
+	if ns == "" {
+		ns = app.Namespace
+	}
+	name := ns + "/" + gw.Name
+	for _, p := range route.Status.Parents {
+		// The parent as we name it: a Gateway (the defaults), in its namespace, at our listener (or none).
+		ref := p.ParentRef
+		pns := app.Namespace
+		if ref.Namespace != nil {
+			pns = string(*ref.Namespace)
+		}
+		if string(ref.Name) != gw.Name || pns != ns || ref.Group != nil && *ref.Group != gwv1.GroupName || ref.Kind != nil && *ref.Kind != "Gateway" ||
+			string(ptr.Deref(ref.SectionName, "")) != gw.SectionName {
+			continue
+		}
+		// Only the conditions of the route's current generation count.
+		accepted := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
+		resolved := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionResolvedRefs))
+		switch {
+		case accepted == nil || accepted.ObservedGeneration < route.Generation || resolved != nil && resolved.ObservedGeneration < route.Generation:
+			return metav1.ConditionFalse, webappv2.ReasonWaitingForGateway, fmt.Sprintf("Gateway %s has not judged the HTTPRoute's current spec yet", name)
+		case accepted.Status != metav1.ConditionTrue:
+			return metav1.ConditionFalse, webappv2.ReasonRouteNotAccepted, fmt.Sprintf("Gateway %s does not accept the HTTPRoute: %s: %s", name, accepted.Reason, accepted.Message)
+		case resolved != nil && resolved.Status != metav1.ConditionTrue:
+			return metav1.ConditionFalse, webappv2.ReasonRouteRefsNotResolved, fmt.Sprintf("Gateway %s cannot resolve the HTTPRoute's backend: %s: %s", name, resolved.Reason, resolved.Message)
+		}
+		return metav1.ConditionTrue, webappv2.ReasonExposed, fmt.Sprintf("Gateway %s accepted the HTTPRoute (controller %s)", name, p.ControllerName)
+	}
+	return metav1.ConditionFalse, webappv2.ReasonWaitingForGateway, fmt.Sprintf("no controller of Gateway %s has reported on the HTTPRoute yet (is the Gateway there, and does it allow routes from namespace %s?)", name, app.Namespace)
+}
+
+// mountTrouble says why a volume keeps app's pods from starting ("" when none does): the missing ConfigMaps and
+// Secrets, or the owned claim that is not bound while the pods cannot be scheduled (the scheduler's words are
+// added: they say why no volume fits). A claim that waits for its first pod to bind is not trouble.
+func mountTrouble(app *webappv2.WebApp, missing []string, claim *corev1.PersistentVolumeClaim, podReason, podMsg string) string {
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, strings.Join(missing, ", ")+" not found: the pods cannot start until it exists")
+	}
+	if v := desired.OwnedClaimVolume(app); v != nil && claim != nil {
+		switch {
+		case claim.Status.Phase == corev1.ClaimLost:
+			parts = append(parts, fmt.Sprintf("claim %q (volume %q) is Lost: its volume is gone", claim.Name, v.Name))
+		case claim.Status.Phase != corev1.ClaimBound && podReason == webappv2.ReasonUnschedulable:
+			parts = append(parts, fmt.Sprintf("claim %q (volume %q) is not bound: %s", claim.Name, v.Name, podMsg))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// retainedMessage is Ready's message while fields are retained: which, by whom, and how to let them go.
+func retainedMessage(app *webappv2.WebApp, fields []webappv2.RetainedField) string {
+	var b strings.Builder
+	b.WriteString("Fields this WebApp no longer sets stay on its children because another field manager also owns them: ")
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s %s (held by %s)", f.Kind, app.Name, f.Field, strings.Join(f.Managers, ", "))
+	}
+	b.WriteString(". Remove them from the object (kubectl edit), or have that manager apply without them; " +
+		"the WebApp is Ready once no other manager holds them.")
+	return truncate(b.String())
+}
+
+// canaryStatus is the status of a decision.
+func canaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusApplyConfiguration {
+	s := d.State
+	st := webappv2ac.CanaryStatus().WithPhase(string(d.Phase))
+	// Zero values left out, as the server drops them (see desiredStatus).
+	if s.Stable != "" {
+		st.WithStableRevision(s.Stable)
+	}
+	if s.Canary != "" {
+		st.WithCanaryRevision(s.Canary)
+	}
+	if s.Failed != "" {
+		st.WithFailedRevision(s.Failed)
+	}
+	if s.Step != 0 {
+		st.WithStep(int32(s.Step))
+	}
+	if d.Weight != 0 {
+		st.WithWeight(d.Weight)
+	}
+	if !s.Since.IsZero() {
+		st.WithStepStartedAt(metav1.NewTime(s.Since))
+	}
+	for i, n := range s.Failures {
+		if n > 0 && i < len(plan.Checks) {
+			st.WithFailures(webappv2ac.CanaryCheckFailures().WithName(plan.Checks[i].Name).WithCount(n))
+		}
+	}
+	if s.Reason != "" {
+		st.WithReason(s.Reason)
+	}
+	if s.Message != "" {
+		st.WithMessage(pods.TruncateTo(s.Message, 1000))
+	}
+	return st
+}
+
+// keptCanaryStatus is the status as it is, for a reconcile that could not decide the canary.
+func keptCanaryStatus(c *webappv2.CanaryStatus) *webappv2ac.CanaryStatusApplyConfiguration {
+	st := webappv2ac.CanaryStatus()
+	_ = desired.RoundTrip(c, st)
+	return st
+}
+
+// canaryMessage says where a canary is, for the Ready condition: only what changes with the state (no clock).
+func canaryMessage(d canary.Decision, plan canary.Plan) string {
+	s := d.State
+	switch d.Phase {
+	case canary.PhaseRolledBack:
+		return fmt.Sprintf("Revision %s was rolled back (%s): %s; revision %s serves. Apply a new spec to try again.", s.Failed, s.Reason, s.Message, s.Stable)
+	case canary.PhasePromoting:
+		if d.Weight == 0 {
+			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.Canary)
+		}
+		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %d%% of the traffic meanwhile", s.Canary, d.Weight)
+	}
+	return fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Weight, s.Stable)
 }

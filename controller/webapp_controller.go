@@ -217,7 +217,7 @@ func (c childrenOutcome) observation() observation {
 		// Only the WebApp's own claim is reported on (mountTrouble).
 		obs.claim, _ = c.byKind["PersistentVolumeClaim"].obj.(*corev1.PersistentVolumeClaim)
 	}
-	obs.canary = c.canary
+	obs.canary = c.canary.observed()
 	return obs
 }
 
@@ -487,7 +487,7 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.We
 func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp, obs observation, applyErr error) (time.Duration, bool, error) {
 	// A canary's new state is written at once: its children were written by it, and the next reconcile decides from
 	// the status.
-	canaryChanged := obs.canary.changedFrom(app.Status.Canary)
+	canaryChanged := canaryStateChanged(obs.canary, app.Status.Canary)
 	if obs.podsPending && !canaryChanged {
 		// The pods it is computed from are being listed: it waits for them rather than be written twice.
 		return pods.Recheck, false, nil
