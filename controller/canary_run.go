@@ -20,6 +20,7 @@ import (
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 // A reconcile's part in a canary rollout (spec.rollout.canary): it observes both versions, asks the step machine
@@ -133,7 +134,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 	if trying && state.Step < len(run.plan.Steps) {
 		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step].Weight, desired.CanaryShared(app))
 		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
-		obs.CanaryReady = runs(canaryDep, state.Canary) && rolledOut(canaryDep, n) && (desired.CanaryShared(app) || r.hasCanaryService(ctx, app))
+		obs.CanaryReady = runs(canaryDep, state.Canary) && status.RolledOut(canaryDep, n) && (desired.CanaryShared(app) || r.hasCanaryService(ctx, app))
 	}
 	if trying && state.Step < len(run.plan.Steps) && runs(canaryDep, state.Canary) {
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
@@ -144,7 +145,7 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		obs.TroubleReason, obs.TroubleMessage = pods.Trouble(settledPods(podList, now), settledProbes(podList, probes, now))
 	}
 	if trying && state.Step >= len(run.plan.Steps) {
-		obs.StableRolledOut = runs(stable, state.Canary) && rolledOut(stable, run.stableReplicas)
+		obs.StableRolledOut = runs(stable, state.Canary) && status.RolledOut(stable, run.stableReplicas)
 	}
 	if trying && checksWanted(run.plan, obs) {
 		var pauseEnd time.Time
@@ -503,27 +504,27 @@ func (r *WebAppReconciler) checkTransport() http.RoundTripper {
 // running: a canary runs, or a rolled-back one's pods retire (its decision may change with time alone, not only
 // with an event).
 func (run *canaryRun) running() bool {
-	return run.observed().running()
+	return run.observed().Running()
 }
 
 // observed is the run as the status reports it (nil: no strategy).
-func (run *canaryRun) observed() *canaryObserved {
+func (run *canaryRun) observed() *status.Canary {
 	if run == nil {
 		return nil
 	}
-	return &canaryObserved{decided: run.err == nil, decision: run.decision, plan: run.plan}
+	return &status.Canary{Decided: run.err == nil, Decision: run.decision, Plan: run.plan}
 }
 
 // canaryStateChanged: the canary's state c decided differs from stored (its status must be written, never held back: the
 // children were written by it).
-func canaryStateChanged(c *canaryObserved, stored *webappv2.CanaryStatus) bool {
-	if c == nil || !c.decided {
+func canaryStateChanged(c *status.Canary, stored *webappv2.CanaryStatus) bool {
+	if c == nil || !c.Decided {
 		return false
 	}
 	if stored == nil {
 		return true
 	}
-	same, err := ownedFieldsMatch[webappv2.CanaryStatus](canaryStatus(c.decision, c.plan), stored)
+	same, err := ownedFieldsMatch[webappv2.CanaryStatus](status.CanaryStatus(c.Decision, c.Plan), stored)
 	return err != nil || !same
 }
 

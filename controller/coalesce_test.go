@@ -27,7 +27,7 @@ func TestStatusPace(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	byHPA := progressStatus()
-	byHPA.Status.WithReplicasSetBy(replicasSetByHPA)
+	byHPA.Status.WithReplicasSetBy(webappv2.ReplicasSetByHPA)
 	cases := []struct {
 		name string
 		uid  types.UID

@@ -13,6 +13,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 func TestConfigRefs(t *testing.T) {
@@ -44,7 +45,7 @@ func TestDesiredDeploymentCountAndTheHPA(t *testing.T) {
 	auto := func(lo *int32, hi int32) *webappv2.Autoscaling {
 		return &webappv2.Autoscaling{MinReplicas: lo, MaxReplicas: hi}
 	}
-	dep := deployment(1, 1, 6, 6, 6, 6, 6) // the HPA's count: 6
+	dep := apptest.Deployment(1, 1, 6, 6, 6, 6, 6) // the HPA's count: 6
 	cases := []struct {
 		name      string
 		replicas  *int32
@@ -75,8 +76,8 @@ func TestDesiredDeploymentCountAndTheHPA(t *testing.T) {
 			if got := apptest.Typed[appsv1.Deployment](t, ac).Spec.Replicas; !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("replicas = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
 			}
-			obs := observation{dep: dep, known: true, replicasByHPA: desired.ReplicasByHPA(app, tc.hpaExists)}
-			st := apptest.Typed[webappv2.WebApp](t, desiredStatus(app, app, obs, nil, metav1.Now())).Status
+			obs := status.Observation{Dep: dep, Known: true, ReplicasByHPA: desired.ReplicasByHPA(app, tc.hpaExists)}
+			st := apptest.Typed[webappv2.WebApp](t, status.Desired(app, app, obs, nil, metav1.Now())).Status
 			if st.ReplicasSetBy != tc.setBy || st.DesiredReplicas != tc.desired {
 				t.Errorf("status: %d set by %q, want %d set by %q", st.DesiredReplicas, st.ReplicasSetBy, tc.desired, tc.setBy)
 			}

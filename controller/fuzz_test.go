@@ -15,6 +15,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 // FuzzBuilders builds the children and the status of random WebApps (and random Deployments as last seen): no
@@ -98,6 +99,6 @@ func build(t *testing.T, app *webappv2.WebApp, dep *appsv1.Deployment, hpaExists
 	encode("Service", desired.Service(app), nil)
 	encode("PodDisruptionBudget", desired.PDB(app), nil)
 	byHPA := desired.ReplicasByHPA(app, hpaExists)
-	encode("status", desiredStatus(app, app, observation{dep: dep, known: dep != nil, replicasByHPA: byHPA}, applyErr, now), nil)
+	encode("status", status.Desired(app, app, status.Observation{Dep: dep, Known: dep != nil, ReplicasByHPA: byHPA}, applyErr, now), nil)
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 // podsOf are the pods app's Deployment dep made (none when dep is not app's), as the pod watch has them, not
@@ -49,31 +50,31 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep
 // observePods adds to obs what app's pods say (their trouble, the failed probes of those that run unready) and
 // returns when to look again (0: no need). Pods tell more than the Deployment only while its rollout is not
 // complete: only then are they watched.
-func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp, obs *observation) time.Duration {
+func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp, obs *status.Observation) time.Duration {
 	needed := needsPods(app, *obs)
 	r.watchPods(ctx, client.ObjectKeyFromObject(app), needed)
 	if needed {
 		// A mounted ConfigMap or Secret that is missing shows in no field of the pod: the cache says (an error
 		// leaves it unsaid, never claimed).
-		obs.missing, _ = r.missingSources(ctx, app)
+		obs.Missing, _ = r.missingSources(ctx, app)
 	}
 	var known bool
-	obs.pods, known = r.podsOf(ctx, app, obs.dep)
+	obs.Pods, known = r.podsOf(ctx, app, obs.Dep)
 	var wait time.Duration
-	obs.probes, wait = r.probeFailures(ctx, app.Namespace, obs.pods)
+	obs.Probes, wait = r.probeFailures(ctx, app.Namespace, obs.Pods)
 	// The watch is starting (after a restart, say) and still lists the pods: a status written now would say what it
 	// says without them (a trouble it reported gone, a rollout "progressing"), then with them again.
 	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
-		obs.podsPending, wait = true, pods.Recheck
+		obs.PodsPending, wait = true, pods.Recheck
 	}
 	return wait
 }
 
 // needsPods: app's Deployment is not rolled out, or a canary runs, so its pods may say why (a rolled-out one has every pod ready,
 // and a pod that stops being ready changes the Deployment's status, which brings the WebApp back).
-func needsPods(app *webappv2.WebApp, obs observation) bool {
+func needsPods(app *webappv2.WebApp, obs status.Observation) bool {
 	// A canary's pods are watched for as long as it runs: their trouble rolls it back.
-	return obs.dep != nil && !rolledOut(obs.dep, desiredReplicas(app, obs)) || obs.canary.running()
+	return obs.Dep != nil && !status.RolledOut(obs.Dep, status.DesiredReplicas(app, obs)) || obs.Canary.Running()
 }
 
 // probeFailures reads the kubelet's events of failed readiness and startup probes (reason Unhealthy) of each pod

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -131,15 +130,6 @@ func TestReleases(t *testing.T) {
 				t.Errorf("releases = %v, want %v", got, tc.lets)
 			}
 		})
-	}
-}
-
-func TestRetainedMessageNamesFieldManagerAndRemedy(t *testing.T) {
-	msg := retainedMessage(apptest.NewApp("web", 1, 80, "nginx"), []webappv2.RetainedField{{Kind: "Deployment", Field: debugPath, Managers: []string{"a", "b"}}})
-	for _, want := range []string{"Deployment web " + debugPath + " (held by a, b)", "kubectl edit", "apply without them"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("message %q lacks %q", msg, want)
-		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,7 @@ import (
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 // DefaultRequeueAfter is how often a converged WebApp is looked at again; it costs no write when nothing drifted.
@@ -146,7 +148,7 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 		return ctrl.Result{}, nil
 	}
 	obs := kids.observation()
-	obs.routeServed = slices.ContainsFunc(active, func(c childKind) bool { return c.kind == "HTTPRoute" }) && !slices.Contains(kids.gone, "HTTPRoute")
+	obs.RouteServed = slices.ContainsFunc(active, func(c childKind) bool { return c.kind == "HTTPRoute" }) && !slices.Contains(kids.gone, "HTTPRoute")
 	podsWait := r.observePods(ctx, app, &obs)
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
@@ -204,20 +206,20 @@ type childrenOutcome struct {
 }
 
 // observation is what the status may say of the Deployment, and the fields other managers keep.
-func (c childrenOutcome) observation() observation {
+func (c childrenOutcome) observation() status.Observation {
 	out, err := c.byKind["Deployment"], c.errs["Deployment"]
 	obs := observe(out, err)
-	obs.retained = c.retained
-	obs.replicasByHPA = c.replicasByHPA
+	obs.Retained = c.retained
+	obs.ReplicasByHPA = c.replicasByHPA
 	// The exposing children, for the Exposed condition.
-	obs.ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
-	obs.route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
-	obs.exposeErr = errors.Join(c.errs["Ingress"], c.errs["HTTPRoute"])
-	if !isNotOurs(c.errs["PersistentVolumeClaim"]) {
-		// Only the WebApp's own claim is reported on (mountTrouble).
-		obs.claim, _ = c.byKind["PersistentVolumeClaim"].obj.(*corev1.PersistentVolumeClaim)
+	obs.Ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
+	obs.Route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
+	obs.ExposeErr = errors.Join(c.errs["Ingress"], c.errs["HTTPRoute"])
+	if !status.IsNotOurs(c.errs["PersistentVolumeClaim"]) {
+		// Only the WebApp's own claim is reported on (status.mountTrouble).
+		obs.Claim, _ = c.byKind["PersistentVolumeClaim"].obj.(*corev1.PersistentVolumeClaim)
 	}
-	obs.canary = c.canary.observed()
+	obs.Canary = c.canary.observed()
 	return obs
 }
 
@@ -237,7 +239,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	in.claimErr = r.claimInTheWay(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
-	opts := writeOpts{owner: app.UID, readFirst: readyReason(app) == webappv2.ReasonChildNotOwned}
+	opts := writeOpts{owner: app.UID, readFirst: status.ReadyReason(app) == webappv2.ReasonChildNotOwned}
 	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: desired.ReplicasByHPA(app, in.HPAExists), canary: in.canary}
 	var created []childKind
 	var errs []error
@@ -484,23 +486,23 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.We
 // whether it wrote. A change of progress alone (counts, messages) within ProgressInterval of the last status write
 // is held back: it returns how long, and the status is not written now (the condition statuses, reasons,
 // observedGeneration and retained fields are never held).
-func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp, obs observation, applyErr error) (time.Duration, bool, error) {
+func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp, obs status.Observation, applyErr error) (time.Duration, bool, error) {
 	// A canary's new state is written at once: its children were written by it, and the next reconcile decides from
 	// the status.
-	canaryChanged := canaryStateChanged(obs.canary, app.Status.Canary)
-	if obs.podsPending && !canaryChanged {
+	canaryChanged := canaryStateChanged(obs.Canary, app.Status.Canary)
+	if obs.PodsPending && !canaryChanged {
 		// The pods it is computed from are being listed: it waits for them rather than be written twice.
 		return pods.Recheck, false, nil
 	}
 	now := r.now()
 	key := client.ObjectKeyFromObject(app)
 	// The shape of the status (what is never held back) does not depend on the current transition times.
-	if held := r.mem.statusWait(key, app.UID, desiredStatus(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 && !canaryChanged {
+	if held := r.mem.statusWait(key, app.UID, status.Desired(app, app, obs, applyErr, now), r.progressInterval(), now.Time); held > 0 && !canaryChanged {
 		return held, false, nil
 	}
 	var sent *webappv2ac.WebAppApplyConfiguration
 	out, err := ensure(ctx, r, "WebAppStatus", key, func(cur *webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
-		sent = desiredStatus(app, cur, obs, applyErr, now)
+		sent = status.Desired(app, cur, obs, applyErr, now)
 		return sent
 	}, webappv2ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
 	if out.sent && err == nil {
@@ -712,4 +714,27 @@ func (r *WebAppReconciler) activeChildren() []childKind {
 		}
 	}
 	return out
+}
+
+// observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
+// ours is never reported on; one that could not be read is unknown, not missing.
+func observe(out childOutcome, err error) status.Observation {
+	var ce *childError
+	var held *heldError
+	dep, _ := out.obj.(*appsv1.Deployment)
+	switch {
+	case errors.As(err, &held):
+		// Ours, held as it is (a claim it would mount is not the WebApp's): its state is known, not this generation's.
+		return status.Observation{Dep: dep, Known: true, Err: err}
+	case errors.As(err, &ce) && ce.notOurs != "":
+		return status.Observation{}
+	case dep != nil:
+		return status.Observation{Dep: dep, Known: true, Err: err}
+	case errors.As(err, &ce) && ce.read:
+		// Nothing could be read, or the Deployment cannot be built and is not in the cache as ours.
+		return status.Observation{Err: err}
+	default:
+		// Missing is known when the server answered (a refused create included); a failed read tells nothing.
+		return status.Observation{Known: err == nil || out.sent || (errors.As(err, &ce) && ce.waiting()), Err: err}
+	}
 }

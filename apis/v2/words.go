@@ -34,6 +34,12 @@ const (
 	ConfigHashAnnotation = "webapp.example.com/config-hash"
 )
 
+// Values of status.replicasSetBy: who decides the count now.
+const (
+	ReplicasSetByWebApp = "WebApp"
+	ReplicasSetByHPA    = "HorizontalPodAutoscaler"
+)
+
 // Reasons of the Ready and Progressing conditions.
 const (
 	ReasonDeploymentReady          = "DeploymentReady"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,4 +108,16 @@ func Unschedulable(msg string) corev1.Pod {
 // ControllerRef is a controller owner reference to an object of kind (group apps), name and uid.
 func ControllerRef(kind, name string, uid types.UID) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
+}
+
+// Deployment is a Deployment at generation gen, its status as its controller reports it.
+func Deployment(gen, observed int64, spec, replicas, updated, ready, available int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: gen},
+		Spec:       appsv1.DeploymentSpec{Replicas: &spec},
+		Status: appsv1.DeploymentStatus{
+			ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated,
+			ReadyReplicas: ready, AvailableReplicas: available, Conditions: conds,
+		},
+	}
 }

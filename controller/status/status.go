@@ -1,4 +1,10 @@
-package controller
+// Package status is the WebApp's status as a pure projection of what a reconcile observed (Observation: the
+// Deployment as the write left it, the pods and what they say, the exposing children, the claim, the canary's
+// decision) and of its writes' failures: the Ready, Progressing and Exposed conditions with their reasons and
+// messages, the counts, who sets the count, the retained fields and the canary's state. It does no I/O (the lint
+// config refuses a client, cache, HTTP or file import here); the reconciler observes, then applies what Desired
+// builds, under the same field manager as the children.
+package status
 
 import (
 	"errors"
@@ -25,78 +31,55 @@ import (
 	"github.com/example/webapp-operator/controller/pods"
 )
 
-// observation is the Deployment as the status may report it, and the fields of children other managers keep.
-type observation struct {
-	dep   *appsv1.Deployment // ours, as it is now; nil when it does not exist
-	known bool               // false when it could not be read or is not ours: then nothing is claimed from it
+// Observation is the Deployment as the status may report it, and the fields of children other managers keep.
+type Observation struct {
+	Dep   *appsv1.Deployment // ours, as it is now; nil when it does not exist
+	Known bool               // false when it could not be read or is not ours: then nothing is claimed from it
 	// err is the failure to write this generation's Deployment: then its rollout is not this generation's.
-	err error
+	Err error
 	// desired.ReplicasByHPA: the count was left to the HorizontalPodAutoscaler, which exists; otherwise it is the WebApp's.
-	replicasByHPA bool
+	ReplicasByHPA bool
 	// retained are fields the WebApp no longer sets that other field managers keep on its children.
-	retained []webappv2.RetainedField
+	Retained []webappv2.RetainedField
 	// pods are the WebApp's pods, as the cache keeps them (nil when they could not be read or are not watched).
-	pods []*pods.Pod
+	Pods []*pods.Pod
 	// probes are the failed probes' words of the pods that run unready.
-	probes pods.ProbeFailures
+	Probes pods.ProbeFailures
 	// podsPending: the status is computed from the pods (the rollout is not complete) and the pod watch is still
 	// listing them; then it is not written (see applyStatus).
-	podsPending bool
+	PodsPending bool
 	// routeServed: the cluster serves HTTPRoute; ingress and route are the exposing children as observed.
-	routeServed bool
-	ingress     *networkingv1.Ingress
-	route       *gwv1.HTTPRoute
-	exposeErr   error // the failure to write this spec's Ingress or HTTPRoute
+	RouteServed bool
+	Ingress     *networkingv1.Ingress
+	Route       *gwv1.HTTPRoute
+	ExposeErr   error // the failure to write this spec's Ingress or HTTPRoute
 	// claim is the PersistentVolumeClaim the WebApp owns, as observed (nil: none, or not known); missing are the
 	// ConfigMaps and Secrets its volumes mount that do not exist (see mountTrouble).
-	claim   *corev1.PersistentVolumeClaim
-	missing []string
+	Claim   *corev1.PersistentVolumeClaim
+	Missing []string
 	// canary is the canary's decision (nil: no strategy).
-	canary *canaryObserved
+	Canary *Canary
 }
 
-// canaryObserved is a canary strategy's part in the status: the step machine's decision and the plan it followed,
+// Canary is a canary strategy's part in the status: the step machine's decision and the plan it followed,
 // or decided false when this reconcile could not decide it (its inputs unknown: the state is kept as it is).
-type canaryObserved struct {
-	decided  bool
-	decision canary.Decision
-	plan     canary.Plan
+type Canary struct {
+	Decided  bool
+	Decision canary.Decision
+	Plan     canary.Plan
 }
 
-// running: a canary is under way (tried, promoting, or its pods still there after a rollback).
-func (c *canaryObserved) running() bool {
-	return c != nil && c.decided && (c.decision.Phase == canary.PhaseCanary || c.decision.Phase == canary.PhasePromoting || c.decision.ReplicaWeight > 0)
+// Running says a canary is under way (tried, promoting, or its pods still there after a rollback).
+func (c *Canary) Running() bool {
+	return c != nil && c.Decided && (c.Decision.Phase == canary.PhaseCanary || c.Decision.Phase == canary.PhasePromoting || c.Decision.ReplicaWeight > 0)
 }
 
-// observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
-// ours is never reported on; one that could not be read is unknown, not missing.
-func observe(out childOutcome, err error) observation {
-	var ce *childError
-	var held *heldError
-	dep, _ := out.obj.(*appsv1.Deployment)
-	switch {
-	case errors.As(err, &held):
-		// Ours, held as it is (a claim it would mount is not the WebApp's): its state is known, not this generation's.
-		return observation{dep: dep, known: true, err: err}
-	case errors.As(err, &ce) && ce.notOurs != "":
-		return observation{}
-	case dep != nil:
-		return observation{dep: dep, known: true, err: err}
-	case errors.As(err, &ce) && ce.read:
-		// Nothing could be read, or the Deployment cannot be built and is not in the cache as ours.
-		return observation{err: err}
-	default:
-		// Missing is known when the server answered (a refused create included); a failed read tells nothing.
-		return observation{known: err == nil || out.sent || (errors.As(err, &ce) && ce.waiting()), err: err}
-	}
-}
-
-// desiredStatus is the complete status we mean to own for app (the snapshot whose spec the children were built
+// Desired is the complete status we mean to own for app (the snapshot whose spec the children were built
 // from, so observedGeneration never claims a spec they did not get), given the WebApp as it is now (cur: its
 // conditions' transition times are kept while their status holds, its counts while the Deployment is unknown), the
 // Deployment as observed and the error of writing the children. now is only the transition time of a condition
 // whose status changes.
-func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, now metav1.Time) *webappv2ac.WebAppApplyConfiguration {
+func Desired(app, cur *webappv2.WebApp, obs Observation, applyErr error, now metav1.Time) *webappv2ac.WebAppApplyConfiguration {
 	if cur == nil {
 		cur = app
 	}
@@ -111,15 +94,15 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	// Where the app is: its first exposed URL, or the Service inside the cluster.
 	if urls := desired.ExposedURLs(app); len(urls) > 0 {
 		st.WithURL(urls[0]).WithURLs(urls...).
-			WithConditions(conditionApply(cur, exposedCondition(app, obs.routeServed, obs.ingress, obs.route, obs.exposeErr), now))
+			WithConditions(conditionApply(cur, exposedCondition(app, obs.RouteServed, obs.Ingress, obs.Route, obs.ExposeErr), now))
 	} else {
 		st.WithURL(desired.ServiceURL(app))
 	}
 	replicas, available := int32(0), int32(0)
 	switch {
-	case obs.dep != nil:
-		replicas, available = obs.dep.Status.Replicas, obs.dep.Status.AvailableReplicas
-	case !obs.known && !isNotOurs(applyErr):
+	case obs.Dep != nil:
+		replicas, available = obs.Dep.Status.Replicas, obs.Dep.Status.AvailableReplicas
+	case !obs.Known && !IsNotOurs(applyErr):
 		// Unreadable: keep the last observation rather than report zero pods that may be running.
 		replicas, available = cur.Status.Replicas, cur.Status.AvailableReplicas
 	}
@@ -133,20 +116,20 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	}
 	// Who decides the count, and what it is now: the HPA once it exists (its decision is the Deployment's count: it
 	// writes it there), the WebApp until then and without autoscaling.
-	if obs.replicasByHPA {
-		st.WithReplicasSetBy(replicasSetByHPA)
+	if obs.ReplicasByHPA {
+		st.WithReplicasSetBy(webappv2.ReplicasSetByHPA)
 	} else {
-		st.WithReplicasSetBy(replicasSetByWebApp)
+		st.WithReplicasSetBy(webappv2.ReplicasSetByWebApp)
 	}
-	if n := desiredReplicas(app, obs); n != 0 {
+	if n := DesiredReplicas(app, obs); n != 0 {
 		st.WithDesiredReplicas(n)
 	}
-	for _, f := range obs.retained {
+	for _, f := range obs.Retained {
 		st.WithRetainedFields(webappv2ac.RetainedField().WithKind(f.Kind).WithField(f.Field).WithManagers(f.Managers...))
 	}
-	switch c := obs.canary; {
-	case c != nil && c.decided:
-		st.WithCanary(canaryStatus(c.decision, c.plan))
+	switch c := obs.Canary; {
+	case c != nil && c.Decided:
+		st.WithCanary(CanaryStatus(c.Decision, c.Plan))
 	case c != nil && cur.Status.Canary != nil:
 		// Not decided this time: the rollout's state is kept as it is, never lost.
 		st.WithCanary(keptCanaryStatus(cur.Status.Canary))
@@ -154,26 +137,20 @@ func desiredStatus(app, cur *webappv2.WebApp, obs observation, applyErr error, n
 	return webappv2ac.WebApp(app.Name, app.Namespace).WithStatus(st)
 }
 
-// Values of status.replicasSetBy.
-const (
-	replicasSetByWebApp = "WebApp"
-	replicasSetByHPA    = "HorizontalPodAutoscaler"
-)
-
-// desiredReplicas is the number of pods app asks for now: the WebApp's count (desired.WebAppReplicas), or once the HPA
+// DesiredReplicas is the number of pods app asks for now: the WebApp's count (desired.WebAppReplicas), or once the HPA
 // decides it, the Deployment's count (the HPA's decision; 0 while there is no Deployment to read it from).
-func desiredReplicas(app *webappv2.WebApp, obs observation) int32 {
-	if !obs.replicasByHPA {
+func DesiredReplicas(app *webappv2.WebApp, obs Observation) int32 {
+	if !obs.ReplicasByHPA {
 		return desired.WebAppReplicas(app)
 	}
-	if obs.dep != nil && obs.dep.Spec.Replicas != nil {
-		return *obs.dep.Spec.Replicas
+	if obs.Dep != nil && obs.Dep.Spec.Replicas != nil {
+		return *obs.Dep.Spec.Replicas
 	}
 	return 0
 }
 
-// rolledOut: the Deployment has its count of updated, available pods.
-func rolledOut(dep *appsv1.Deployment, want int32) bool {
+// RolledOut says the Deployment has its count of updated, available pods.
+func RolledOut(dep *appsv1.Deployment, want int32) bool {
 	return dep.Spec.Replicas != nil && *dep.Spec.Replicas == want && dep.Status.UpdatedReplicas == want && dep.Status.Replicas == want &&
 		dep.Status.AvailableReplicas == want && dep.Status.ReadyReplicas == want
 }
@@ -192,8 +169,8 @@ func isReadError(err error) bool {
 	return errors.As(err, &we) && we.ReadFailed()
 }
 
-// isNotOurs: err's write found another's object in the way.
-func isNotOurs(err error) bool {
+// IsNotOurs says err's write found another's object in the way.
+func IsNotOurs(err error) bool {
 	var we writeError
 	return errors.As(err, &we) && we.NotOurs()
 }
@@ -209,17 +186,17 @@ type rollout struct {
 	reason, msg          string
 }
 
-func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
-	want, dep := desiredReplicas(app, obs), obs.dep
-	troubleReason, trouble := pods.Trouble(obs.pods, obs.probes)
-	mount := mountTrouble(app, obs.missing, obs.claim, troubleReason, trouble)
+func rolloutOf(app *webappv2.WebApp, obs Observation, applyErr error) rollout {
+	want, dep := DesiredReplicas(app, obs), obs.Dep
+	troubleReason, trouble := pods.Trouble(obs.Pods, obs.Probes)
+	mount := mountTrouble(app, obs.Missing, obs.Claim, troubleReason, trouble)
 	switch {
-	case !obs.known || isReadError(obs.err):
-		return rollout{unknown: true, reason: applyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}
-	case obs.err != nil:
+	case !obs.Known || isReadError(obs.Err):
+		return rollout{unknown: true, reason: ApplyErrorReason(applyErr), msg: "The Deployment's state is not known: " + errorMessage(applyErr)}
+	case obs.Err != nil:
 		// The Deployment still has an older spec: its rollout, even a complete one, is not this generation's.
-		return rollout{notApplied: true, reason: applyErrorReason(obs.err),
-			msg: fmt.Sprintf("Generation %d of the spec was not applied to the Deployment: %s", app.Generation, errorMessage(obs.err))}
+		return rollout{notApplied: true, reason: ApplyErrorReason(obs.Err),
+			msg: fmt.Sprintf("Generation %d of the spec was not applied to the Deployment: %s", app.Generation, errorMessage(obs.Err))}
 	case dep == nil:
 		return rollout{reason: webappv2.ReasonDeploymentMissing, msg: "Deployment has not been created yet"}
 	case dep.Status.ObservedGeneration < dep.Generation:
@@ -232,10 +209,10 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 			msg += "; " + trouble
 		}
 		return rollout{stuck: true, reason: webappv2.ReasonProgressDeadlineExceeded, msg: msg}
-	case mount != "" && !rolledOut(dep, want):
+	case mount != "" && !RolledOut(dep, want):
 		// A volume the pods cannot mount is said by name, before what the pods show of it (no node, or nothing).
 		return rollout{reason: webappv2.ReasonMountFailing, msg: mount}
-	case troubleReason != "" && !rolledOut(dep, want):
+	case troubleReason != "" && !RolledOut(dep, want):
 		// What the pods say is wrong, within seconds of it, rather than a count until the deadline.
 		return rollout{reason: troubleReason, msg: trouble}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:
@@ -245,22 +222,22 @@ func rolloutOf(app *webappv2.WebApp, obs observation, applyErr error) rollout {
 			msg: fmt.Sprintf("Deployment rollout in progress: %d/%d replicas updated, %d in total", dep.Status.UpdatedReplicas, want, dep.Status.Replicas)}
 	case dep.Status.AvailableReplicas != want || dep.Status.ReadyReplicas != want:
 		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
-	case obs.canary != nil && obs.canary.decided && obs.canary.decision.Phase != canary.PhaseStable:
+	case obs.Canary != nil && obs.Canary.Decided && obs.Canary.Decision.Phase != canary.PhaseStable:
 		// The stable version serves, rolled out: the canary says the rest.
-		return canaryRollout(obs.canary)
+		return canaryRollout(obs.Canary)
 	default:
 		return rollout{done: true, reason: webappv2.ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want),
-			retained: obs.retained}
+			retained: obs.Retained}
 	}
 }
 
 // canaryRollout is where a canary stands, once the stable version is rolled out: a canary under way progresses, a
 // rolled-back one is stopped until the spec changes (Ready is False either way: the spec is not what serves).
-func canaryRollout(c *canaryObserved) rollout {
-	if c.decision.Phase == canary.PhaseRolledBack {
-		return rollout{stopped: true, reason: webappv2.ReasonRolledBack, msg: canaryMessage(c.decision, c.plan)}
+func canaryRollout(c *Canary) rollout {
+	if c.Decision.Phase == canary.PhaseRolledBack {
+		return rollout{stopped: true, reason: webappv2.ReasonRolledBack, msg: canaryMessage(c.Decision, c.Plan)}
 	}
-	return rollout{reason: webappv2.ReasonCanary, progressReason: webappv2.ReasonCanary, msg: canaryMessage(c.decision, c.plan)}
+	return rollout{reason: webappv2.ReasonCanary, progressReason: webappv2.ReasonCanary, msg: canaryMessage(c.Decision, c.Plan)}
 }
 
 func errorMessage(err error) string {
@@ -276,8 +253,8 @@ func readyCondition(app *webappv2.WebApp, r rollout, applyErr error) metav1.Cond
 	c := metav1.Condition{Type: webappv2.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: r.msg}
 	switch {
 	case applyErr != nil:
-		c.Reason, c.Message = applyErrorReason(applyErr), truncate(applyErr.Error())
-		if r.unknown && !isNotOurs(applyErr) || isReadError(applyErr) {
+		c.Reason, c.Message = ApplyErrorReason(applyErr), truncate(applyErr.Error())
+		if r.unknown && !IsNotOurs(applyErr) || isReadError(applyErr) {
 			// Nothing was found wrong; what is there could not be read.
 			c.Status = metav1.ConditionUnknown
 		}
@@ -314,10 +291,10 @@ const maxMessage = 32768
 
 func truncate(msg string) string { return pods.TruncateTo(msg, maxMessage) }
 
-// applyErrorReason names the kind of failure of a write, for the conditions' reason.
-func applyErrorReason(err error) string {
+// ApplyErrorReason names the kind of failure of a write, for the conditions' reason.
+func ApplyErrorReason(err error) string {
 	switch {
-	case isNotOurs(err):
+	case IsNotOurs(err):
 		return webappv2.ReasonChildNotOwned
 	case apierrors.IsConflict(err):
 		return webappv2.ReasonApplyConflict
@@ -330,8 +307,8 @@ func applyErrorReason(err error) string {
 	}
 }
 
-// readyReason is the reason of app's stored Ready condition, or "".
-func readyReason(app *webappv2.WebApp) string {
+// ReadyReason is the reason of app's stored Ready condition, or "".
+func ReadyReason(app *webappv2.WebApp) string {
 	if c := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady); c != nil {
 		return c.Reason
 	}
@@ -374,7 +351,7 @@ func exposedCondition(app *webappv2.WebApp, served bool, ing *networkingv1.Ingre
 	e := app.Spec.Expose
 	switch {
 	case err != nil && (e.Ingress != nil || served):
-		c.Reason, c.Message = applyErrorReason(err), "this spec's route was not applied: "+truncate(err.Error())
+		c.Reason, c.Message = ApplyErrorReason(err), "this spec's route was not applied: "+truncate(err.Error())
 	case e.Ingress != nil && ing == nil:
 		c.Reason, c.Message = webappv2.ReasonWaitingForAddress, "the Ingress has not been created yet"
 	case e.Ingress != nil:
@@ -470,11 +447,11 @@ func retainedMessage(app *webappv2.WebApp, fields []webappv2.RetainedField) stri
 	return truncate(b.String())
 }
 
-// canaryStatus is the status of a decision.
-func canaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusApplyConfiguration {
+// CanaryStatus is the status of a decision of the step machine under plan.
+func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusApplyConfiguration {
 	s := d.State
 	st := webappv2ac.CanaryStatus().WithPhase(string(d.Phase))
-	// Zero values left out, as the server drops them (see desiredStatus).
+	// Zero values left out, as the server drops them (see Desired).
 	if s.Stable != "" {
 		st.WithStableRevision(s.Stable)
 	}
