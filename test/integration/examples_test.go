@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +81,66 @@ func TestExamplesApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDocsWebAppsApply: every WebApp the README and docs/ show in a yaml block is one the API server accepts as it
+// is written (a server-side dry run under the name of kubectl, through the conversion webhook for v1), so the docs
+// cannot show a field or a form the CRD refuses. A block is a whole WebApp: a placeholder such as `{...}` would be
+// refused, so the docs write real values.
+func TestDocsWebAppsApply(t *testing.T) {
+	ns := newNamespace(t)
+	files, err := filepath.Glob(filepath.Join(cluster.RepoRoot(), "docs", "*.md"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("docs: %v %v", files, err)
+	}
+	files = append([]string{filepath.Join(cluster.RepoRoot(), "README.md")}, files...)
+	blocks := 0
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, block := range yamlBlocks(string(raw)) {
+			if !strings.Contains(block.text, "kind: WebApp\n") {
+				continue
+			}
+			blocks++
+			name := fmt.Sprintf("%s:%d", filepath.Base(file), block.line)
+			t.Run(name, func(t *testing.T) {
+				u := &unstructured.Unstructured{}
+				if err := yaml.Unmarshal([]byte(block.text), &u.Object); err != nil {
+					t.Fatalf("block %d (line %d) is not YAML: %v", i, block.line, err)
+				}
+				u.SetNamespace(ns)
+				if err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.DryRunAll); err != nil {
+					t.Errorf("the WebApp at %s is refused: %v", name, err)
+				}
+			})
+		}
+	}
+	if blocks < 4 {
+		t.Errorf("found %d WebApps in the docs' yaml blocks; the README and docs/ show at least 4", blocks)
+	}
+}
+
+// yamlBlock is a fenced yaml block of a Markdown file and the line its text starts on.
+type yamlBlock struct {
+	text string
+	line int
+}
+
+// yamlBlocks are the ```yaml blocks of a Markdown text, in order.
+func yamlBlocks(md string) []yamlBlock {
+	var out []yamlBlock
+	lines := strings.Split(md, "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "```yaml" {
+			continue
+		}
+		start := i + 1
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+		}
+		out = append(out, yamlBlock{text: strings.Join(lines[start:min(i, len(lines))], "\n") + "\n", line: start + 1})
+	}
+	return out
 }
