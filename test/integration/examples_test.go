@@ -138,9 +138,12 @@ func yamlBlocks(md string) []yamlBlock {
 			continue
 		}
 		start := i + 1
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+		end := start
+		for end < len(lines) && strings.TrimSpace(lines[end]) != "```" {
+			end++
 		}
-		out = append(out, yamlBlock{text: strings.Join(lines[start:min(i, len(lines))], "\n") + "\n", line: start + 1})
+		out = append(out, yamlBlock{text: strings.Join(lines[start:end], "\n") + "\n", line: start + 1})
+		i = end
 	}
 	return out
 }
