@@ -49,7 +49,7 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD, the RBAC ClusterRole and the chart's copies of both.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD, the RBAC ClusterRole, the chart's copies of both and the API reference (docs/api-reference.md).
 	rm -rf applyconfig
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt applyconfiguration:headerFile=hack/boilerplate.go.txt paths=./apis/...
 	$(CONTROLLER_GEN) crd output:crd:artifacts:config=manifests/crd paths=./apis/...
@@ -59,6 +59,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD,
 	cp manifests/crd/example.com_webapps.yaml conversion/webapps.crd.yaml
 	@# The Helm chart's CRD and RBAC rules, from the same files as the kustomize tree's.
 	go run ./hack/genchart
+	@# The API reference, from the same types and markers as the CRD.
+	go run ./hack/apidocs > docs/api-reference.md
 	@# The manager's dependencies, compiled by the Dockerfile in a layer that only go.mod, go.sum and this list key.
 	go list -deps -tags=$(MANAGER_TAGS) -f '{{if not .Standard}}{{.ImportPath}}{{end}}' . | grep -v '^github.com/example/webapp-operator' > hack/image-deps.txt
 
@@ -72,8 +74,8 @@ verify-versions: ## Fail when go.mod and test/tools/go.mod select different vers
 .PHONY: verify-generated
 verify-generated: generate
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests conversion/webapps.crd.yaml go.mod go.sum hack/image-deps.txt)" ]; then \
-		git status --porcelain -- apis applyconfig manifests conversion/webapps.crd.yaml go.mod go.sum hack/image-deps.txt; git --no-pager diff --stat; \
+	@if [ -n "$$(git status --porcelain -- apis applyconfig manifests conversion/webapps.crd.yaml go.mod go.sum hack/image-deps.txt docs/api-reference.md)" ]; then \
+		git status --porcelain -- apis applyconfig manifests conversion/webapps.crd.yaml go.mod go.sum hack/image-deps.txt docs/api-reference.md; git --no-pager diff --stat; \
 		echo "generated files are stale: run 'make generate' (and 'go mod tidy') and commit the result" >&2; exit 1; fi
 
 .PHONY: verify-chart
