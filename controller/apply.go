@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -75,11 +76,35 @@ var errExists = errors.New("the object exists")
 // or gone: the deletion's own reconcile follows.
 var errOwnerGoing = errors.New("the WebApp is being deleted")
 
+// writer is the one write: Server-Side Apply under one field manager, decided by what that manager owns. client
+// reads through the cache and writes; reader reads from the API server where the cache cannot be trusted; mem is
+// what it remembers of its own sends; types knows the children's schemas (to tell which fields an apply lets go of).
+type writer struct {
+	client client.Client
+	reader client.Reader
+	mem    writeMemory
+	types  managedfields.TypeConverter
+}
+
+// writeMemory is what the write remembers of its own sends and refusals, by the WebApp's key and the written kind
+// (the reconciler's memory keeps it): whether an object was seen, whether the cache is behind our last write to it,
+// what was sent to it last and what the server refused.
+type writeMemory interface {
+	known(kind string, key types.NamespacedName) bool
+	behind(kind string, key types.NamespacedName, obj client.Object) bool
+	had(kind string, key types.NamespacedName) bool
+	sentMatches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool
+	remember(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte)
+	refusal(kind string, key types.NamespacedName, obj client.Object, want any) error
+	refused(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte, err error)
+	forgetSent(key types.NamespacedName)
+}
+
 // ownerAlive returns errOwnerGoing unless the WebApp of key, as the API server has it, is owner and not being
 // deleted.
-func ownerAlive(ctx context.Context, r *WebAppReconciler, key types.NamespacedName, owner types.UID) error {
+func ownerAlive(ctx context.Context, w *writer, key types.NamespacedName, owner types.UID) error {
 	app := &webappv2.WebApp{}
-	switch err := r.reader().Get(ctx, key, app); {
+	switch err := w.reader.Get(ctx, key, app); {
 	case apierrors.IsNotFound(err):
 		return errOwnerGoing
 	case err != nil:
@@ -152,37 +177,37 @@ func (o outcome[PT]) written() written {
 // (refused if the object exists), and a cache that has not yet seen our own last write of the object is not judged
 // by at all (the API server is read instead), so a stale cache costs a read, never a write or a write missed, and an
 // object that is not ours is never taken over, not even one created between our read and our write.
-func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, w *writer, kind string, key types.NamespacedName,
 	desired func(current PT) AC, extract func(PT, string) (AC, error), o writeOpts) (outcome[PT], error) {
 	cur := PT(new(T))
-	err := r.Client.Get(ctx, o.objectKey(key), cur)
-	if apierrors.IsNotFound(err) && (o.onlyIfExists || o.readFirst || r.mem.known(kind, key)) {
+	err := w.client.Get(ctx, o.objectKey(key), cur)
+	if apierrors.IsNotFound(err) && (o.onlyIfExists || o.readFirst || w.mem.known(kind, key)) {
 		// Deleted, not yet in the cache, or without our label: only the API server knows. (A child never seen is
 		// most likely missing: the create-only apply below asks the server without a read first.)
-		err = r.reader().Get(ctx, o.objectKey(key), cur)
+		err = w.reader.Get(ctx, o.objectKey(key), cur)
 	}
 	switch {
 	case apierrors.IsNotFound(err) && o.onlyIfExists:
 		return outcome[PT]{}, nil
 	case apierrors.IsNotFound(err):
-		if res, found, err := create(ctx, r, kind, key, desired, o, cur); !found {
+		if res, found, err := create(ctx, w, kind, key, desired, o, cur); !found {
 			return res, err
 		}
 	case err != nil:
 		return outcome[PT]{}, &childError{kind: kindOf(kind), key: o.objectKey(key), err: err, read: true}
 	}
 	res := outcome[PT]{obj: cur, before: cur, existed: true}
-	if r.mem.behind(kind, key, cur) {
+	if w.mem.behind(kind, key, cur) {
 		// The cache has not yet seen our own last write: it cannot say what we own now, whether it differs from
 		// desired or matches it (desired may have come back to what the cache still shows, after our last write
 		// changed it). Ask the server. (A cache that has seen it is trusted: a difference there is one on the
 		// server, or was a moment ago.)
 		fresh := PT(new(T))
-		switch err := r.reader().Get(ctx, o.objectKey(key), fresh); {
+		switch err := w.reader.Get(ctx, o.objectKey(key), fresh); {
 		case apierrors.IsNotFound(err) && o.onlyIfExists:
 			return outcome[PT]{}, nil
 		case apierrors.IsNotFound(err):
-			if res, found, err := create(ctx, r, kind, key, desired, o, fresh); !found {
+			if res, found, err := create(ctx, w, kind, key, desired, o, fresh); !found {
 				return res, err
 			}
 		case err != nil:
@@ -191,9 +216,9 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		cur = fresh
 		res.obj, res.before = fresh, fresh
 	}
-	want, same, err := decide(ctx, r, kind, key, cur, desired, extract, o)
+	want, same, err := decide(ctx, w, kind, key, cur, desired, extract, o)
 	if err == nil && !same {
-		if refused := r.mem.refusal(kind, key, cur, want); refused != nil {
+		if refused := w.mem.refusal(kind, key, cur, want); refused != nil {
 			// The server refused exactly this, and neither it nor the object changed since: asking again cannot help yet.
 			return res, refused
 		}
@@ -213,41 +238,41 @@ func ensure[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 		}
 		res.handedOver = handed
 	}
-	return send(ctx, r, kind, key, want, o, res)
+	return send(ctx, w, kind, key, want, o, res)
 }
 
 // create sends desired(nil) as a create-only apply. When an object of that name exists after all (without our
 // label, or created since), it is read into into and found says so: the caller judges it like any other.
-func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+func create[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, w *writer, kind string, key types.NamespacedName,
 	desired func(current PT) AC, o writeOpts, into PT) (res outcome[PT], found bool, err error) {
 	want := desired(nil)
-	if refused := r.mem.refusal(kind, key, nil, want); refused != nil {
+	if refused := w.mem.refusal(kind, key, nil, want); refused != nil {
 		return outcome[PT]{}, false, refused
 	}
-	if o.owner != "" && r.mem.had(kind, key) {
+	if o.owner != "" && w.mem.had(kind, key) {
 		// A child we had is gone. If the user deleted it with the WebApp (`kubectl delete webapp/web
 		// deployment/web`, the cache seeing the child's deletion first), it must stay deleted: ask the server.
-		if err := ownerAlive(ctx, r, key, o.owner); err != nil {
+		if err := ownerAlive(ctx, w, key, o.owner); err != nil {
 			return outcome[PT]{}, false, err
 		}
 	}
 	o.createOnly = true
-	res, err = send(ctx, r, kind, key, want, o, outcome[PT]{})
+	res, err = send(ctx, w, kind, key, want, o, outcome[PT]{})
 	if !errors.Is(err, errExists) {
 		return res, false, err
 	}
-	if err := r.reader().Get(ctx, o.objectKey(key), into); err != nil {
+	if err := w.reader.Get(ctx, o.objectKey(key), into); err != nil {
 		// Gone again since the refusal (NotFound), or unreadable: retried.
 		return outcome[PT]{}, false, &childError{kind: kindOf(kind), key: o.objectKey(key), err: err, read: true}
 	}
 	// Remembered as seen, so the next cache miss reads it rather than trying to create it again.
-	r.mem.remember(kind, key, into, [sha256.Size]byte{})
+	w.mem.remember(kind, key, into, [sha256.Size]byte{})
 	return outcome[PT]{}, true, nil
 }
 
 // decide returns desired(cur) and whether our manager owns exactly that on cur; unreadable fields (a duplicate
 // entry another writer left in a list we own) count as different, since an apply repairs them.
-func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, w *writer, kind string, key types.NamespacedName,
 	cur PT, desired func(PT) AC, extract func(PT, string) (AC, error), o writeOpts) (AC, bool, error) {
 	var want AC
 	if o.owner != "" {
@@ -260,7 +285,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	if err != nil {
 		return want, false, err
 	}
-	if r.mem.sentMatches(kind, key, cur, sum) {
+	if w.mem.sentMatches(kind, key, cur, sum) {
 		return want, true, nil
 	}
 	owned, err := extract(cur, webappv2.FieldManager)
@@ -274,7 +299,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	}
 	if same {
 		// Until the object changes, this decision holds: the next resync needs no extraction.
-		r.mem.remember(kind, key, cur, sum)
+		w.mem.remember(kind, key, cur, sum)
 	} else if l := log.FromContext(ctx).V(2); l.Enabled() {
 		// What differs, for the reader of a no-op apply's report.
 		wantJSON, _ := json.Marshal(want)
@@ -285,7 +310,7 @@ func decide[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 }
 
 // send applies want and returns res completed with the object as the server now has it.
-func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, key types.NamespacedName,
+func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, w *writer, kind string, key types.NamespacedName,
 	want AC, o writeOpts, res outcome[PT]) (outcome[PT], error) {
 	// Hashed before sending: the client decodes the server's answer into what it sends.
 	sum, err := hashOf(want)
@@ -293,7 +318,7 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		return res, err
 	}
 	// Whether this apply lets go of fields our manager owns: then other managers may keep them (see retained.go).
-	letsGo := o.owner != "" && res.existed && releases(res.before, want)
+	letsGo := o.owner != "" && res.existed && releases(w.types, res.before, want)
 	if o.createOnly {
 		// With a resourceVersion that no live object has, the apply can change none: a missing object is created
 		// (the server wipes the resourceVersion of an object created by an apply), an existing one refuses it.
@@ -309,9 +334,9 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		}
 	}
 	if o.status {
-		err = r.Client.Status().Apply(ctx, want, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership)
+		err = w.client.Status().Apply(ctx, want, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership)
 	} else {
-		err = r.Client.Apply(ctx, want, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership)
+		err = w.client.Apply(ctx, want, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership)
 	}
 	if err != nil {
 		// Refused: want is as it was built (on success the client decoded the object into it).
@@ -329,11 +354,11 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 			refusedOn := client.Object(res.before)
 			if res.handedOver {
 				// The handover changed the object: the refusal holds for it as it is now, not as it was decided on.
-				if fresh := PT(new(T)); r.reader().Get(ctx, o.objectKey(key), fresh) == nil {
+				if fresh := PT(new(T)); w.reader.Get(ctx, o.objectKey(key), fresh) == nil {
 					refusedOn = fresh
 				}
 			}
-			r.mem.refused(kind, key, refusedOn, sum, ce)
+			w.mem.refused(kind, key, refusedOn, sum, ce)
 		}
 		return res, ce
 	}
@@ -351,10 +376,10 @@ func send[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		noopAppliesTotal.WithLabelValues(kindOf(kind)).Inc()
 		log.FromContext(ctx).Info("apply changed nothing on the server; not sending it again until the object changes", "kind", kind)
 	}
-	r.mem.remember(kind, key, applied, sum)
+	w.mem.remember(kind, key, applied, sum)
 	if letsGo {
 		// The apply's answer carries no managedFields: who holds what we let go of is read from the server.
-		if err := r.reader().Get(ctx, o.objectKey(key), applied); err == nil {
+		if err := w.reader.Get(ctx, o.objectKey(key), applied); err == nil {
 			res.retained = retainedFields(kindOf(kind), res.before, applied)
 		}
 		log.FromContext(ctx).V(1).Info("let go of fields", "kind", kind, "keptByOtherManagers", len(res.retained))
@@ -427,11 +452,11 @@ func hashOf(v any) ([sha256.Size]byte, error) {
 // from an exported manifest); it is then removed by a guarded patch, so the garbage collector never takes a
 // released child. name is the child's (the WebApp's, or a variant's such as the canary's). It reports whether it
 // sent anything.
-func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, r *WebAppReconciler, kind string, app *webappv2.WebApp,
+func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Context, w *writer, kind string, app *webappv2.WebApp,
 	name string, extract func(PT, string) (AC, error)) (bool, error) {
 	key := types.NamespacedName{Namespace: app.Namespace, Name: name}
 	cur := PT(new(T))
-	if err := r.reader().Get(ctx, key, cur); err != nil {
+	if err := w.reader.Get(ctx, key, cur); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	i := ownerIndex(cur, app.UID)
@@ -458,8 +483,8 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 		// resourceVersion, rather than write back fields someone changed since.
 		u.SetUID(cur.GetUID())
 		u.SetResourceVersion(cur.GetResourceVersion())
-		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(webappv2.FieldManager), client.ForceOwnership); err != nil {
-			if apierrors.IsConflict(err) && apierrors.IsNotFound(r.reader().Get(ctx, key, cur)) {
+		if err := w.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(webappv2.FieldManager), client.ForceOwnership); err != nil {
+			if apierrors.IsConflict(err) && apierrors.IsNotFound(w.reader.Get(ctx, key, cur)) {
 				// Deleted since our read (the UID made the server refuse to create it again): nothing to release.
 				return false, nil
 			}
@@ -467,18 +492,18 @@ func release[T any, PT object[T], AC runtime.ApplyConfiguration](ctx context.Con
 		}
 		// Did our owner reference go? Only if no other manager owns it too: the server says, not the apply's answer
 		// (it has no managedFields, and our reference may be all that another manager still holds).
-		if err := r.reader().Get(ctx, key, cur); err != nil {
+		if err := w.reader.Get(ctx, key, cur); err != nil {
 			return true, client.IgnoreNotFound(err)
 		}
 		if i = ownerIndex(cur, app.UID); i < 0 {
-			r.mem.forgetSent(client.ObjectKeyFromObject(app))
+			w.mem.forgetSent(client.ObjectKeyFromObject(app))
 			return true, nil
 		}
 	}
 	// What we own cannot be read, or another manager keeps our reference: remove exactly the entry we saw.
-	err := removeGuarded(ctx, r.Client, cur, "/metadata/ownerReferences", cur.GetOwnerReferences(), i)
+	err := removeGuarded(ctx, w.client, cur, "/metadata/ownerReferences", cur.GetOwnerReferences(), i)
 	if err == nil {
-		r.mem.forgetSent(client.ObjectKeyFromObject(app))
+		w.mem.forgetSent(client.ObjectKeyFromObject(app))
 	}
 	return true, err
 }

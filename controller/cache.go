@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,3 +135,6 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(gwv1.Install(s))
 	return s
 }
+
+// childTypes knows the schema of the built-in kinds, to turn an apply configuration into the set of its fields.
+var childTypes = applyconfigurations.NewTypeConverter(NewScheme())

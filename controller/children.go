@@ -233,7 +233,7 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 		if h := c.hooks.handover; h != nil {
 			o.beforeApply = func(ctx context.Context, cur client.Object) (bool, error) { return h(ctx, r, app, in, cur) }
 		}
-		out, err := ensure(ctx, r, id, key, func(PT) AC { return desired }, extract, o)
+		out, err := ensure(ctx, r.writer(), id, key, func(PT) AC { return desired }, extract, o)
 		res := childOutcome{written: out.written(), retained: out.retained}
 		if out.obj != nil {
 			res.obj = out.obj
@@ -245,7 +245,7 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 		return res, err
 	}
 	c.release = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error) {
-		return release(ctx, r, kind, app, c.objectName(app), extract)
+		return release(ctx, r.writer(), kind, app, c.objectName(app), extract)
 	}
 	return c
 }

@@ -15,27 +15,10 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 )
 
-// Results of an apply, the values of the result label of webapp_operator_applies_total.
-const (
-	resultSent    = "sent"
-	resultSkipped = "skipped"
-	resultFailed  = "failed"
-	resultDeleted = "deleted"
-	resultPatched = "patched"
-)
-
 var (
-	appliesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "webapp_operator_applies_total",
-		Help: "Server-Side Applies the operator decided on, by object kind and result: sent, skipped (what our field manager owns already equals the desired state) or failed.",
-	}, []string{"kind", "result"})
 	driftRepairsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webapp_operator_drift_repairs_total",
 		Help: "Applies sent to put back a child that had drifted from an unchanged WebApp spec, by object kind.",
-	}, []string{"kind"})
-	noopAppliesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "webapp_operator_noop_applies_total",
-		Help: "Applies sent that the server found changed nothing (the resourceVersion stayed), by object kind: what we compare and what the server keeps differ. Each is sent at most once per change of the object.",
 	}, []string{"kind"})
 	resyncsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "webapp_operator_resyncs_total",
@@ -48,7 +31,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliesTotal, driftRepairsTotal, noopAppliesTotal, resyncsTotal, resyncEnqueuedTotal)
+	metrics.Registry.MustRegister(driftRepairsTotal, resyncsTotal, resyncEnqueuedTotal)
 }
 
 // readyCollector reports webapp_operator_webapps{ready="True|False|Unknown"}, and a series for each WebApp that is

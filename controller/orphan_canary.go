@@ -160,7 +160,7 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 	if step.stableRoute {
 		if want := stableRoute(owned, app); want != nil {
 			// The one write of the route: compared with what our manager owns, never creating one that is gone.
-			out, err := ensure(ctx, r, "HTTPRoute", client.ObjectKeyFromObject(app), func(*gwv1.HTTPRoute) *gwv1ac.HTTPRouteApplyConfiguration { return want },
+			out, err := ensure(ctx, r.writer(), "HTTPRoute", client.ObjectKeyFromObject(app), func(*gwv1.HTTPRoute) *gwv1ac.HTTPRouteApplyConfiguration { return want },
 				gwv1ac.ExtractHTTPRoute, writeOpts{owner: app.UID, onlyIfExists: true})
 			if err != nil {
 				r.event(app, childRef(app, *childOf("HTTPRoute")), corev1.EventTypeWarning, "ApplyFailed", "Apply", "Sending the route's traffic back to Service %s failed: %v", app.Name, err)

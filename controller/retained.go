@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	smdtyped "sigs.k8s.io/structured-merge-diff/v6/typed"
@@ -204,11 +204,8 @@ func entrySet(e metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 	return set, nil
 }
 
-// childTypes knows the schema of the built-in kinds, to turn an apply configuration into the set of its fields.
-var childTypes = applyconfigurations.NewTypeConverter(NewScheme())
-
 // releases reports whether applying want to before lets go of a field our manager owns there (or cannot tell).
-func releases(before client.Object, want any) bool {
+func releases(types managedfields.TypeConverter, before client.Object, want any) bool {
 	if before == nil || reflect.ValueOf(before).IsNil() {
 		return false
 	}
@@ -223,7 +220,7 @@ func releases(before client.Object, want any) bool {
 	if err := desired.RoundTrip(want, &u.Object); err != nil {
 		return true
 	}
-	tv, err := childTypes.ObjectToTyped(u, smdtyped.AllowDuplicates)
+	tv, err := types.ObjectToTyped(u, smdtyped.AllowDuplicates)
 	if err != nil {
 		return true
 	}

@@ -126,7 +126,7 @@ func TestReleases(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := releases(tc.before, tc.want); got != tc.lets {
+			if got := releases(childTypes, tc.before, tc.want); got != tc.lets {
 				t.Errorf("releases = %v, want %v", got, tc.lets)
 			}
 		})

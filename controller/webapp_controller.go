@@ -381,7 +381,7 @@ func (r *WebAppReconciler) event(app *webappv2.WebApp, related runtime.Object, e
 // carried it) survives that apply; it is then removed with a guarded JSON patch, since nothing else will.
 func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv2.WebApp, want bool) error {
 	key := client.ObjectKeyFromObject(app)
-	out, err := ensure(ctx, r, "WebApp", key, func(*webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
+	out, err := ensure(ctx, r.writer(), "WebApp", key, func(*webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
 		desired := webappv2ac.WebApp(app.Name, app.Namespace)
 		if want {
 			desired.WithFinalizers(webappv2.Finalizer)
@@ -501,7 +501,7 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp
 		return held, false, nil
 	}
 	var sent *webappv2ac.WebAppApplyConfiguration
-	out, err := ensure(ctx, r, "WebAppStatus", key, func(cur *webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
+	out, err := ensure(ctx, r.writer(), "WebAppStatus", key, func(cur *webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
 		sent = status.Desired(app, cur, obs, applyErr, now)
 		return sent
 	}, webappv2ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
@@ -560,6 +560,11 @@ func (r *WebAppReconciler) progressInterval() time.Duration {
 		return r.ProgressInterval
 	}
 	return DefaultProgressInterval
+}
+
+// writer is the one write, with the reconciler's clients and memory.
+func (r *WebAppReconciler) writer() *writer {
+	return &writer{client: r.Client, reader: r.reader(), mem: &r.mem, types: childTypes}
 }
 
 func (r *WebAppReconciler) reader() client.Reader {

@@ -1,0 +1,29 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Results of an apply, the values of the result label of webapp_operator_applies_total.
+const (
+	resultSent    = "sent"
+	resultSkipped = "skipped"
+	resultFailed  = "failed"
+	resultDeleted = "deleted"
+	resultPatched = "patched"
+)
+
+// The write's own metrics: what it decided for each object, and the applies the server found changed nothing.
+var (
+	appliesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webapp_operator_applies_total",
+		Help: "Server-Side Applies the operator decided on, by object kind and result: sent, skipped (what our field manager owns already equals the desired state) or failed.",
+	}, []string{"kind", "result"})
+	noopAppliesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webapp_operator_noop_applies_total",
+		Help: "Applies sent that the server found changed nothing (the resourceVersion stayed), by object kind: what we compare and what the server keeps differ. Each is sent at most once per change of the object.",
+	}, []string{"kind"})
+)
+
+func init() { metrics.Registry.MustRegister(appliesTotal, noopAppliesTotal) }
