@@ -17,6 +17,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // hpaExists reports whether app's HorizontalPodAutoscaler exists, as the cache has it: controlled by app and not
@@ -78,14 +79,14 @@ func handOverReplicas(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	switch {
 	case apierrors.IsConflict(err):
 		log.FromContext(ctx).Info("the replica count was taken by another field manager before our handover; nothing to hand over", "error", err.Error())
-		appliesTotal.WithLabelValues("Scale", resultFailed).Inc()
+		ssa.AppliesTotal.WithLabelValues("Scale", ssa.ResultFailed).Inc()
 		return false, nil
 	case err != nil:
-		appliesTotal.WithLabelValues("Scale", resultFailed).Inc()
+		ssa.AppliesTotal.WithLabelValues("Scale", ssa.ResultFailed).Inc()
 		return false, err
 	}
 	log.FromContext(ctx).Info("handed the replica count over to the HorizontalPodAutoscaler", "replicas", n)
-	appliesTotal.WithLabelValues("Scale", resultSent).Inc()
+	ssa.AppliesTotal.WithLabelValues("Scale", ssa.ResultSent).Inc()
 	return true, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // What a resync of a converged WebApp costs in CPU: building the desired Deployment, extracting what our manager
@@ -54,7 +55,7 @@ func BenchmarkConvergedDeploymentDecision(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		same, err := ownedFieldsMatch[appsv1.Deployment](desired, owned)
+		same, err := ssa.OwnedFieldsMatch[appsv1.Deployment](desired, owned)
 		if err != nil || !same {
 			b.Fatalf("converged Deployment compares unequal (%v)", err)
 		}

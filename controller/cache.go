@@ -19,6 +19,7 @@ import (
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // CacheOptions keep only what the operator needs in memory: children (of every kind in children) that
@@ -72,7 +73,7 @@ func CacheOptions(namespaces ...string) cache.Options {
 
 // onlyOurFields drops from a cached object what the operator never reads there: the managedFields entries of
 // other managers (the Extract functions read only ours), kubectl's last-applied-configuration annotation (a
-// second copy of a WebApp applied client-side), and from our entry the owner's UID (sharedOwnerKey; the
+// second copy of a WebApp applied client-side), and from our entry the owner's UID (ssa.SharedOwnerKey; the
 // reconciler's client puts it back). Whatever needs another manager's view (releasing the children, removing a
 // finalizer another manager co-owns) reads the object live.
 func onlyOurFields(o any) (any, error) {
@@ -83,8 +84,8 @@ func onlyOurFields(o any) (any, error) {
 	if mf := obj.GetManagedFields(); slices.ContainsFunc(mf, notOurs) {
 		obj.SetManagedFields(slices.DeleteFunc(slices.Clone(mf), notOurs))
 	}
-	// Our entry of a child without its owner's UID: one copy for every child of one shape (see ownerkey.go).
-	sharedOwnerKey(obj)
+	// Our entry of a child without its owner's UID: one copy for every child of one shape (see controller/ssa/ownerkey.go).
+	ssa.SharedOwnerKey(obj)
 	if a := obj.GetAnnotations(); a[lastApplied] != "" {
 		a = maps.Clone(a)
 		delete(a, lastApplied)

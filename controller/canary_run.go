@@ -20,6 +20,7 @@ import (
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/ssa"
 	"github.com/example/webapp-operator/controller/status"
 )
 
@@ -187,7 +188,7 @@ func (r *WebAppReconciler) heldStable(ctx context.Context, app *webappv2.WebApp,
 	if stable == nil {
 		return nil
 	}
-	if r.mem.behind("Deployment", client.ObjectKeyFromObject(app), stable) {
+	if r.mem.Behind("Deployment", client.ObjectKeyFromObject(app), stable) {
 		fresh := &appsv1.Deployment{}
 		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(stable), fresh); err == nil {
 			stable = fresh
@@ -253,12 +254,12 @@ func settledPods(podList []*pods.Pod, now time.Time) []*pods.Pod {
 // canaryState is the state app's status keeps: the status we last wrote when the cache has not seen it yet.
 func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp, plan canary.Plan) (canary.State, error) {
 	key := client.ObjectKeyFromObject(app)
-	if !r.mem.behind("WebAppStatus", key, app) {
+	if !r.mem.Behind("WebAppStatus", key, app) {
 		return stateOf(app.Status.Canary, plan), nil
 	}
 	live := &webappv2.WebApp{}
 	if err := r.reader().Get(ctx, key, live); err != nil {
-		return canary.State{}, &childError{kind: "WebApp", key: key, err: err, read: true}
+		return canary.State{}, &ssa.Error{Kind: "WebApp", Key: key, Err: err, Read: true}
 	}
 	return stateOf(live.Status.Canary, plan), nil
 }
@@ -301,7 +302,7 @@ func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecAppl
 	if err != nil || owned.Spec == nil || owned.Spec.Template == nil {
 		return "unknown"
 	}
-	if same, err := ownedFieldsMatch[corev1.PodTemplateSpec](want, owned.Spec.Template); err == nil && same {
+	if same, err := ssa.OwnedFieldsMatch[corev1.PodTemplateSpec](want, owned.Spec.Template); err == nil && same {
 		return rev
 	}
 	other, err := desired.Revision(owned.Spec.Template)
@@ -524,7 +525,7 @@ func canaryStateChanged(c *status.Canary, stored *webappv2.CanaryStatus) bool {
 	if stored == nil {
 		return true
 	}
-	same, err := ownedFieldsMatch[webappv2.CanaryStatus](status.CanaryStatus(c.Decision, c.Plan), stored)
+	same, err := ssa.OwnedFieldsMatch[webappv2.CanaryStatus](status.CanaryStatus(c.Decision, c.Plan), stored)
 	return err != nil || !same
 }
 

@@ -23,6 +23,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // children are the kinds of child a WebApp has, each declared once. Everything the controller does with a kind
@@ -138,7 +139,7 @@ type childKind struct {
 	// hooks are shared by the declaration's copies (write reads them).
 	hooks *hooks
 	// write and release are ensure and release for the kind's types.
-	write   func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o writeOpts) (childOutcome, error)
+	write   func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o ssa.Opts) (childOutcome, error)
 	release func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error)
 }
 
@@ -172,20 +173,20 @@ type inputs struct {
 
 // childOutcome is what writing one child found and did.
 type childOutcome struct {
-	written
+	ssa.Written
 	obj, before client.Object // as it is now and as it was before any write; nil when missing or unreadable
 	retained    []webappv2.RetainedField
 }
 
 // declare binds the kind's types to ensure and release: build returns the desired apply configuration (nil, for
 // an optional kind: must not exist), extract reads what our manager owns on an object of the kind.
-func declare[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersion string, optional bool,
+func declare[T any, PT ssa.Object[T], AC runtime.ApplyConfiguration](kind, apiVersion string, optional bool,
 	build func(*webappv2.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
 	return declareNamed(kind, apiVersion, kind, optional, nil, build, extract)
 }
 
 // declareNamed is declare for a child with id and name (nil: the WebApp's name).
-func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiVersion, id string, optional bool, name func(*webappv2.WebApp) string,
+func declareNamed[T any, PT ssa.Object[T], AC runtime.ApplyConfiguration](kind, apiVersion, id string, optional bool, name func(*webappv2.WebApp) string,
 	build func(*webappv2.WebApp, inputs) (AC, error), extract func(PT, string) (AC, error)) childKind {
 	c := childKind{kind: kind, apiVersion: apiVersion, id: id, name: name, optional: optional, object: func() client.Object { return PT(new(T)) }, hooks: &hooks{}}
 	c.variant = func(suffix string, name func(*webappv2.WebApp) string, build any) childKind {
@@ -195,11 +196,11 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 		}
 		return declareNamed(kind, apiVersion, kind+"/"+suffix, true, name, b, extract)
 	}
-	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o writeOpts) (childOutcome, error) {
+	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o ssa.Opts) (childOutcome, error) {
 		key := client.ObjectKeyFromObject(app)
-		o.name = c.objectName(app)
-		if o.name == app.Name {
-			o.name = ""
+		o.Name = c.objectName(app)
+		if o.Name == app.Name {
+			o.Name = ""
 		}
 		desired, err := build(app, in)
 		if err != nil {
@@ -208,17 +209,17 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 			obj, _ := r.cachedChild(ctx, c, app)
 			if held := (*heldError)(nil); errors.As(err, &held) {
 				// Held because the claim it would mount cannot be the WebApp's: known, not unreadable.
-				return childOutcome{obj: obj}, &heldError{kind: kind, key: o.objectKey(key), by: held.by}
+				return childOutcome{obj: obj}, &heldError{kind: kind, key: o.ObjectKey(key), by: held.by}
 			}
-			return childOutcome{obj: obj}, &childError{kind: kind, key: o.objectKey(key), err: err, read: true}
+			return childOutcome{obj: obj}, &ssa.Error{Kind: kind, Key: o.ObjectKey(key), Err: err, Read: true}
 		}
 		if optional && reflect.ValueOf(desired).IsNil() && c.hooks.kept {
 			released, err := releaseUnwanted(ctx, r, c, app)
-			return childOutcome{written: written{sent: released}}, err
+			return childOutcome{Written: ssa.Written{Sent: released}}, err
 		}
 		if optional && reflect.ValueOf(desired).IsNil() {
 			deleted, err := deleteChild(ctx, r, c, app)
-			return childOutcome{written: written{sent: deleted, deleted: deleted}}, err
+			return childOutcome{Written: ssa.Written{Sent: deleted, Deleted: deleted}}, err
 		}
 		if c.hooks.replaced != nil {
 			if cur, _ := r.cachedChild(ctx, c, app); cur != nil && c.hooks.replaced(cur, desired) {
@@ -226,26 +227,26 @@ func declareNamed[T any, PT object[T], AC runtime.ApplyConfiguration](kind, apiV
 				// already (the cache behind our own replacement): decided below, on the server's.
 				deleted, err := deleteChild(ctx, r, c, app)
 				if deleted || err != nil {
-					return childOutcome{written: written{sent: deleted, deleted: deleted, replaced: true}}, err
+					return childOutcome{Written: ssa.Written{Sent: deleted, Deleted: deleted, Replaced: true}}, err
 				}
 			}
 		}
 		if h := c.hooks.handover; h != nil {
-			o.beforeApply = func(ctx context.Context, cur client.Object) (bool, error) { return h(ctx, r, app, in, cur) }
+			o.BeforeApply = func(ctx context.Context, cur client.Object) (bool, error) { return h(ctx, r, app, in, cur) }
 		}
-		out, err := ensure(ctx, r.writer(), id, key, func(PT) AC { return desired }, extract, o)
-		res := childOutcome{written: out.written(), retained: out.retained}
-		if out.obj != nil {
-			res.obj = out.obj
+		out, err := ssa.Ensure(ctx, r.writer(), id, key, func(PT) AC { return desired }, extract, o)
+		res := childOutcome{Written: out.Written(), retained: out.Retained}
+		if out.Obj != nil {
+			res.obj = out.Obj
 		}
-		if out.before != nil {
-			res.before = out.before
-			res.configChanged = c.configHash != nil && c.configHash(out.before) != in.ConfigHash
+		if out.Before != nil {
+			res.before = out.Before
+			res.ConfigChanged = c.configHash != nil && c.configHash(out.Before) != in.ConfigHash
 		}
 		return res, err
 	}
 	c.release = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error) {
-		return release(ctx, r.writer(), kind, app, c.objectName(app), extract)
+		return ssa.Release(ctx, r.writer(), kind, app, c.objectName(app), extract)
 	}
 	return c
 }
@@ -345,7 +346,7 @@ func childKindOf(kind string) *childKind {
 func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, app *webappv2.WebApp) (client.Object, error) {
 	obj := c.object()
 	key := types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}
-	if err := r.Client.Get(ctx, key, obj); err != nil || notOursReason(obj, app.UID) != "" {
+	if err := r.Client.Get(ctx, key, obj); err != nil || ssa.NotOursReason(obj, app.UID) != "" {
 		return nil, client.IgnoreNotFound(err)
 	}
 	return obj, nil
@@ -364,7 +365,7 @@ func releaseUnwanted(ctx context.Context, r *WebAppReconciler, c childKind, app 
 		r.event(app, ref, corev1.EventTypeNormal, "Released", "Release", "Released %s %s: the WebApp no longer uses it, and it is kept with its data", c.kind, c.objectName(app))
 	}
 	if err != nil {
-		err = &childError{kind: c.kind, key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, err: err}
+		err = &ssa.Error{Kind: c.kind, Key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, Err: err}
 	}
 	return sent, err
 }
@@ -383,7 +384,7 @@ func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *web
 		// Gone already: nothing was deleted, and there is nothing to tell.
 		return false, nil
 	case err != nil:
-		return true, &childError{kind: c.kind, key: client.ObjectKeyFromObject(obj), err: err}
+		return true, &ssa.Error{Kind: c.kind, Key: client.ObjectKeyFromObject(obj), Err: err}
 	}
 	return true, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // claimInTheWay is the refusal to mount app's claim (nil: nothing in the way): a *heldError when the claim of the
@@ -37,7 +38,7 @@ func (r *WebAppReconciler) claimInTheWay(ctx context.Context, app *webappv2.WebA
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
-		return &childError{kind: "PersistentVolumeClaim", key: key, err: err, read: true}
+		return &ssa.Error{Kind: "PersistentVolumeClaim", Key: key, Err: err, Read: true}
 	}
 	if ce := claimRefusal(pvc, app); ce != nil {
 		return &heldError{by: ce}
@@ -50,10 +51,10 @@ func (r *WebAppReconciler) claimInTheWay(ctx context.Context, app *webappv2.WebA
 // immutable, so its apply will be refused, and pods rolled for the spec (more replicas, a rolling update) would
 // wait forever on a claim one pod at a time mounts. (A claim the WebApp released and takes up again has the modes
 // it was made with.) Its class and size are left to the claim's own apply: the pods can mount it either way.
-func claimRefusal(pvc *corev1.PersistentVolumeClaim, app *webappv2.WebApp) *childError {
+func claimRefusal(pvc *corev1.PersistentVolumeClaim, app *webappv2.WebApp) *ssa.Error {
 	key := client.ObjectKeyFromObject(pvc)
-	if why := notOursReason(pvc, app.UID); why != "" {
-		return &childError{kind: "PersistentVolumeClaim", key: key, notOurs: why}
+	if why := ssa.NotOursReason(pvc, app.UID); why != "" {
+		return &ssa.Error{Kind: "PersistentVolumeClaim", Key: key, NotOursReason: why}
 	}
 	v := desired.OwnedClaimVolume(app)
 	if v == nil {
@@ -65,28 +66,28 @@ func claimRefusal(pvc *corev1.PersistentVolumeClaim, app *webappv2.WebApp) *chil
 	}
 	if have := pvc.Spec.AccessModes; len(have) > 0 && !slices.Equal(have, []corev1.PersistentVolumeAccessMode{want}) {
 		msg := fmt.Sprintf("its access modes are %v, and the WebApp's claim asks for %s: a claim's access modes are immutable (keep %v, or remove the volume, delete the released claim and add the volume again)", have, want, have)
-		return &childError{kind: "PersistentVolumeClaim", key: key,
-			err: apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim").GroupKind(), pvc.Name,
+		return &ssa.Error{Kind: "PersistentVolumeClaim", Key: key,
+			Err: apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim").GroupKind(), pvc.Name,
 				field.ErrorList{field.Invalid(field.NewPath("spec", "accessModes"), have, msg)})}
 	}
 	return nil
 }
 
 // heldError says that a child is held as it is (neither created nor changed) because the claim its pods would
-// mount cannot be the WebApp's (by: the claim's childError, not ours or of other access modes). The status reports
+// mount cannot be the WebApp's (by: the claim's ssa.Error, not ours or of other access modes). The status reports
 // by's reason (ChildNotOwned, InvalidChild), and still reports what it knows of the held Deployment.
 type heldError struct {
 	kind string
 	key  types.NamespacedName
-	by   *childError
+	by   *ssa.Error
 }
 
 func (e *heldError) Error() string {
 	why := "which is not the WebApp's"
-	if e.by.notOurs == "" {
-		why = "which cannot be the WebApp's claim: " + e.by.err.Error()
+	if e.by.NotOursReason == "" {
+		why = "which cannot be the WebApp's claim: " + e.by.Err.Error()
 	}
-	return fmt.Sprintf("%s %s is held as it is (not created or changed): its pods would mount %s %s, %s", e.kind, e.key, e.by.kind, e.by.key, why)
+	return fmt.Sprintf("%s %s is held as it is (not created or changed): its pods would mount %s %s, %s", e.kind, e.key, e.by.Kind, e.by.Key, why)
 }
 
 func (e *heldError) Unwrap() error { return e.by }
@@ -126,11 +127,11 @@ func handOverStrategy(ctx context.Context, r *WebAppReconciler, app *webappv2.We
 	owned.Spec.WithStrategy(appsv1ac.DeploymentStrategy().WithType(dep.Spec.Strategy.Type).WithRollingUpdate(take))
 	owned.WithUID(dep.UID).WithResourceVersion(dep.ResourceVersion)
 	if err := r.Client.Apply(ctx, owned, client.FieldOwner(webappv2.FieldManager), client.ForceOwnership); err != nil {
-		appliesTotal.WithLabelValues("Deployment", resultFailed).Inc()
+		ssa.AppliesTotal.WithLabelValues("Deployment", ssa.ResultFailed).Inc()
 		return false, fmt.Errorf("taking over the defaulted strategy.rollingUpdate before Recreate: %w", err)
 	}
 	log.FromContext(ctx).Info("took over the defaulted strategy.rollingUpdate, so the Deployment can switch to Recreate")
-	appliesTotal.WithLabelValues("Deployment", resultSent).Inc()
+	ssa.AppliesTotal.WithLabelValues("Deployment", ssa.ResultSent).Inc()
 	return true, nil
 }
 

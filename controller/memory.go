@@ -15,6 +15,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // memory is everything the controller remembers between reconciles: one record per WebApp, under one lock. It is
@@ -361,8 +362,8 @@ func (m *memory) setEntry(kind string, key types.NamespacedName, e sentEntry) {
 
 // refusal returns the error the server gave for exactly want on obj (nil: the object does not exist), if it is
 // still to be believed.
-func (m *memory) refusal(kind string, key types.NamespacedName, obj client.Object, want any) error {
-	sum, err := hashOf(want)
+func (m *memory) Refusal(kind string, key types.NamespacedName, obj client.Object, want any) error {
+	sum, err := ssa.HashOf(want)
 	if err != nil {
 		return nil
 	}
@@ -377,7 +378,7 @@ func (m *memory) refusal(kind string, key types.NamespacedName, obj client.Objec
 }
 
 // refused remembers that the server refused the desired state hashed sum on obj (nil: the object does not exist).
-func (m *memory) refused(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte, err error) {
+func (m *memory) Refused(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte, err error) {
 	uid, rv := identity(obj)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -392,7 +393,7 @@ func identity(obj client.Object) (types.UID, string) {
 }
 
 // known reports whether the object was ever written or found by us (and not forgotten since).
-func (m *memory) known(kind string, key types.NamespacedName) bool {
+func (m *memory) Known(kind string, key types.NamespacedName) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.entry(kind, key)
@@ -400,7 +401,7 @@ func (m *memory) known(kind string, key types.NamespacedName) bool {
 }
 
 // had reports whether the object existed when we last wrote or found it (not only a refused creation).
-func (m *memory) had(kind string, key types.NamespacedName) bool {
+func (m *memory) Had(kind string, key types.NamespacedName) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entry(kind, key)
@@ -427,7 +428,7 @@ func (m *memory) newest(key types.NamespacedName, uid types.UID, rv string, kind
 // objects, so an object that replaced the one we wrote is judged the same way (a replacement the cache shows at or
 // above our write is newer than it). A refused create wrote nothing: nothing to be behind of. (ensure reads the
 // server whenever this is true: it must not stay true once the cache has caught up.)
-func (m *memory) behind(kind string, key types.NamespacedName, obj client.Object) bool {
+func (m *memory) Behind(kind string, key types.NamespacedName, obj client.Object) bool {
 	m.mu.Lock()
 	e, ok := m.entry(kind, key)
 	m.mu.Unlock()
@@ -439,7 +440,7 @@ func (m *memory) behind(kind string, key types.NamespacedName, obj client.Object
 }
 
 // sentMatches reports whether sum was last sent to, or found owned on, obj as it is now.
-func (m *memory) sentMatches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool {
+func (m *memory) SentMatches(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entry(kind, key)
@@ -447,7 +448,7 @@ func (m *memory) sentMatches(kind string, key types.NamespacedName, obj client.O
 }
 
 // remember notes that sum was sent to, or found owned on, obj.
-func (m *memory) remember(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) {
+func (m *memory) Remember(kind string, key types.NamespacedName, obj client.Object, sum [sha256.Size]byte) {
 	if obj.GetResourceVersion() == "" {
 		return
 	}
@@ -457,7 +458,7 @@ func (m *memory) remember(kind string, key types.NamespacedName, obj client.Obje
 }
 
 // forgetSent drops what is remembered of the objects written for key (children released to nobody).
-func (m *memory) forgetSent(key types.NamespacedName) {
+func (m *memory) ForgetSent(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if rec := m.record(key, false); rec != nil {

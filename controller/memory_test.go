@@ -26,18 +26,18 @@ func TestBehindOnlyWhileTheCacheLagsOurWrite(t *testing.T) {
 		want   bool
 	}{
 		{"nothing written", func(*memory) {}, obj("a", "5"), false},
-		{"the cache shows our write", func(m *memory) { m.remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("a", "10"), false},
-		{"the cache is past our write", func(m *memory) { m.remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("a", "12"), false},
-		{"the cache is before our write", func(m *memory) { m.remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("a", "5"), true},
-		{"a replacement made after our write", func(m *memory) { m.remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("b", "12"), false},
-		{"an older object than the one we wrote", func(m *memory) { m.remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("b", "5"), true},
-		{"a refused create (nothing written)", func(m *memory) { m.refused("Service", key, nil, [32]byte{}, errors.New("refused")) }, obj("b", "5"), false},
-		{"a refused apply of the object the cache shows", func(m *memory) { m.refused("Service", key, obj("a", "7"), [32]byte{}, errors.New("refused")) }, obj("a", "7"), false},
+		{"the cache shows our write", func(m *memory) { m.Remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("a", "10"), false},
+		{"the cache is past our write", func(m *memory) { m.Remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("a", "12"), false},
+		{"the cache is before our write", func(m *memory) { m.Remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("a", "5"), true},
+		{"a replacement made after our write", func(m *memory) { m.Remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("b", "12"), false},
+		{"an older object than the one we wrote", func(m *memory) { m.Remember("Service", key, obj("a", "10"), [32]byte{}) }, obj("b", "5"), true},
+		{"a refused create (nothing written)", func(m *memory) { m.Refused("Service", key, nil, [32]byte{}, errors.New("refused")) }, obj("b", "5"), false},
+		{"a refused apply of the object the cache shows", func(m *memory) { m.Refused("Service", key, obj("a", "7"), [32]byte{}, errors.New("refused")) }, obj("a", "7"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m memory
 			tc.record(&m)
-			if got := m.behind("Service", key, tc.cached); got != tc.want {
+			if got := m.Behind("Service", key, tc.cached); got != tc.want {
 				t.Errorf("behind = %v, want %v", got, tc.want)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // An Orphan deletion mid-canary (issue 47): what is left running without an owner is the stable version alone,
@@ -160,16 +161,16 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 	if step.stableRoute {
 		if want := stableRoute(owned, app); want != nil {
 			// The one write of the route: compared with what our manager owns, never creating one that is gone.
-			out, err := ensure(ctx, r.writer(), "HTTPRoute", client.ObjectKeyFromObject(app), func(*gwv1.HTTPRoute) *gwv1ac.HTTPRouteApplyConfiguration { return want },
-				gwv1ac.ExtractHTTPRoute, writeOpts{owner: app.UID, onlyIfExists: true})
+			out, err := ssa.Ensure(ctx, r.writer(), "HTTPRoute", client.ObjectKeyFromObject(app), func(*gwv1.HTTPRoute) *gwv1ac.HTTPRouteApplyConfiguration { return want },
+				gwv1ac.ExtractHTTPRoute, ssa.Opts{Owner: app.UID, OnlyIfExists: true})
 			if err != nil {
 				r.event(app, childRef(app, *childOf("HTTPRoute")), corev1.EventTypeWarning, "ApplyFailed", "Apply", "Sending the route's traffic back to Service %s failed: %v", app.Name, err)
 				return 0, err
 			}
 			// Just changed, or found changed already (the cache was behind our write): since when, by the server.
 			v.routeChanged = now
-			if !out.sent && out.obj != nil {
-				v.routeChanged = appliedAt(out.obj)
+			if !out.Sent && out.Obj != nil {
+				v.routeChanged = appliedAt(out.Obj)
 			}
 		}
 		// Decided again on the route as it is now (or as the spec says none should exist).
@@ -208,7 +209,7 @@ func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv
 		obj, err := r.cachedChild(ctx, c, app)
 		switch {
 		case err != nil:
-			return v, nil, &childError{kind: c.kind, key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, err: err, read: true}
+			return v, nil, &ssa.Error{Kind: c.kind, Key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, Err: err, Read: true}
 		case obj == nil:
 		case c.isVariant():
 			v.objects = append(v.objects, c.kind+" "+c.objectName(app))

@@ -14,20 +14,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // childDeployment is a Deployment named name controlled by the WebApp of uid, with our entry as the server writes
 // it (the owner reference keyed by the WebApp's UID) and another manager's entry beside it.
 func childDeployment(name string, uid types.UID, controller bool) *appsv1.Deployment {
 	fields := func(s string) *metav1.FieldsV1 { f := &metav1.FieldsV1{}; f.SetRawString(s); return f }
-	ours := `{"f:metadata":{"f:labels":{"f:app":{}},"f:ownerReferences":{` + ownerKey(uid) + `:{}}},"f:spec":{"f:replicas":{}}}`
+	ours := `{"f:metadata":{"f:labels":{"f:app":{}},"f:ownerReferences":{` + ssa.OwnerKey(uid) + `:{}}},"f:spec":{"f:replicas":{}}}`
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Namespace: "default", Labels: map[string]string{"app": name},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v2", Kind: "WebApp", Name: name, UID: uid, Controller: ptr.To(controller)}},
 		ManagedFields: []metav1.ManagedFieldsEntry{
 			{Manager: webappv2.FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: fields(ours)},
 			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "apps/v1",
-				FieldsType: "FieldsV1", FieldsV1: fields(`{"f:metadata":{"f:ownerReferences":{` + ownerKey(uid) + `:{}}}}`)},
+				FieldsType: "FieldsV1", FieldsV1: fields(`{"f:metadata":{"f:ownerReferences":{` + ssa.OwnerKey(uid) + `:{}}}}`)},
 		},
 	}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
 }
@@ -66,7 +67,7 @@ func TestSharedOwnerKey(t *testing.T) {
 			// What the reconciler reads: the server's entry, and the same extraction.
 			cachedEntry := ourFieldSet(cachedA)
 			read := cachedA.DeepCopy()
-			withOwnerKey(read)
+			ssa.WithOwnerKey(read)
 			if ourFieldSet(read) != ourFieldSet(server) {
 				t.Errorf("restored %s, want %s", ourFieldSet(read), ourFieldSet(server))
 			}
@@ -89,7 +90,7 @@ func TestSharedOwnerKey(t *testing.T) {
 func TestOwnerKeyClient(t *testing.T) {
 	cached, _ := onlyOurFields(childDeployment("web", "uid-web", true))
 	server := childDeployment("web", "uid-web", true)
-	c := ownerKeyClient{oneDeployment{stored: cached.(*appsv1.Deployment)}}
+	c := ssa.OwnerKeyClient{Client: oneDeployment{stored: cached.(*appsv1.Deployment)}}
 	ctx := context.Background()
 
 	got := &appsv1.Deployment{}
@@ -110,7 +111,7 @@ func TestOwnerKeyClient(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(server), inPlace, client.UnsafeDisableDeepCopy); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(ourFieldSet(inPlace), ownerKeyPlaceholder) {
+	if !strings.Contains(ourFieldSet(inPlace), ssa.OwnerKeyPlaceholder) {
 		t.Errorf("a read in place was changed: %s", ourFieldSet(inPlace))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 // entry is a managedFields entry of manager on the main resource, with fields in the server's FieldsV1 form.
@@ -60,7 +61,7 @@ func TestRetainedFields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := retainedFields("Deployment", tc.before, tc.after)
+			got := ssa.RetainedFields("Deployment", tc.before, tc.after)
 			if !slices.EqualFunc(got, tc.want, sameRetained) {
 				t.Errorf("retainedFields = %+v, want %+v", got, tc.want)
 			}
@@ -99,7 +100,7 @@ func TestStillRetained(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := stillRetained("Deployment", tc.listed, tc.obj); !slices.EqualFunc(got, tc.want, sameRetained) {
+			if got := ssa.StillRetained("Deployment", tc.listed, tc.obj); !slices.EqualFunc(got, tc.want, sameRetained) {
 				t.Errorf("stillRetained = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -126,7 +127,7 @@ func TestReleases(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := releases(childTypes, tc.before, tc.want); got != tc.lets {
+			if got := ssa.Releases(childTypes, tc.before, tc.want); got != tc.lets {
 				t.Errorf("releases = %v, want %v", got, tc.lets)
 			}
 		})

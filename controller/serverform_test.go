@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/webapp-operator/controller/desired"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 func TestServerFormEnv(t *testing.T) {
@@ -60,7 +61,7 @@ func TestServerFormResourcesRoundsUpToMilli(t *testing.T) {
 
 func equalJSON(t *testing.T, a, b any) bool {
 	t.Helper()
-	same, err := ownedFieldsMatch[any](a, b)
+	same, err := ssa.OwnedFieldsMatch[any](a, b)
 	if err != nil {
 		t.Fatal(err)
 	}

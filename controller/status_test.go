@@ -12,6 +12,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/ssa"
 	"github.com/example/webapp-operator/controller/status"
 )
 
@@ -62,8 +63,8 @@ func TestClaimRefusal(t *testing.T) {
 			default:
 				// As the status says it of the held Deployment.
 				held := &heldError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, by: ce}
-				if r := status.ApplyErrorReason(held); r != tc.reason || !ce.waiting() {
-					t.Errorf("reason %s (waiting %v), want %s, waiting", r, ce.waiting(), tc.reason)
+				if r := status.ApplyErrorReason(held); r != tc.reason || !ce.Waiting() {
+					t.Errorf("reason %s (waiting %v), want %s, waiting", r, ce.Waiting(), tc.reason)
 				}
 				if !strings.Contains(held.Error(), "Deployment ns/web is held as it is") || !strings.Contains(held.Error(), "PersistentVolumeClaim ns/web") {
 					t.Errorf("held: %v", held)
@@ -77,7 +78,7 @@ func TestClaimRefusal(t *testing.T) {
 // observed as known, with the hold as its write's failure, whether it exists or not yet; the status then names the
 // claim (status's TestReadyCondition).
 func TestObserveAHeldDeployment(t *testing.T) {
-	claimNotOurs := &childError{kind: "PersistentVolumeClaim", key: types.NamespacedName{Namespace: "ns", Name: "web"}, notOurs: "is controlled by Thing x"}
+	claimNotOurs := &ssa.Error{Kind: "PersistentVolumeClaim", Key: types.NamespacedName{Namespace: "ns", Name: "web"}, NotOursReason: "is controlled by Thing x"}
 	held := &heldError{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, by: claimNotOurs}
 	dep := apptest.Deployment(2, 2, 3, 3, 3, 3, 3)
 	for _, tc := range []struct {

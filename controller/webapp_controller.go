@@ -39,6 +39,7 @@ import (
 	webappv2ac "github.com/example/webapp-operator/applyconfig/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/ssa"
 	"github.com/example/webapp-operator/controller/status"
 )
 
@@ -142,7 +143,7 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 	// every WebApp back.
 	active := r.activeChildren()
 	kids, applyErr := r.applyChildren(ctx, app, active)
-	if errors.Is(applyErr, errOwnerGoing) {
+	if errors.Is(applyErr, ssa.ErrOwnerGoing) {
 		// The cache is behind a deletion: the WebApp's own event brings the reconcile that handles it.
 		r.mem.settle(key, "", nil)
 		return ctrl.Result{}, nil
@@ -239,7 +240,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 	in.claimErr = r.claimInTheWay(ctx, app)
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
-	opts := writeOpts{owner: app.UID, readFirst: status.ReadyReason(app) == webappv2.ReasonChildNotOwned}
+	opts := ssa.Opts{Owner: app.UID, ReadFirst: status.ReadyReason(app) == webappv2.ReasonChildNotOwned}
 	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: desired.ReplicasByHPA(app, in.HPAExists), canary: in.canary}
 	var created []childKind
 	var errs []error
@@ -251,11 +252,11 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 			res.gone = append(res.gone, c.kind)
 			continue
 		}
-		if r.record(ctx, app, c, out.written, err) {
+		if r.record(ctx, app, c, out.Written, err) {
 			created = append(created, c)
 		}
 		res.byKind[c.id], res.errs[c.id] = out, err
-		res.wrote = res.wrote || out.sent
+		res.wrote = res.wrote || out.Sent
 		errs = append(errs, err)
 	}
 	if len(created) > 0 {
@@ -276,7 +277,7 @@ func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebA
 func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, byKind map[string]childOutcome, active []childKind) []webappv2.RetainedField {
 	key := client.ObjectKeyFromObject(app)
 	listed := app.Status.RetainedFields
-	if r.mem.behind("WebAppStatus", key, app) {
+	if r.mem.Behind("WebAppStatus", key, app) {
 		// The cache has not yet seen our last status write: the list is the one written, so none is lost.
 		if written, ok := r.mem.lastRetained(key, app.UID); ok {
 			listed = written
@@ -313,12 +314,12 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, b
 			if obj == nil {
 				out = append(out, f)
 			} else {
-				out = append(out, stillRetained(kind, []webappv2.RetainedField{f}, obj)...)
+				out = append(out, ssa.StillRetained(kind, []webappv2.RetainedField{f}, obj)...)
 			}
 		}
 	}
-	if len(out) > maxRetained {
-		out = out[:maxRetained]
+	if len(out) > ssa.MaxRetained {
+		out = out[:ssa.MaxRetained]
 	}
 	return out
 }
@@ -326,29 +327,29 @@ func (r *WebAppReconciler) retained(ctx context.Context, app *webappv2.WebApp, b
 // record tells the user, by an event on the WebApp that names the child as related object, about the writes worth
 // a `kubectl describe` line, and counts them. An apply that changed nothing on the server is no news. It reports a
 // creation rather than telling it: one event names all the children a reconcile created.
-func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, c childKind, w written, err error) (created bool) {
+func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, c childKind, w ssa.Written, err error) (created bool) {
 	kind := c.kind
 	name, child := kind+" "+c.objectName(app), childRef(app, c)
 	switch {
-	case w.deleted && err != nil:
-		appliesTotal.WithLabelValues(kind, resultFailed).Inc()
+	case w.Deleted && err != nil:
+		ssa.AppliesTotal.WithLabelValues(kind, ssa.ResultFailed).Inc()
 		r.event(app, child, corev1.EventTypeWarning, "DeleteFailed", "Delete", "Deleting %s failed: %v", name, err)
-	case w.deleted && w.replaced:
+	case w.Deleted && w.Replaced:
 		// Replaced (an immutable field changed): created again at once, no news for the user.
-		appliesTotal.WithLabelValues(kind, resultDeleted).Inc()
-	case w.deleted:
-		appliesTotal.WithLabelValues(kind, resultDeleted).Inc()
+		ssa.AppliesTotal.WithLabelValues(kind, ssa.ResultDeleted).Inc()
+	case w.Deleted:
+		ssa.AppliesTotal.WithLabelValues(kind, ssa.ResultDeleted).Inc()
 		r.event(app, child, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s: the WebApp's spec no longer asks for it", name)
-	case err != nil && w.sent:
+	case err != nil && w.Sent:
 		r.event(app, child, corev1.EventTypeWarning, "ApplyFailed", "Apply", "Applying %s failed: %v", name, err)
-	case err != nil, !w.sent, !w.changed:
+	case err != nil, !w.Sent, !w.Changed:
 		// A failed read, a refusal not sent again, or an apply that changed nothing: no news.
-	case !w.existed:
+	case !w.Existed:
 		created = true
-	case w.handedOver:
+	case w.HandedOver:
 		// The count passed to the HPA that now exists: no drift, and the status says who sets the count. (Not
 		// "Updated" either: the cached status may not show yet the generation the previous reconcile applied.)
-	case w.configChanged && app.Generation == app.Status.ObservedGeneration:
+	case w.ConfigChanged && app.Generation == app.Status.ObservedGeneration:
 		// The spec did not change but the configuration it refers to did: the new hash rolls the pods.
 		r.event(app, child, corev1.EventTypeNormal, "ConfigChanged", "Apply", "Rolling %s: a ConfigMap or Secret it uses changed", name)
 	case app.Generation == app.Status.ObservedGeneration:
@@ -358,8 +359,8 @@ func (r *WebAppReconciler) record(ctx context.Context, app *webappv2.WebApp, c c
 	default:
 		r.event(app, child, corev1.EventTypeNormal, "Updated", "Apply", "Applied generation %d of the spec to %s", app.Generation, name)
 	}
-	if w.sent {
-		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !w.existed, "changed", w.changed, "deleted", w.deleted, "error", err)
+	if w.Sent {
+		log.FromContext(ctx).V(1).Info("applied", "kind", kind, "created", !w.Existed, "changed", w.Changed, "deleted", w.Deleted, "error", err)
 	}
 	return created
 }
@@ -381,14 +382,14 @@ func (r *WebAppReconciler) event(app *webappv2.WebApp, related runtime.Object, e
 // carried it) survives that apply; it is then removed with a guarded JSON patch, since nothing else will.
 func (r *WebAppReconciler) ensureFinalizer(ctx context.Context, app *webappv2.WebApp, want bool) error {
 	key := client.ObjectKeyFromObject(app)
-	out, err := ensure(ctx, r.writer(), "WebApp", key, func(*webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
+	out, err := ssa.Ensure(ctx, r.writer(), "WebApp", key, func(*webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
 		desired := webappv2ac.WebApp(app.Name, app.Namespace)
 		if want {
 			desired.WithFinalizers(webappv2.Finalizer)
 		}
 		return desired
-	}, webappv2ac.ExtractWebApp, writeOpts{onlyIfExists: true})
-	if err == nil && !want && out.obj != nil && controllerutil.ContainsFinalizer(out.obj, webappv2.Finalizer) {
+	}, webappv2ac.ExtractWebApp, ssa.Opts{OnlyIfExists: true})
+	if err == nil && !want && out.Obj != nil && controllerutil.ContainsFinalizer(out.Obj, webappv2.Finalizer) {
 		err = r.removeFinalizer(ctx, key)
 	}
 	if err = client.IgnoreNotFound(err); err != nil {
@@ -407,11 +408,11 @@ func (r *WebAppReconciler) removeFinalizer(ctx context.Context, key types.Namesp
 	if i < 0 {
 		return nil
 	}
-	if err := removeGuarded(ctx, r.Client, fresh, "/metadata/finalizers", fresh.Finalizers, i); err != nil {
-		appliesTotal.WithLabelValues("WebApp", resultFailed).Inc()
+	if err := ssa.RemoveGuarded(ctx, r.Client, fresh, "/metadata/finalizers", fresh.Finalizers, i); err != nil {
+		ssa.AppliesTotal.WithLabelValues("WebApp", ssa.ResultFailed).Inc()
 		return err
 	}
-	appliesTotal.WithLabelValues("WebApp", resultPatched).Inc()
+	ssa.AppliesTotal.WithLabelValues("WebApp", ssa.ResultPatched).Inc()
 	log.FromContext(ctx).Info("removed our finalizer, which another field manager had also set")
 	return nil
 }
@@ -466,11 +467,11 @@ func (r *WebAppReconciler) releaseChildren(ctx context.Context, app *webappv2.We
 		sent, err := c.release(ctx, r, app)
 		switch {
 		case err != nil:
-			appliesTotal.WithLabelValues(c.kind, resultFailed).Inc()
+			ssa.AppliesTotal.WithLabelValues(c.kind, ssa.ResultFailed).Inc()
 			r.event(app, childRef(app, c), corev1.EventTypeWarning, "ReleaseFailed", "Release", "Releasing %s %s failed: %v", c.kind, c.objectName(app), err)
-			errs = append(errs, &childError{kind: c.kind, key: types.NamespacedName{Namespace: key.Namespace, Name: c.objectName(app)}, err: err})
+			errs = append(errs, &ssa.Error{Kind: c.kind, Key: types.NamespacedName{Namespace: key.Namespace, Name: c.objectName(app)}, Err: err})
 		case sent:
-			appliesTotal.WithLabelValues(c.kind, resultSent).Inc()
+			ssa.AppliesTotal.WithLabelValues(c.kind, ssa.ResultSent).Inc()
 			if app.Spec.DeletionPolicy == webappv2.DeletionPolicyOrphan {
 				r.event(app, childRef(app, c), corev1.EventTypeNormal, "Orphaned", "Release", "Released %s %s: it keeps running without an owner", c.kind, c.objectName(app))
 			} else {
@@ -501,11 +502,11 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp
 		return held, false, nil
 	}
 	var sent *webappv2ac.WebAppApplyConfiguration
-	out, err := ensure(ctx, r.writer(), "WebAppStatus", key, func(cur *webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
+	out, err := ssa.Ensure(ctx, r.writer(), "WebAppStatus", key, func(cur *webappv2.WebApp) *webappv2ac.WebAppApplyConfiguration {
 		sent = status.Desired(app, cur, obs, applyErr, now)
 		return sent
-	}, webappv2ac.ExtractWebAppStatus, writeOpts{onlyIfExists: true, status: true})
-	if out.sent && err == nil {
+	}, webappv2ac.ExtractWebAppStatus, ssa.Opts{OnlyIfExists: true, Status: true})
+	if out.Sent && err == nil {
 		r.mem.statusWritten(key, app.UID, sent, now.Time)
 	}
 	if err == nil {
@@ -513,7 +514,7 @@ func (r *WebAppReconciler) applyStatus(ctx context.Context, app *webappv2.WebApp
 		r.mem.retainedStored(key)
 	}
 	// A WebApp deleted meanwhile needs no status.
-	return 0, out.sent, client.IgnoreNotFound(err)
+	return 0, out.Sent, client.IgnoreNotFound(err)
 }
 
 // result sorts the errors. Transient ones (the server unavailable, a conflict, a quota) are returned and retried
@@ -544,8 +545,8 @@ func onlyWaiting(err error) bool {
 		}
 		return true
 	}
-	var ce *childError
-	return errors.As(err, &ce) && ce.waiting()
+	var ce *ssa.Error
+	return errors.As(err, &ce) && ce.Waiting()
 }
 
 func (r *WebAppReconciler) now() metav1.Time {
@@ -563,8 +564,8 @@ func (r *WebAppReconciler) progressInterval() time.Duration {
 }
 
 // writer is the one write, with the reconciler's clients and memory.
-func (r *WebAppReconciler) writer() *writer {
-	return &writer{client: r.Client, reader: r.reader(), mem: &r.mem, types: childTypes}
+func (r *WebAppReconciler) writer() *ssa.Writer {
+	return &ssa.Writer{Client: r.Client, Reader: r.reader(), Mem: &r.mem, Types: childTypes}
 }
 
 func (r *WebAppReconciler) reader() client.Reader {
@@ -621,9 +622,9 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &webappv2.WebApp{}, configRefIndex, indexConfigRefs); err != nil {
 		return err
 	}
-	// What the reconciler reads from the cache has the owner's key back in our managedFields entries (ownerkey.go).
-	if _, wrapped := r.Client.(ownerKeyClient); !wrapped {
-		r.Client = ownerKeyClient{r.Client}
+	// What the reconciler reads from the cache has the owner's key back in our managedFields entries (controller/ssa/ownerkey.go).
+	if _, wrapped := r.Client.(ssa.OwnerKeyClient); !wrapped {
+		r.Client = ssa.OwnerKeyClient{Client: r.Client}
 	}
 	r.podWatch = newPodWatch(ctx, mgr.GetCache(), podWatchLinger)
 	stores, err := storesOf(ctx, mgr.GetCache())
@@ -724,22 +725,22 @@ func (r *WebAppReconciler) activeChildren() []childKind {
 // observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
 // ours is never reported on; one that could not be read is unknown, not missing.
 func observe(out childOutcome, err error) status.Observation {
-	var ce *childError
+	var ce *ssa.Error
 	var held *heldError
 	dep, _ := out.obj.(*appsv1.Deployment)
 	switch {
 	case errors.As(err, &held):
 		// Ours, held as it is (a claim it would mount is not the WebApp's): its state is known, not this generation's.
 		return status.Observation{Dep: dep, Known: true, Err: err}
-	case errors.As(err, &ce) && ce.notOurs != "":
+	case errors.As(err, &ce) && ce.NotOursReason != "":
 		return status.Observation{}
 	case dep != nil:
 		return status.Observation{Dep: dep, Known: true, Err: err}
-	case errors.As(err, &ce) && ce.read:
+	case errors.As(err, &ce) && ce.Read:
 		// Nothing could be read, or the Deployment cannot be built and is not in the cache as ours.
 		return status.Observation{Err: err}
 	default:
 		// Missing is known when the server answered (a refused create included); a failed read tells nothing.
-		return status.Observation{Known: err == nil || out.sent || (errors.As(err, &ce) && ce.waiting()), Err: err}
+		return status.Observation{Known: err == nil || out.Sent || (errors.As(err, &ce) && ce.Waiting()), Err: err}
 	}
 }

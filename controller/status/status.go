@@ -156,7 +156,7 @@ func RolledOut(dep *appsv1.Deployment, want int32) bool {
 }
 
 // writeError is how a write's failure says what it was: another's object in the way, or an object or an input of it
-// that could not be read. The reconciler's write errors (childError) are; any other error is the write's own failure.
+// that could not be read. The reconciler's write errors (ssa.Error) are; any other error is the write's own failure.
 type writeError interface {
 	error
 	NotOurs() bool

@@ -285,7 +285,7 @@ func TestMountTrouble(t *testing.T) {
 	}
 }
 
-// writeErr is a write's failure as the reconciler's write errors (controller's childError) say it of themselves:
+// writeErr is a write's failure as the write's own errors (ssa.Error) say it of themselves:
 // the status reads only NotOurs, ReadFailed and the words.
 type writeErr struct {
 	kind    string
@@ -308,7 +308,7 @@ func (e *writeErr) Unwrap() error    { return e.err }
 func (e *writeErr) NotOurs() bool    { return e.notOurs != "" }
 func (e *writeErr) ReadFailed() bool { return e.read }
 
-// heldErr is a Deployment held as it is because of another child's failure (controller's heldError).
+// heldErr is a Deployment held as it is because of another child's failure (the reconciler's heldError).
 type heldErr struct {
 	kind string
 	key  types.NamespacedName

@@ -1,4 +1,4 @@
-package controller
+package ssa
 
 import (
 	"fmt"
@@ -22,12 +22,12 @@ import (
 // what an apply let go of and found kept is remembered in the WebApp's status (status.retainedFields), and looked
 // at again while it is listed.
 
-// maxRetained bounds status.retainedFields (its CRD MaxItems).
-const maxRetained = 64
+// MaxRetained bounds status.retainedFields (its CRD MaxItems).
+const MaxRetained = 64
 
-// retainedFields lists, for a child of kind, the fields our manager owned in before and no longer owns in after
+// RetainedFields lists, for a child of kind, the fields our manager owned in before and no longer owns in after
 // (the object as our apply left it), that other managers of after still own: each with those managers.
-func retainedFields(kind string, before, after client.Object) []webappv2.RetainedField {
+func RetainedFields(kind string, before, after client.Object) []webappv2.RetainedField {
 	if before == nil || after == nil {
 		return nil
 	}
@@ -46,10 +46,10 @@ func retainedFields(kind string, before, after client.Object) []webappv2.Retaine
 	return heldBy(kind, released, after.GetManagedFields())
 }
 
-// stillRetained keeps of listed, the retained fields of a child of kind reported before, those that obj (read from
+// StillRetained keeps of listed, the retained fields of a child of kind reported before, those that obj (read from
 // the API server, with every manager's entry) still has under another manager and our manager does not own again.
 // Paths are compared as paths, not strings: a key with a dot ("example.com/a.b") is not below "example.com/a".
-func stillRetained(kind string, listed []webappv2.RetainedField, obj client.Object) []webappv2.RetainedField {
+func StillRetained(kind string, listed []webappv2.RetainedField, obj client.Object) []webappv2.RetainedField {
 	if obj == nil {
 		return nil
 	}
@@ -151,7 +151,7 @@ const (
 )
 
 // withinLimits cuts f to the CRD's limits (a cut path no longer matches the child's, so it is reported once, then
-// dropped by stillRetained).
+// dropped by StillRetained).
 func withinLimits(f webappv2.RetainedField) webappv2.RetainedField {
 	if len(f.Field) > maxFieldPath {
 		f.Field = f.Field[:maxFieldPath-3] + "..."
@@ -204,8 +204,8 @@ func entrySet(e metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 	return set, nil
 }
 
-// releases reports whether applying want to before lets go of a field our manager owns there (or cannot tell).
-func releases(types managedfields.TypeConverter, before client.Object, want any) bool {
+// Releases reports whether applying want to before lets go of a field our manager owns there (or cannot tell).
+func Releases(types managedfields.TypeConverter, before client.Object, want any) bool {
 	if before == nil || reflect.ValueOf(before).IsNil() {
 		return false
 	}

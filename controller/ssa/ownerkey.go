@@ -1,4 +1,4 @@
-package controller
+package ssa
 
 import (
 	"context"
@@ -18,39 +18,39 @@ import (
 // one shape share one copy of it. A child's owner reference is an item of a list keyed by UID, so the field set of
 // our entry names it by a key holding the WebApp's UID (`k:{"uid":"…"}`), which made each child's entry unique: the
 // build's interning (the fieldsv1string tag, see docs/scale.md) saved nothing for children, and at 10,000
-// WebApps their entries were the largest part of the cached Deployments and Services. sharedOwnerKey (part of
-// the cache's transform) puts a placeholder in place of the key of the object's own controller; withOwnerKey puts
+// WebApps their entries were the largest part of the cached Deployments and Services. SharedOwnerKey (part of
+// the cache's transform) puts a placeholder in place of the key of the object's own controller; WithOwnerKey puts
 // the key back, from the same object's controller reference, on every object the reconciler reads through its
-// client (ownerKeyClient), before anything compares or extracts the fields we own. An object read from the cache
+// client (OwnerKeyClient), before anything compares or extracts the fields we own. An object read from the cache
 // in place (the resync, the canary's extraction of a pod template) still holds the placeholder: only the owner
 // reference's entry differs there, which those reads do not look at.
 
-// ownerKeyPlaceholder stands in the cache for the key of the object's controller reference in our entry's field set.
+// OwnerKeyPlaceholder stands in the cache for the key of the object's controller reference in our entry's field set.
 // It is no UID the API server makes, and our manager applies no owner reference but the WebApp's.
-const ownerKeyPlaceholder = `"k:{\"uid\":\"(controller)\"}"`
+const OwnerKeyPlaceholder = `"k:{\"uid\":\"(controller)\"}"`
 
-// ownerKey is the key of the owner reference of uid in a field set's JSON.
-func ownerKey(uid types.UID) string { return `"k:{\"uid\":\"` + string(uid) + `\"}"` }
+// OwnerKey is the key of the owner reference of uid in a field set's JSON.
+func OwnerKey(uid types.UID) string { return `"k:{\"uid\":\"` + string(uid) + `\"}"` }
 
-// sharedOwnerKey replaces, in our managedFields entries of obj (the cache's copy, which the transform may change),
+// SharedOwnerKey replaces, in our managedFields entries of obj (the cache's copy, which the transform may change),
 // the key of obj's controller reference with the placeholder. Entries that hold the placeholder already (none of
 // ours can) and objects without a controller are left as they are.
-func sharedOwnerKey(obj client.Object) {
+func SharedOwnerKey(obj client.Object) {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil || ref.UID == "" {
 		return
 	}
-	swapOwnerKey(obj, ownerKey(ref.UID), ownerKeyPlaceholder)
+	swapOwnerKey(obj, OwnerKey(ref.UID), OwnerKeyPlaceholder)
 }
 
-// withOwnerKey puts back, in our managedFields entries of obj, the key of obj's controller reference where the
+// WithOwnerKey puts back, in our managedFields entries of obj, the key of obj's controller reference where the
 // cache has the placeholder. obj must be the caller's copy.
-func withOwnerKey(obj client.Object) {
+func WithOwnerKey(obj client.Object) {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil || ref.UID == "" {
 		return
 	}
-	swapOwnerKey(obj, ownerKeyPlaceholder, ownerKey(ref.UID))
+	swapOwnerKey(obj, OwnerKeyPlaceholder, OwnerKey(ref.UID))
 }
 
 // swapOwnerKey replaces from with to in the field sets of our entries of obj that hold from and not to, in a new
@@ -78,21 +78,23 @@ func swapOwnerKey(obj client.Object, from, to string) {
 	}
 }
 
-// ownerKeyClient is the reconciler's client: what it reads from the cache, as a copy, has our entries' owner key
-// back (withOwnerKey). A read in place (client.UnsafeDisableDeepCopy) is the cache's object and is left alone.
-type ownerKeyClient struct{ client.Client }
+// OwnerKeyClient is the reconciler's client: what it reads from the cache, as a copy, has our entries' owner key
+// back (WithOwnerKey). A read in place (client.UnsafeDisableDeepCopy) is the cache's object and is left alone.
+type OwnerKeyClient struct{ client.Client }
 
-func (c ownerKeyClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+// Get reads obj, with our entry's owner key back in a copy from the cache.
+func (c OwnerKeyClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
 	if !slices.ContainsFunc(opts, func(o client.GetOption) bool { return o == client.UnsafeDisableDeepCopy }) {
-		withOwnerKey(obj)
+		WithOwnerKey(obj)
 	}
 	return nil
 }
 
-func (c ownerKeyClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+// List reads list, with our entries' owner keys back in copies from the cache.
+func (c OwnerKeyClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if err := c.Client.List(ctx, list, opts...); err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func (c ownerKeyClient) List(ctx context.Context, list client.ObjectList, opts .
 	}
 	return meta.EachListItem(list, func(o runtime.Object) error {
 		if obj, ok := o.(client.Object); ok {
-			withOwnerKey(obj)
+			WithOwnerKey(obj)
 		}
 		return nil
 	})
