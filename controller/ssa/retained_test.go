@@ -1,4 +1,4 @@
-package controller
+package ssa
 
 import (
 	"slices"
@@ -6,19 +6,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/applyconfigurations"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/internal/apptest"
-	"github.com/example/webapp-operator/controller/ssa"
 )
-
-// entry is a managedFields entry of manager on the main resource, with fields in the server's FieldsV1 form.
-func entry(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
-	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-		FieldsV1: metav1.NewFieldsV1(fields)}
-}
 
 func withFields(entries ...metav1.ManagedFieldsEntry) *appsv1.Deployment {
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ManagedFields: entries}}
@@ -61,7 +56,7 @@ func TestRetainedFields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ssa.RetainedFields("Deployment", tc.before, tc.after)
+			got := RetainedFields("Deployment", tc.before, tc.after)
 			if !slices.EqualFunc(got, tc.want, sameRetained) {
 				t.Errorf("retainedFields = %+v, want %+v", got, tc.want)
 			}
@@ -100,7 +95,7 @@ func TestStillRetained(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ssa.StillRetained("Deployment", tc.listed, tc.obj); !slices.EqualFunc(got, tc.want, sameRetained) {
+			if got := StillRetained("Deployment", tc.listed, tc.obj); !slices.EqualFunc(got, tc.want, sameRetained) {
 				t.Errorf("stillRetained = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -127,7 +122,7 @@ func TestReleases(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ssa.Releases(childTypes, tc.before, tc.want); got != tc.lets {
+			if got := Releases(childTypes, tc.before, tc.want); got != tc.lets {
 				t.Errorf("releases = %v, want %v", got, tc.lets)
 			}
 		})
@@ -142,4 +137,13 @@ func mustDeployment(t *testing.T, app *webappv2.WebApp) any {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// childTypes knows the built-in kinds' schemas, as the reconciler's converter does for the children it writes.
+var childTypes = applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+
+// entry is a managedFields entry of manager on the main resource, with fields in the server's FieldsV1 form.
+func entry(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "apps/v1", FieldsType: "FieldsV1",
+		FieldsV1: metav1.NewFieldsV1(fields)}
 }
