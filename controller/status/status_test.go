@@ -21,18 +21,19 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/internal/apptest"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/ssa"
 )
 
 func TestReadyCondition(t *testing.T) {
 	app := apptest.NewApp("web", 3, 80, "nginx")
 	app.Generation = 4
 	pde := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
-	invalid := &writeErr{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"},
-		err: apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), "x", "field is immutable")})}
+	invalid := &ssa.Error{Kind: "Deployment", Key: types.NamespacedName{Namespace: "ns", Name: "web"},
+		Err: apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), "x", "field is immutable")})}
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("Apply failed with 1 conflict"))
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "web", errors.New("exceeded quota"))
-	notOurs := &writeErr{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, notOurs: "is controlled by Helm x"}
-	claimNotOurs := &writeErr{kind: "PersistentVolumeClaim", key: types.NamespacedName{Namespace: "ns", Name: "web"}, notOurs: "is controlled by Thing x"}
+	notOurs := &ssa.Error{Kind: "Deployment", Key: types.NamespacedName{Namespace: "ns", Name: "web"}, NotOursReason: "is controlled by Helm x"}
+	claimNotOurs := &ssa.Error{Kind: "PersistentVolumeClaim", Key: types.NamespacedName{Namespace: "ns", Name: "web"}, NotOursReason: "is controlled by Thing x"}
 	held := &heldErr{kind: "Deployment", key: types.NamespacedName{Namespace: "ns", Name: "web"}, by: claimNotOurs}
 	T, F, U := metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown
 	seen := func(d *appsv1.Deployment) Observation { return Observation{Dep: d, Known: true} }
@@ -122,7 +123,7 @@ func TestDesiredStatus(t *testing.T) {
 		return app
 	}
 	seen := func(d *appsv1.Deployment) Observation { return Observation{Dep: d, Known: true} }
-	notOurs := &writeErr{kind: "Deployment", notOurs: "is not managed by webapp-operator"}
+	notOurs := &ssa.Error{Kind: "Deployment", NotOursReason: "is not managed by webapp-operator"}
 	cases := []struct {
 		name           string
 		app            *webappv2.WebApp
@@ -285,37 +286,14 @@ func TestMountTrouble(t *testing.T) {
 	}
 }
 
-// writeErr is a write's failure as the write's own errors (ssa.Error) say it of themselves:
-// the status reads only NotOurs, ReadFailed and the words.
-type writeErr struct {
-	kind    string
-	key     types.NamespacedName
-	err     error
-	notOurs string
-	read    bool
-}
-
-func (e *writeErr) Error() string {
-	if e.notOurs != "" {
-		return fmt.Sprintf("%s %s already exists and %s; the WebApp will not take it over (delete or rename it)", e.kind, e.key, e.notOurs)
-	}
-	if e.read {
-		return fmt.Sprintf("reading %s %s: %v", e.kind, e.key, e.err)
-	}
-	return fmt.Sprintf("applying %s %s: %v", e.kind, e.key, e.err)
-}
-func (e *writeErr) Unwrap() error    { return e.err }
-func (e *writeErr) NotOurs() bool    { return e.notOurs != "" }
-func (e *writeErr) ReadFailed() bool { return e.read }
-
 // heldErr is a Deployment held as it is because of another child's failure (the reconciler's heldError).
 type heldErr struct {
 	kind string
 	key  types.NamespacedName
-	by   *writeErr
+	by   *ssa.Error
 }
 
 func (e *heldErr) Error() string {
-	return fmt.Sprintf("%s %s is held as it is (not created or changed): its pods would mount %s %s, which is not the WebApp's", e.kind, e.key, e.by.kind, e.by.key)
+	return fmt.Sprintf("%s %s is held as it is (not created or changed): its pods would mount %s %s, which is not the WebApp's", e.kind, e.key, e.by.Kind, e.by.Key)
 }
 func (e *heldErr) Unwrap() error { return e.by }
