@@ -61,8 +61,9 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, apply configurations, the CRD,
 	go run ./hack/genchart
 	@# The API reference, from the same types and markers as the CRD.
 	go run ./hack/apidocs > docs/api-reference.md
-	@# The manager's dependencies, compiled by the Dockerfile in a layer that only go.mod, go.sum and this list key.
-	go list -deps -tags=$(MANAGER_TAGS) -f '{{if not .Standard}}{{.ImportPath}}{{end}}' . | grep -v '^github.com/example/webapp-operator' > hack/image-deps.txt
+	@# The manager's dependencies, compiled by the Dockerfile in a layer that only go.mod, go.sum and this list key (sorted: a
+	@# package moved inside the operator leaves it as it is).
+	go list -deps -tags=$(MANAGER_TAGS) -f '{{if not .Standard}}{{.ImportPath}}{{end}}' . | grep -v '^github.com/example/webapp-operator' | LC_ALL=C sort > hack/image-deps.txt
 
 .PHONY: verify
 verify: verify-generated verify-versions verify-chart ## Fail when generated code, go.mod or the Helm chart is stale.
