@@ -253,12 +253,8 @@ var markers = []struct{ prefix, words string }{
 
 // constraints are a field's markers in words, the CEL rules by their messages.
 func constraints(g *ast.CommentGroup) string {
-	if g == nil {
-		return ""
-	}
 	var out []string
-	for _, c := range g.List {
-		line := strings.TrimSpace(strings.TrimPrefix(c.Text, "//"))
+	for _, line := range lines(g) {
 		if rule, ok := strings.CutPrefix(line, "+kubebuilder:validation:XValidation:"); ok {
 			if _, msg, found := strings.Cut(rule, `message="`); found {
 				msg, _, _ = strings.Cut(msg, `"`)
@@ -285,18 +281,25 @@ func constraints(g *ast.CommentGroup) string {
 
 // text is a doc comment without its markers, in one paragraph.
 func text(g *ast.CommentGroup) string {
-	if g == nil {
-		return ""
-	}
 	var words []string
-	for _, c := range g.List {
-		line := strings.TrimSpace(strings.TrimPrefix(c.Text, "//"))
-		if strings.HasPrefix(line, "+") || line == "" {
-			continue
+	for _, line := range lines(g) {
+		if !strings.HasPrefix(line, "+") && line != "" {
+			words = append(words, line)
 		}
-		words = append(words, line)
 	}
 	return strings.Join(words, " ")
+}
+
+// lines are a comment's lines without their slashes (none for no comment).
+func lines(g *ast.CommentGroup) []string {
+	if g == nil {
+		return nil
+	}
+	out := make([]string, len(g.List))
+	for i, c := range g.List {
+		out[i] = strings.TrimSpace(strings.TrimPrefix(c.Text, "//"))
+	}
+	return out
 }
 
 // cell escapes a table cell's text.
