@@ -18,6 +18,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/checks"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
 	"github.com/example/webapp-operator/controller/ssa"
@@ -159,8 +160,8 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 			obs.Checks, obs.ChecksAt = round.results, round.at
 		}
 		if r.checks.due(key, state.Canary, state.Step, run.plan.Checks[0].Interval, pauseEnd, now) {
-			rt, checks := r.checkTransport(), spec.Checks[:len(run.plan.Checks)]
-			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult { return queryChecks(ctx, rt, checks, now) })
+			rt, checkSpecs := r.checkTransport(), spec.Checks[:len(run.plan.Checks)]
+			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult { return queryChecks(ctx, rt, checkSpecs, now) })
 		}
 	}
 	run.decision = canary.Next(run.plan, state, obs, now)
@@ -206,15 +207,15 @@ func checksWanted(plan canary.Plan, obs canary.Observation) bool {
 	return len(plan.Checks) > 0 && obs.CanaryReady && obs.TroubleReason == ""
 }
 
-// queryChecks evaluates checks at now, in their order, all at once under one bound (checkTimeout): a round takes
+// queryChecks evaluates checks at now, in their order, all at once under one bound (checks.Timeout): a round takes
 // as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most.
-func queryChecks(ctx context.Context, rt http.RoundTripper, checks []webappv2.CanaryCheck, now time.Time) []canary.CheckResult {
-	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, now time.Time) []canary.CheckResult {
+	ctx, cancel := context.WithTimeout(ctx, checks.Timeout)
 	defer cancel()
-	out := make([]canary.CheckResult, len(checks))
+	out := make([]canary.CheckResult, len(checkSpecs))
 	var wg sync.WaitGroup
-	for i, c := range checks {
-		wg.Go(func() { out[i] = queryCheck(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now) })
+	for i, c := range checkSpecs {
+		wg.Go(func() { out[i] = checks.Query(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now) })
 	}
 	wg.Wait()
 	return out
@@ -400,7 +401,7 @@ func (run *canaryRun) decided() (d canary.Decision, ok bool, err error) {
 }
 
 // checkRounds runs canaries' checks apart from the reconcile: a reconcile that finds a WebApp's checks due starts
-// a round in the background and goes on; the round's checks are queried at once under one checkTimeout bound, and
+// a round in the background and goes on; the round's checks are queried at once under one checks.Timeout bound, and
 // when it ends its results wait for the WebApp's next reconcile, which the round's end brings (wake). So a worker is
 // never held by a check, however many hang, and a canary's pod trouble is never decided behind one. One round per
 // WebApp at a time; after a restart the checks are due at once.

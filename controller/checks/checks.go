@@ -1,4 +1,7 @@
-package controller
+// Package checks evaluates a canary's checks: the one HTTP call the operator makes to an address a WebApp chooses
+// (a Prometheus query, answered by one number, bounded in time and in size). The step machine (controller/canary)
+// decides from the results; the reconciler (controller/canary_run.go) runs a round of them apart from the reconcile.
+package checks
 
 import (
 	"context"
@@ -18,9 +21,9 @@ import (
 	"github.com/example/webapp-operator/controller/canary"
 )
 
-// checkTimeout bounds one check's query: a Prometheus that does not answer fails the check, it does not hold the
+// Timeout bounds one check's query: a Prometheus that does not answer fails the check, it does not hold the
 // reconcile.
-const checkTimeout = 5 * time.Second
+const Timeout = 5 * time.Second
 
 // maxCheckAnswer bounds the answer of a check's query that is read: whoever may create a WebApp chooses the
 // address, so an answer is never read whole (a 64 MiB answer once tripled the operator's memory). An instant
@@ -30,7 +33,7 @@ const maxCheckAnswer = 4 << 20
 // errAnswerTooLarge is the failed measurement of an answer larger than maxCheckAnswer.
 var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB; a check needs one number (aggregate it, e.g. with sum)", maxCheckAnswer>>20)
 
-// queryCheck evaluates a canary check's PromQL query on the Prometheus at address, at now: its value is a
+// Query evaluates a canary check's PromQL query on the Prometheus at address, at now: its value is a
 // scalar's, or the one sample of an instant vector. An empty vector has no value (NaN: the check fails, it never
 // passes on missing data); more than one series, a value that is not a finite number,
 // or an answer larger than maxCheckAnswer is an error, since a check compares one number with its threshold.
@@ -39,7 +42,7 @@ var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB; a check ne
 // alike): a GET is a read by definition, so the address a WebApp chooses can make the operator read, never submit
 // a form (docs/progressive-delivery.md promises a GET); the CRD bounds a query at 4096 characters, whose URL (at most 3 times that,
 // escaped) is well within what Prometheus's server accepts (1 MiB of request line and headers).
-func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string, now time.Time) canary.CheckResult {
+func Query(ctx context.Context, rt http.RoundTripper, address, query string, now time.Time) canary.CheckResult {
 	u, err := url.Parse(address)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return canary.CheckResult{Err: fmt.Errorf("prometheus address %q: not an http(s) URL", address)}
@@ -50,9 +53,9 @@ func queryCheck(ctx context.Context, rt http.RoundTripper, address, query string
 	u.RawQuery = url.Values{
 		"query":   {query},
 		"time":    {strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', -1, 64)},
-		"timeout": {checkTimeout.String()},
+		"timeout": {Timeout.String()},
 	}.Encode()
-	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
