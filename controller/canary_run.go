@@ -46,6 +46,14 @@ type canaryRun struct {
 	stableReplicas int32
 	// err: the canary could not be decided (its inputs unknown); its objects are left as they are.
 	err error
+
+	// What observeCanary read for decide.
+	state canary.State       // the state the status keeps
+	seen  canary.Observation // both versions as the step machine takes them
+	// record is the stable version's record, stable the stable Deployment (as the server has it when the cache has
+	// not seen our last write of it): where the stable version's pod template is found (heldStable).
+	record *appsv1.ControllerRevision
+	stable *appsv1.Deployment
 }
 
 // planOf is the spec's strategy with its defaults.
@@ -98,19 +106,21 @@ func countFailures(failures []int32, n, i int, count int32) []int32 {
 	return out
 }
 
-// decideCanary observes app's two versions and decides the canary's next state; nil without a strategy.
-func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebApp, in inputs) *canaryRun {
+// observeCanary reads what app's canary is decided from: its state, both versions, the canary's pods and their
+// probes, the checks' last round (starting the next one when it is due, in the background), and where the stable
+// version's pod template is kept; nil without a strategy.
+func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebApp, o observed) *canaryRun {
 	spec := app.Spec.Rollout.Canary
 	if spec == nil {
 		return nil
 	}
 	run := &canaryRun{plan: planOf(spec)}
-	if in.configErr != nil || in.hpaErr != nil {
+	if o.configErr != nil || o.hpaErr != nil {
 		// Which version the spec is, or the count the canary follows, is not known.
-		run.err = errors.Join(in.configErr, in.hpaErr)
+		run.err = errors.Join(o.configErr, o.hpaErr)
 		return run
 	}
-	want, err := desired.Deployment(app, in.Inputs)
+	want, err := desired.Deployment(app, o.Inputs)
 	if err == nil {
 		run.revision, err = desired.Revision(want.Spec.Template)
 	}
@@ -123,14 +133,14 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 		run.err = err
 		return run
 	}
-	stable := r.cachedDeploymentOf(ctx, app, app.Name)
+	stable := o.stable
 	canaryDep := r.cachedDeploymentOf(ctx, app, desired.CanaryName(app))
 	run.stableReplicas = desired.WebAppReplicas(app)
-	if desired.ReplicasByHPA(app, in.HPAExists) && stable != nil && stable.Spec.Replicas != nil {
+	if desired.ReplicasByHPA(app, o.HPAExists) && stable != nil && stable.Spec.Replicas != nil {
 		// The HPA's count is the stable version's; the canary's comes on top of it, never out of it.
 		run.stableReplicas = *stable.Spec.Replicas
 	}
-	now := r.now().Time
+	now := o.now
 	obs := canary.Observation{Revision: run.revision, Deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
 	trying := state.Canary == run.revision && state.Canary != ""
 	if trying && state.Step < len(run.plan.Steps) {
@@ -164,36 +174,64 @@ func (r *WebAppReconciler) decideCanary(ctx context.Context, app *webappv2.WebAp
 			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult { return queryChecks(ctx, rt, checkSpecs, now) })
 		}
 	}
-	run.decision = canary.Next(run.plan, state, obs, now)
-	run.hold = run.decision.Phase == canary.PhaseCanary || run.decision.Phase == canary.PhaseRolledBack
-	if run.hold {
-		run.held = r.heldStable(ctx, app, stable, run.decision.State.Stable)
+	run.state, run.seen = state, obs
+	// The revisions the decision may hold as stable: the state's (the one deployed, before any), or a promoted
+	// canary's that a newer version interrupts.
+	keep := []string{state.Stable}
+	if state.Stable == "" {
+		keep[0] = obs.Deployed
 	}
-	r.tellCanary(app, state, run)
+	if state.Canary != "" && state.Step >= len(run.plan.Steps) {
+		keep = append(keep, state.Canary)
+	}
+	run.record, run.stable = r.stableTemplateSources(ctx, app, stable, keep)
 	return run
 }
 
-// heldStable is the pod template of the stable version (revision stable), which the stable Deployment keeps while
-// a canary holds it: its record's (stable_record.go); without one (a canary begun before records were kept, or a
-// WebApp that took the strategy while its Deployment ran another version), the template our manager owns on the
-// stable Deployment, applied as it is (as the server has it when the cache has not seen our last write of it). Nil:
-// not known.
-func (r *WebAppReconciler) heldStable(ctx context.Context, app *webappv2.WebApp, stable *appsv1.Deployment, rev string) *corev1ac.PodTemplateSpecApplyConfiguration {
-	if c := childOf("ControllerRevision"); c != nil {
-		if obj, _ := r.cachedChild(ctx, *c, app); obj != nil {
-			if t := heldTemplate(obj.(*appsv1.ControllerRevision), rev); t != nil {
-				return t
-			}
-		}
+// decide is the canary's next state, from what observeCanary read: the step machine's decision and, while the
+// stable version keeps serving beside a canary or after a rollback, its pod template.
+func (run *canaryRun) decide(now time.Time) {
+	if run == nil || run.err != nil {
+		return
 	}
-	if stable == nil {
-		return nil
+	run.decision = canary.Next(run.plan, run.state, run.seen, now)
+	run.hold = run.decision.Phase == canary.PhaseCanary || run.decision.Phase == canary.PhaseRolledBack
+	if run.hold {
+		run.held = heldStable(run.record, run.stable, run.decision.State.Stable)
+	}
+}
+
+// stableTemplateSources reads where the stable version's pod template is kept (heldStable): its record, and app's
+// stable Deployment, read from the API server when the cache has not seen our last write of it and the record may
+// not hold the revision the decision keeps (one of keep).
+func (r *WebAppReconciler) stableTemplateSources(ctx context.Context, app *webappv2.WebApp, stable *appsv1.Deployment, keep []string) (*appsv1.ControllerRevision, *appsv1.Deployment) {
+	var record *appsv1.ControllerRevision
+	key := types.NamespacedName{Namespace: app.Namespace, Name: stableRecordName(app)}
+	if cr := (&appsv1.ControllerRevision{}); r.Client.Get(ctx, key, cr, client.UnsafeDisableDeepCopy) == nil && ssa.NotOursReason(cr, app.UID) == "" {
+		record = cr
+	}
+	if stable == nil || record != nil && !slices.ContainsFunc(keep, func(rev string) bool { return rev != "" && rev != record.Annotations[webappv2.AnnotationRevision] }) {
+		return record, stable
 	}
 	if r.mem.Behind("Deployment", client.ObjectKeyFromObject(app), stable) {
 		fresh := &appsv1.Deployment{}
 		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(stable), fresh); err == nil {
 			stable = fresh
 		}
+	}
+	return record, stable
+}
+
+// heldStable is the pod template of the stable version (revision rev), which the stable Deployment keeps while a
+// canary holds it: its record's (stable_record.go); without one (a canary begun before records were kept, or a
+// WebApp that took the strategy while its Deployment ran another version), the template our manager owns on the
+// stable Deployment, applied as it is. Nil: not known.
+func heldStable(record *appsv1.ControllerRevision, stable *appsv1.Deployment, rev string) *corev1ac.PodTemplateSpecApplyConfiguration {
+	if t := heldTemplate(record, rev); t != nil {
+		return t
+	}
+	if stable == nil {
+		return nil
 	}
 	if owned, err := appsv1ac.ExtractDeployment(stable, webappv2.FieldManager); err == nil && owned.Spec != nil && owned.Spec.Template != nil {
 		return owned.Spec.Template
@@ -314,8 +352,11 @@ func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecAppl
 }
 
 // tellCanary records an event when the canary starts, moves to another step, is promoted or rolled back.
-func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, was canary.State, run *canaryRun) {
-	d, s := run.decision, run.decision.State
+func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
+	if run == nil || run.err != nil {
+		return
+	}
+	was, d, s := run.state, run.decision, run.decision.State
 	switch {
 	case d.Phase == canary.PhaseRolledBack && was.Canary != "":
 		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.Failed, s.Reason, pods.TruncateTo(s.Message, 800))

@@ -47,27 +47,16 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep
 	return pods.Owned(uid, replicaSets.Items, podList), true
 }
 
-// observePods adds to obs what app's pods say (their trouble, the failed probes of those that run unready) and
-// returns when to look again (0: no need). Pods tell more than the Deployment only while its rollout is not
-// complete: only then are they watched.
-func (r *WebAppReconciler) observePods(ctx context.Context, app *webappv2.WebApp, obs *status.Observation) time.Duration {
-	needed := needsPods(app, *obs)
-	r.watchPods(ctx, client.ObjectKeyFromObject(app), needed)
-	if needed {
-		// A mounted ConfigMap or Secret that is missing shows in no field of the pod: the cache says (an error
-		// leaves it unsaid, never claimed).
-		obs.Missing, _ = r.missingSources(ctx, app)
-	}
-	var known bool
-	obs.Pods, known = r.podsOf(ctx, app, obs.Dep)
-	var wait time.Duration
-	obs.Probes, wait = r.probeFailures(ctx, app.Namespace, obs.Pods)
-	// The watch is starting (after a restart, say) and still lists the pods: a status written now would say what it
-	// says without them (a trouble it reported gone, a rollout "progressing"), then with them again.
-	if needed && !known && r.podWatch != nil && r.podWatch.listing() {
-		obs.PodsPending, wait = true, pods.Recheck
-	}
-	return wait
+// readPods reads what app's pods of its Deployment dep say: their trouble, the failed probes of those that run
+// unready, and the mounted ConfigMaps and Secrets that are missing.
+func (r *WebAppReconciler) readPods(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) podsObserved {
+	p := podsObserved{read: true}
+	// A mounted ConfigMap or Secret that is missing shows in no field of the pod: the cache says (an error leaves it
+	// unsaid, never claimed).
+	p.missing, _ = r.missingSources(ctx, app)
+	p.list, p.known = r.podsOf(ctx, app, dep)
+	p.probes, p.wait = r.probeFailures(ctx, app.Namespace, p.list)
+	return p
 }
 
 // needsPods: app's Deployment is not rolled out, or a canary runs, so its pods may say why (a rolled-out one has every pod ready,

@@ -90,7 +90,7 @@ func TestObserveAHeldDeployment(t *testing.T) {
 		{"not created yet", childOutcome{}, status.Observation{Known: true, Err: held}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := observe(tc.out, held); got.Dep != tc.want.Dep || got.Known != tc.want.Known || !errors.Is(got.Err, tc.want.Err) {
+			if got := observeDeployment(tc.out, held); got.Dep != tc.want.Dep || got.Known != tc.want.Known || !errors.Is(got.Err, tc.want.Err) {
 				t.Errorf("observed %+v, want %+v", got, tc.want)
 			}
 		})

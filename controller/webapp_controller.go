@@ -142,7 +142,13 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 	// The kinds served now, for the writes and the status alike: a kind that comes or goes meanwhile brings
 	// every WebApp back.
 	active := r.activeChildren()
-	kids, applyErr := r.applyChildren(ctx, app, active)
+	// Observe: everything the decisions take, read once, first.
+	o := r.observe(ctx, app)
+	// Decide: the canary's next state (the builders take the rest from o as they build).
+	o.canary.decide(o.now)
+	r.tellCanary(app, o.canary)
+	// Write: each child where what our manager owns differs from what was decided.
+	kids, applyErr := r.applyChildren(ctx, app, active, o.inputs)
 	if errors.Is(applyErr, ssa.ErrOwnerGoing) {
 		// The cache is behind a deletion: the WebApp's own event brings the reconcile that handles it.
 		r.mem.settle(key, "", nil)
@@ -150,7 +156,7 @@ func (r *WebAppReconciler) converge(ctx context.Context, app *webappv2.WebApp, f
 	}
 	obs := kids.observation()
 	obs.RouteServed = slices.ContainsFunc(active, func(c childKind) bool { return c.kind == "HTTPRoute" }) && !slices.Contains(kids.gone, "HTTPRoute")
-	podsWait := r.observePods(ctx, app, &obs)
+	podsWait := r.podsAfterWrites(ctx, app, o, &obs)
 	held, statusWrote, statusErr := r.applyStatus(ctx, app, obs, applyErr)
 	res, err := ctrl.Result{}, r.result(ctx, applyErr, statusErr)
 	if held > 0 && err == nil {
@@ -209,7 +215,7 @@ type childrenOutcome struct {
 // observation is what the status may say of the Deployment, and the fields other managers keep.
 func (c childrenOutcome) observation() status.Observation {
 	out, err := c.byKind["Deployment"], c.errs["Deployment"]
-	obs := observe(out, err)
+	obs := observeDeployment(out, err)
 	obs.Retained = c.retained
 	obs.ReplicasByHPA = c.replicasByHPA
 	// The exposing children, for the Exposed condition.
@@ -224,20 +230,9 @@ func (c childrenOutcome) observation() status.Observation {
 	return obs
 }
 
-// applyChildren writes each active kind of child of app (only where what we own differs from desired; an optional
-// child the WebApp no longer needs is deleted) and returns what it found and did.
-func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp, active []childKind) (childrenOutcome, error) {
-	in := inputs{}
-	in.ConfigHash, in.configErr = r.configHash(ctx, app)
-	// Read once, for the Deployment's count and the status alike: the HPA decides the count only once it exists.
-	in.HPAExists, in.hpaErr = r.hpaExists(ctx, app)
-	// A Deployment the apply creates (new, or deleted by someone) starts at the WebApp's count, even under an HPA.
-	in.DeploymentMissing = in.HPAExists && r.cachedDeployment(ctx, client.ObjectKeyFromObject(app)) == nil
-	// With a canary strategy: which version serves, which is tried, and the traffic each gets.
-	in.canary = r.decideCanary(ctx, app, in)
-	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before
-	// the Deployment is written.
-	in.claimErr = r.claimInTheWay(ctx, app)
+// applyChildren writes each active kind of child of app as built from in (only where what we own differs from
+// desired; an optional child the WebApp no longer needs is deleted) and returns what it found and did.
+func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp, active []childKind, in inputs) (childrenOutcome, error) {
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
 	opts := ssa.Opts{Owner: app.UID, ReadFirst: status.ReadyReason(app) == webappv2.ReasonChildNotOwned}
@@ -722,9 +717,9 @@ func (r *WebAppReconciler) activeChildren() []childKind {
 	return out
 }
 
-// observe turns the outcome of the Deployment's write into what the status may say of it. A Deployment that is not
-// ours is never reported on; one that could not be read is unknown, not missing.
-func observe(out childOutcome, err error) status.Observation {
+// observeDeployment turns the outcome of the Deployment's write into what the status may say of it. A Deployment
+// that is not ours is never reported on; one that could not be read is unknown, not missing.
+func observeDeployment(out childOutcome, err error) status.Observation {
 	var ce *ssa.Error
 	var held *heldError
 	dep, _ := out.obj.(*appsv1.Deployment)

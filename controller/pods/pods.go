@@ -2,8 +2,8 @@
 // pulled, a crash loop, a pod the scheduler cannot place, a failing probe), which pods are the WebApp's (made by its
 // Deployment's ReplicaSets, not merely labelled like them), and the slim form the pod watch keeps them in. Pure
 // functions of pods and events: the reconciler's pod watch (controller/podwatch.go) and its reads
-// (controller/observe_pods.go) hand them in, and the status (controller/status) says what they found. The lint
-// config refuses a client, cache, HTTP or file import here.
+// (controller/observe.go, controller/observe_pods.go) hand them in, and the status (controller/status) says what
+// they found. The lint config refuses a client, cache, HTTP or file import here.
 package pods
 
 import (
