@@ -163,6 +163,10 @@ bench-scale: build ## Measure N WebApps beside U Deployments against the floor, 
 build: ## Build the manager binary into bin/manager.
 	CGO_ENABLED=0 go build -trimpath -tags=$(MANAGER_TAGS) -o bin/manager .
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-webapp (then: export PATH=$$PWD/bin:$$PATH; kubectl webapp get NAME).
+	CGO_ENABLED=0 go build -trimpath -o bin/kubectl-webapp ./cmd/kubectl-webapp
+
 .PHONY: run
 run: build ## Run the manager against $$KUBECONFIG / ~/.kube/config, or a local cluster it starts (NODE=real: a real node; ARGS: manager flags).
 	NODE=$(NODE) hack/run.sh $(ARGS)

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
@@ -387,4 +388,18 @@ func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *web
 		return true, &ssa.Error{Kind: c.kind, Key: client.ObjectKeyFromObject(obj), Err: err}
 	}
 	return true, nil
+}
+
+// ChildObjects are empty objects of every child app may have, each named and placed as app's child of its kind
+// (kind and apiVersion set): the declarations above, for kubectl-webapp to read them by.
+func ChildObjects(app *webappv2.WebApp) []client.Object {
+	out := make([]client.Object, 0, len(children))
+	for _, c := range children {
+		obj := c.object()
+		obj.SetNamespace(app.Namespace)
+		obj.SetName(c.objectName(app))
+		obj.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(c.apiVersion, c.kind))
+		out = append(out, obj)
+	}
+	return out
 }

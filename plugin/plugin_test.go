@@ -1,0 +1,114 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+)
+
+func TestTreeSaysEachObjectsState(t *testing.T) {
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Generation: 2},
+		Status: webappv2.WebAppStatus{ObservedGeneration: 2, AvailableReplicas: 1, DesiredReplicas: 2, ReplicasSetBy: webappv2.ReplicasSetByWebApp,
+			Conditions: []metav1.Condition{{Type: webappv2.ConditionReady, Status: metav1.ConditionFalse, Reason: webappv2.ReasonCrashLoopBackOff, Message: "1/2 pods crash"}}}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 3}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, ReadyReplicas: 1, UpdatedReplicas: 2, AvailableReplicas: 1}}
+	crashing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: 4, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}}}
+	ready := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	cases := []struct {
+		name string
+		s    Snapshot
+		want []string // lines of the rendered tree, in order
+	}{
+		{"a WebApp not reconciled yet", Snapshot{App: &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "new", Generation: 1}}},
+			[]string{"WebApp new: not reconciled yet (no Ready condition), 0/0 available, generation 1 not yet observed (status is of 0)"}},
+		{"a Deployment with a crashing pod", Snapshot{App: app, Children: []client.Object{dep}, Pods: map[string][]*corev1.Pod{"web": {ready, crashing}}},
+			[]string{
+				"WebApp web: Ready=False (CrashLoopBackOff), 1/2 available, replicas set by WebApp",
+				"  Ready=False CrashLoopBackOff: 1/2 pods crash",
+				"└── Deployment web: 1/2 ready, 2 updated, 1 available",
+				"    ├── Pod web-0: Running, ready, 0 restarts",
+				"    └── Pod web-1: Running, not ready, 4 restarts, CrashLoopBackOff:",
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := Render(&b, Tree(tc.s)); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+			if len(lines) != len(tc.want) {
+				t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(tc.want), b.String())
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("line %d = %q, want it to start with %q", i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestOwnersListsEachFieldAndTheSharedOnes(t *testing.T) {
+	entry := func(manager, op, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
+	}
+	cases := []struct {
+		name       string
+		entries    []metav1.ManagedFieldsEntry
+		wantFields map[string][]string // field: managers, in entry order
+		wantShared []string
+		wantErr    bool
+	}{
+		{"ours alone", []metav1.ManagedFieldsEntry{entry(webappv2.FieldManager, "Apply", `{"f:spec":{"f:replicas":{}}}`)},
+			map[string][]string{".spec.replicas": {webappv2.FieldManager}}, nil, false},
+		{"a label both hold, an annotation theirs", []metav1.ManagedFieldsEntry{
+			entry(webappv2.FieldManager, "Apply", `{"f:metadata":{"f:labels":{"f:a":{}}}}`),
+			entry("kubectl-edit", "Update", `{"f:metadata":{"f:labels":{"f:a":{}},"f:annotations":{"f:b":{}}}}`)},
+			map[string][]string{".metadata.labels.a": {webappv2.FieldManager, "kubectl-edit"}, ".metadata.annotations.b": {"kubectl-edit"}},
+			[]string{".metadata.labels.a"}, false},
+		// The item's own entry (".") is not listed beside its fields: the fields say it.
+		{"a list item by key", []metav1.ManagedFieldsEntry{entry("kubectl-set", "Update", `{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{}}}}}`)},
+			map[string][]string{`.spec.containers[name="app"].image`: {"kubectl-set"}}, nil, false},
+		{"a broken entry", []metav1.ManagedFieldsEntry{entry("x", "Update", `{"f:spec":`)}, nil, nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &metav1.ObjectMeta{Name: "web", ManagedFields: tc.entries}
+			got, err := Owners("Deployment", obj)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				return
+			}
+			have := map[string][]string{}
+			for _, f := range got.Fields {
+				for _, o := range f.Owners {
+					have[f.Field] = append(have[f.Field], o.Manager)
+				}
+			}
+			if len(have) != len(tc.wantFields) {
+				t.Errorf("fields %v, want %v", have, tc.wantFields)
+			}
+			for f, managers := range tc.wantFields {
+				if strings.Join(have[f], ",") != strings.Join(managers, ",") {
+					t.Errorf("field %s held by %v, want %v", f, have[f], managers)
+				}
+			}
+			if strings.Join(got.Shared, ",") != strings.Join(tc.wantShared, ",") {
+				t.Errorf("shared %v, want %v", got.Shared, tc.wantShared)
+			}
+		})
+	}
+}

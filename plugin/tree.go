@@ -1,0 +1,294 @@
+// Package plugin is kubectl-webapp: a WebApp as a tree of its children and pods, each with its state in words
+// (get), and who owns each field of them (owners). What it reads it reads as the operator does: the children by
+// the operator's own declarations (controller.ChildObjects), the pods by the operator's test of which are the
+// WebApp's (controller/pods). Everything it says is a pure function of what it read (Tree, Owners), tested with
+// tables; the commands (cmd.go) read and print.
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/pods"
+)
+
+// Snapshot is what get read of one WebApp: the WebApp, its children that exist (in the operator's order), and
+// the pods of each of its Deployments (by the Deployment's name).
+type Snapshot struct {
+	App      *webappv2.WebApp
+	Children []client.Object
+	Pods     map[string][]*corev1.Pod
+}
+
+// Node is one line of the tree: an object, its state in words, and what it holds.
+type Node struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Details are more lines of the object's state (the WebApp's conditions, say).
+	Details  []string `json:"details,omitempty"`
+	Children []Node   `json:"children,omitempty"`
+}
+
+// Tree is the WebApp of s as a tree: its conditions, then each child with its state, each Deployment with its
+// pods, and the canary's state when it has a strategy.
+func Tree(s Snapshot) Node {
+	app := s.App
+	root := Node{Kind: "WebApp", Name: app.Name, State: webAppState(app)}
+	for _, c := range app.Status.Conditions {
+		root.Details = append(root.Details, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+	}
+	for _, f := range app.Status.RetainedFields {
+		root.Details = append(root.Details, fmt.Sprintf("retained: %s %s, kept by %s", f.Kind, f.Field, strings.Join(f.Managers, ", ")))
+	}
+	for _, obj := range s.Children {
+		n := Node{Kind: kindOf(obj), Name: obj.GetName(), State: childState(obj)}
+		if _, ok := obj.(*appsv1.Deployment); ok {
+			for _, p := range s.Pods[obj.GetName()] {
+				n.Children = append(n.Children, Node{Kind: "Pod", Name: p.Name, State: podState(p)})
+			}
+		}
+		root.Children = append(root.Children, n)
+	}
+	if c := app.Status.Canary; c != nil && app.Spec.Rollout.Canary != nil {
+		root.Children = append(root.Children, Node{Kind: "Canary", Name: app.Name, State: canaryState(c, app.Spec.Rollout.Canary)})
+	}
+	return root
+}
+
+// Render writes n as an indented tree, one object a line, its details under it.
+func Render(w io.Writer, n Node) error {
+	var b strings.Builder
+	render(&b, n, "", "", "  ")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func render(b *strings.Builder, n Node, first, rest, detail string) {
+	fmt.Fprintf(b, "%s%s %s: %s\n", first, n.Kind, n.Name, n.State)
+	for _, d := range n.Details {
+		fmt.Fprintf(b, "%s%s\n", detail, d)
+	}
+	for i, c := range n.Children {
+		if i == len(n.Children)-1 {
+			render(b, c, rest+"└── ", rest+"    ", rest+"    │ ")
+		} else {
+			render(b, c, rest+"├── ", rest+"│   ", rest+"│   │ ")
+		}
+	}
+}
+
+// kindOf is obj's kind: from its type, since a typed object read by a client carries no kind.
+func kindOf(obj client.Object) string {
+	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != "" {
+		return k
+	}
+	t := fmt.Sprintf("%T", obj)
+	return t[strings.LastIndex(t, ".")+1:]
+}
+
+// webAppState is the WebApp's first line: its Ready condition and counts.
+func webAppState(app *webappv2.WebApp) string {
+	ready := meta.FindStatusCondition(app.Status.Conditions, webappv2.ConditionReady)
+	words := "not reconciled yet (no Ready condition)"
+	if ready != nil {
+		words = fmt.Sprintf("Ready=%s (%s)", ready.Status, ready.Reason)
+	}
+	words += fmt.Sprintf(", %d/%d available", app.Status.AvailableReplicas, app.Status.DesiredReplicas)
+	if app.Status.ReplicasSetBy != "" {
+		words += ", replicas set by " + app.Status.ReplicasSetBy
+	}
+	if app.Status.ObservedGeneration != app.Generation {
+		words += fmt.Sprintf(", generation %d not yet observed (status is of %d)", app.Generation, app.Status.ObservedGeneration)
+	}
+	for _, u := range app.Status.URLs {
+		words += ", " + u
+	}
+	return words
+}
+
+// childState is a child's state in words.
+func childState(obj client.Object) string {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return deploymentState(o)
+	case *corev1.Service:
+		return serviceState(o)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return hpaState(o)
+	case *policyv1.PodDisruptionBudget:
+		return fmt.Sprintf("%d disruptions allowed, %d/%d healthy", o.Status.DisruptionsAllowed, o.Status.CurrentHealthy, o.Status.ExpectedPods)
+	case *networkingv1.Ingress:
+		return ingressState(o)
+	case *gwv1.HTTPRoute:
+		return routeState(o)
+	case *corev1.PersistentVolumeClaim:
+		words := string(o.Status.Phase)
+		if q, ok := o.Status.Capacity[corev1.ResourceStorage]; ok {
+			words += ", " + q.String()
+		}
+		if o.Spec.StorageClassName != nil {
+			words += ", class " + *o.Spec.StorageClassName
+		}
+		return words
+	case *appsv1.ControllerRevision:
+		return "the stable version's pod template, revision " + o.Annotations[webappv2.AnnotationRevision]
+	}
+	return "exists"
+}
+
+func deploymentState(d *appsv1.Deployment) string {
+	var want int32 = 1
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	words := fmt.Sprintf("%d/%d ready, %d updated, %d available", d.Status.ReadyReplicas, want, d.Status.UpdatedReplicas, d.Status.AvailableReplicas)
+	if rev := d.Annotations[webappv2.AnnotationRevision]; rev != "" {
+		words += ", revision " + rev
+	}
+	if d.Status.ObservedGeneration < d.Generation {
+		words += ", its controller has not seen the latest spec"
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == webappv2.ReasonProgressDeadlineExceeded {
+			words += ", progress deadline exceeded"
+		}
+	}
+	return words
+}
+
+func serviceState(s *corev1.Service) string {
+	words := string(s.Spec.Type)
+	if s.Spec.ClusterIP != "" {
+		words += " " + s.Spec.ClusterIP
+	}
+	var ports []string
+	for _, p := range s.Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%s %d→%s", p.Name, p.Port, p.TargetPort.String()))
+	}
+	if len(ports) > 0 {
+		words += ", ports " + strings.Join(ports, ", ")
+	}
+	return words
+}
+
+func hpaState(h *autoscalingv2.HorizontalPodAutoscaler) string {
+	var lo int32 = 1
+	if h.Spec.MinReplicas != nil {
+		lo = *h.Spec.MinReplicas
+	}
+	words := fmt.Sprintf("%d replicas, wants %d (from %d to %d)", h.Status.CurrentReplicas, h.Status.DesiredReplicas, lo, h.Spec.MaxReplicas)
+	for _, m := range h.Status.CurrentMetrics {
+		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
+			words += fmt.Sprintf(", %s at %d%%", m.Resource.Name, *m.Resource.Current.AverageUtilization)
+		}
+	}
+	for _, c := range h.Status.Conditions {
+		if c.Type == autoscalingv2.ScalingActive && c.Status != corev1.ConditionTrue {
+			words += fmt.Sprintf(", not scaling (%s)", c.Reason)
+		}
+	}
+	return words
+}
+
+func ingressState(i *networkingv1.Ingress) string {
+	var urls []string
+	scheme := "http"
+	if len(i.Spec.TLS) > 0 {
+		scheme = "https"
+	}
+	for _, r := range i.Spec.Rules {
+		if r.HTTP == nil {
+			continue
+		}
+		for _, p := range r.HTTP.Paths {
+			urls = append(urls, scheme+"://"+r.Host+p.Path)
+		}
+	}
+	words := strings.Join(urls, ", ")
+	if len(i.Status.LoadBalancer.Ingress) == 0 {
+		words += " (no address yet)"
+	}
+	return words
+}
+
+func routeState(r *gwv1.HTTPRoute) string {
+	var backends []string
+	for _, rule := range r.Spec.Rules {
+		for _, b := range rule.BackendRefs {
+			w := int32(1)
+			if b.Weight != nil {
+				w = *b.Weight
+			}
+			backends = append(backends, fmt.Sprintf("%s weight %d", b.Name, w))
+		}
+	}
+	words := "backends " + strings.Join(slices.Compact(backends), ", ")
+	if len(r.Spec.Hostnames) > 0 {
+		hosts := make([]string, len(r.Spec.Hostnames))
+		for i, h := range r.Spec.Hostnames {
+			hosts[i] = string(h)
+		}
+		words += ", hosts " + strings.Join(hosts, ", ")
+	}
+	for _, p := range r.Status.Parents {
+		if c := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted)); c != nil {
+			words += fmt.Sprintf(", %s Accepted=%s", p.ParentRef.Name, c.Status)
+		}
+	}
+	return words
+}
+
+func podState(p *corev1.Pod) string {
+	words := string(p.Status.Phase)
+	ready := false
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if ready {
+		words += ", ready"
+	} else {
+		words += ", not ready"
+	}
+	var restarts int32
+	for _, c := range p.Status.ContainerStatuses {
+		restarts += c.RestartCount
+	}
+	words += fmt.Sprintf(", %d restarts", restarts)
+	if reason, detail := pods.OneTrouble(pods.AsCached(p)); reason != "" {
+		words += fmt.Sprintf(", %s: %s", reason, detail)
+	}
+	return words
+}
+
+func canaryState(c *webappv2.CanaryStatus, spec *webappv2.CanarySpec) string {
+	words := c.Phase
+	switch c.Phase {
+	case "Canary":
+		words += fmt.Sprintf(", revision %s at step %d of %d, weight %d%%, beside %s", c.CanaryRevision, c.Step+1, len(spec.Steps), c.Weight, c.StableRevision)
+	case "Promoting":
+		words += fmt.Sprintf(", the stable Deployment rolls to %s", c.CanaryRevision)
+	case "RolledBack":
+		words += fmt.Sprintf(", revision %s rolled back (%s: %s); %s serves", c.FailedRevision, c.Reason, c.Message, c.StableRevision)
+	default:
+		words += ", revision " + c.StableRevision + " serves"
+	}
+	for _, f := range c.Failures {
+		words += fmt.Sprintf(", check %s failed %d times", f.Name, f.Count)
+	}
+	return words
+}
