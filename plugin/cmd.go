@@ -43,7 +43,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	root := &cobra.Command{
 		Use:           "kubectl-webapp",
-		Short:         "See a WebApp, its children and pods, and who owns their fields",
+		Short:         "See a WebApp, its children and pods, why it is where it is, and who owns their fields",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl webapp"},
@@ -53,7 +53,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the tree or the fields as data); empty: text")
-	root.AddCommand(newGetCommand(o), newOwnersCommand(o))
+	root.AddCommand(newGetCommand(o), newExplainCommand(o), newOwnersCommand(o))
 	return root
 }
 
@@ -324,5 +324,33 @@ func newOwnersCommand(o *options) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&child, "child", "", "Only the child of this kind (Deployment, Service, ...; WebApp for the WebApp)")
+	return cmd
+}
+
+func newExplainCommand(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain NAME",
+		Short: "Say why each condition of a WebApp says what it says, who sets its count, and where its traffic goes, with the evidence",
+		Example: `  kubectl webapp explain web          # each statement, then the object, field and value behind it
+  kubectl webapp explain web -o json  # the statements as data`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeWebApps,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			s, err := read(cmd.Context(), c, client.ObjectKey{Namespace: ns, Name: args[0]})
+			if err != nil {
+				return err
+			}
+			statements := Explain(s, time.Now())
+			return o.print(statements, func(w io.Writer) error { return RenderExplain(w, statements) })
+		},
+	}
 	return cmd
 }

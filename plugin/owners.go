@@ -39,8 +39,8 @@ type Owner struct {
 	Time        *metav1.Time `json:"time,omitempty"`
 }
 
-// Owners reads the managed fields of an object of kind: every field with the entries that hold it, in the order
-// of the fields' paths, and the fields the operator shares with another manager.
+// Owners reads the managed fields of an object of kind: every field with the entries that hold it (by manager), in
+// the order of the fields' paths, and the fields the operator shares with another manager.
 func Owners(kind string, obj metav1.Object) (ObjectOwners, error) {
 	out := ObjectOwners{Kind: kind, Name: obj.GetName()}
 	byField := map[string]*FieldOwner{}
@@ -75,7 +75,12 @@ func Owners(kind string, obj metav1.Object) (ObjectOwners, error) {
 	}
 	slices.Sort(order)
 	for _, k := range order {
-		out.Fields = append(out.Fields, *byField[k])
+		f := byField[k]
+		// By manager: the API server's order of the entries moves as they are written.
+		slices.SortStableFunc(f.Owners, func(a, b Owner) int {
+			return strings.Compare(a.Manager+"/"+a.Subresource, b.Manager+"/"+b.Subresource)
+		})
+		out.Fields = append(out.Fields, *f)
 	}
 	ours.Intersection(others).Iterate(func(p fieldpath.Path) { out.Shared = append(out.Shared, p.String()) })
 	slices.Sort(out.Shared)

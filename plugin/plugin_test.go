@@ -3,8 +3,10 @@ package plugin
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -66,7 +68,7 @@ func TestOwnersListsEachFieldAndTheSharedOnes(t *testing.T) {
 	cases := []struct {
 		name       string
 		entries    []metav1.ManagedFieldsEntry
-		wantFields map[string][]string // field: managers, in entry order
+		wantFields map[string][]string // field: managers, by name
 		wantShared []string
 		wantErr    bool
 	}{
@@ -75,7 +77,7 @@ func TestOwnersListsEachFieldAndTheSharedOnes(t *testing.T) {
 		{"a label both hold, an annotation theirs", []metav1.ManagedFieldsEntry{
 			entry(webappv2.FieldManager, "Apply", `{"f:metadata":{"f:labels":{"f:a":{}}}}`),
 			entry("kubectl-edit", "Update", `{"f:metadata":{"f:labels":{"f:a":{}},"f:annotations":{"f:b":{}}}}`)},
-			map[string][]string{".metadata.labels.a": {webappv2.FieldManager, "kubectl-edit"}, ".metadata.annotations.b": {"kubectl-edit"}},
+			map[string][]string{".metadata.labels.a": {"kubectl-edit", webappv2.FieldManager}, ".metadata.annotations.b": {"kubectl-edit"}},
 			[]string{".metadata.labels.a"}, false},
 		// The item's own entry (".") is not listed beside its fields: the fields say it.
 		{"a list item by key", []metav1.ManagedFieldsEntry{entry("kubectl-set", "Update", `{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{}}}}}`)},
@@ -108,6 +110,63 @@ func TestOwnersListsEachFieldAndTheSharedOnes(t *testing.T) {
 			}
 			if strings.Join(got.Shared, ",") != strings.Join(tc.wantShared, ",") {
 				t.Errorf("shared %v, want %v", got.Shared, tc.wantShared)
+			}
+		})
+	}
+}
+
+func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	canarySpec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10, PauseSeconds: 60}, {Weight: 50, PauseSeconds: 300}},
+		Checks: []webappv2.CanaryCheck{{Name: "errors", FailuresAllowed: 2}}}
+	withCanary := func(st webappv2.CanaryStatus) *webappv2.WebApp {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 1}}
+		app.Spec.Rollout.Canary = canarySpec
+		app.Status.Canary = &st
+		return app
+	}
+	hpaApp := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 1},
+		Status: webappv2.WebAppStatus{ReplicasSetBy: webappv2.ReplicasSetByHPA, DesiredReplicas: 5}}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 10, Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
+			Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{AverageUtilization: ptr.To[int32](50)}}}}},
+		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: 3, DesiredReplicas: 5, CurrentMetrics: []autoscalingv2.MetricStatus{{Type: autoscalingv2.ResourceMetricSourceType,
+			Resource: &autoscalingv2.ResourceMetricStatus{Name: corev1.ResourceCPU, Current: autoscalingv2.MetricValueStatus{AverageUtilization: ptr.To[int32](90)}}}}}}
+	cases := []struct {
+		name string
+		s    Snapshot
+		want []string // lines the rendering holds, each somewhere
+	}{
+		{"a canary mid-step, in its pause", Snapshot{App: withCanary(webappv2.CanaryStatus{Phase: "Canary", StableRevision: "a", CanaryRevision: "b", Step: 1, Weight: 50,
+			StepStartedAt: &metav1.Time{Time: now.Add(-100 * time.Second)}, Failures: []webappv2.CanaryCheckFailures{{Name: "errors", Count: 1}}})},
+			[]string{
+				"50% of the traffic goes to revision b (web-canary), the rest to revision a (web): the canary is at step 2 of 2",
+				"WebApp web .spec.rollout.canary.steps[1]: weight 50, pause 300s",
+				"its pause ends in 3m20s",
+				`WebApp web .status.canary.failures[name="errors"]: failed 1 times, 2 allowed`,
+			}},
+		{"a rollback", Snapshot{App: withCanary(webappv2.CanaryStatus{Phase: "RolledBack", StableRevision: "a", FailedRevision: "b", Reason: webappv2.ReasonCrashLoopBackOff, Message: "1/1 pods crash"})},
+			[]string{
+				"All the traffic goes to revision a (web): revision b was rolled back (CrashLoopBackOff)",
+				"WebApp web .status.canary.reason / message: CrashLoopBackOff: 1/1 pods crash",
+			}},
+		{"a count the HPA sets", Snapshot{App: hpaApp, Children: []client.Object{hpa}},
+			[]string{
+				"The count is 5, set by HorizontalPodAutoscaler",
+				"HorizontalPodAutoscaler web .status.currentReplicas / desiredReplicas: 3 / 5",
+				"HorizontalPodAutoscaler web .status.currentMetrics[0]: cpu at 90% against a target of 50%",
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := RenderExplain(&b, Explain(tc.s, now)); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("explain does not say %q:\n%s", w, b.String())
+				}
 			}
 		})
 	}

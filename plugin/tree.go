@@ -1,8 +1,9 @@
 // Package plugin is kubectl-webapp: a WebApp as a tree of its children and pods, each with its state in words
-// (get), and who owns each field of them (owners). What it reads it reads as the operator does: the children by
-// the operator's own declarations (controller.ChildObjects), the pods by the operator's test of which are the
-// WebApp's (controller/pods). Everything it says is a pure function of what it read (Tree, Owners), tested with
-// tables; the commands (cmd.go) read and print.
+// (get), why it is where it is with the evidence (explain), and who owns each field of them (owners). What it reads
+// it reads as the operator does: the children by the operator's own declarations (controller.ChildObjects), the
+// pods by the operator's test of which are the WebApp's (controller/pods), their trouble in the operator's words.
+// Everything it says is a pure function of what it read (Tree, Explain, Owners), tested with tables; the commands
+// (cmd.go) read and print.
 package plugin
 
 import (

@@ -1,4 +1,5 @@
-// Command kubectl-webapp is the WebApp operator's kubectl plugin: `kubectl webapp get|owners` (see plugin).
+// Command kubectl-webapp is the WebApp operator's kubectl plugin: kubectl webapp get, explain and owners (see
+// package plugin).
 package main
 
 import (

@@ -100,7 +100,7 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// kubectl webapp get and owners over a WebApp the operator converged, with a Service label another manager holds
+// kubectl webapp get, explain and owners over a WebApp the operator converged, with a Service label another manager holds
 // too and an annotation only it holds: their outputs as the golden files say, from the real API server's objects
 // and managed fields.
 func TestPluginShowsTheTreeAndTheOwners(t *testing.T) {
@@ -136,6 +136,12 @@ func TestPluginShowsTheTreeAndTheOwners(t *testing.T) {
 		t.Fatalf("get: exit %d, stderr %q", code, errOut)
 	}
 	golden(t, "get", out)
+
+	code, out, errOut = kubectlWebApp(t, "-n", ns, "explain", "web")
+	if code != 0 || errOut != "" {
+		t.Fatalf("explain: exit %d, stderr %q", code, errOut)
+	}
+	golden(t, "explain", out)
 
 	code, out, errOut = kubectlWebApp(t, "-n", ns, "owners", "web", "--child", "Service")
 	if code != 0 || errOut != "" {

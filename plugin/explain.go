@@ -1,0 +1,260 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/pods"
+)
+
+// Statement is one answer of explain: what is so, and the evidence for it.
+type Statement struct {
+	Says     string     `json:"says"`
+	Evidence []Evidence `json:"evidence,omitempty"`
+}
+
+// Evidence is one value read: the object, the field and what it holds.
+type Evidence struct {
+	Object string `json:"object"`
+	Field  string `json:"field"`
+	Value  string `json:"value"`
+}
+
+// Explain says why the WebApp of s is where it is: each condition with the values behind it, who sets the count
+// and why, where the traffic goes and why (the canary's step, its pause, its checks), and the fields other managers
+// keep. now is the clock a pause is measured by.
+func Explain(s Snapshot, now time.Time) []Statement {
+	app := s.App
+	var out []Statement
+	dep := s.child("Deployment", app.Name)
+	for _, c := range app.Status.Conditions {
+		st := Statement{Says: fmt.Sprintf("%s is %s (%s): %s", c.Type, c.Status, c.Reason, c.Message),
+			Evidence: []Evidence{{"WebApp " + app.Name, fmt.Sprintf(".status.conditions[type=%q]", c.Type), fmt.Sprintf("%s since %s, of generation %d", c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), c.ObservedGeneration)}}}
+		if c.ObservedGeneration != app.Generation {
+			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".metadata.generation", fmt.Sprintf("%d: the operator has not reported on this spec yet", app.Generation)})
+		}
+		switch c.Type {
+		case webappv2.ConditionReady, webappv2.ConditionProgressing:
+			st.Evidence = append(st.Evidence, deploymentEvidence(dep)...)
+			if d, ok := dep.(*appsv1.Deployment); ok {
+				st.Evidence = append(st.Evidence, podEvidence(s.Pods[d.Name])...)
+			}
+		case webappv2.ConditionExposed:
+			st.Evidence = append(st.Evidence, exposeEvidence(s)...)
+		}
+		out = append(out, st)
+	}
+	if st, ok := countStatement(s); ok {
+		out = append(out, st)
+	}
+	if st, ok := trafficStatement(s, now); ok {
+		out = append(out, st)
+	}
+	for _, f := range app.Status.RetainedFields {
+		out = append(out, Statement{Says: fmt.Sprintf("%s %s is kept by %s, not by the operator: the operator's apply left it out, and its value is theirs", f.Kind, f.Field, strings.Join(f.Managers, ", ")),
+			Evidence: []Evidence{{"WebApp " + app.Name, ".status.retainedFields", f.Kind + " " + f.Field}, {f.Kind + " " + app.Name, ".metadata.managedFields", "held by " + strings.Join(f.Managers, ", ")}}})
+	}
+	return out
+}
+
+// child is s's child of kind and name (nil: not there).
+func (s Snapshot) child(kind, name string) any {
+	for _, c := range s.Children {
+		if kindOf(c) == kind && c.GetName() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func deploymentEvidence(obj any) []Evidence {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return []Evidence{{"Deployment", "", "not there (or not the WebApp's)"}}
+	}
+	name := "Deployment " + d.Name
+	var want int32 = 1
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	ev := []Evidence{
+		{name, ".spec.replicas", fmt.Sprint(want)},
+		{name, ".status.updatedReplicas / readyReplicas / availableReplicas", fmt.Sprintf("%d / %d / %d", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas)},
+	}
+	if d.Status.ObservedGeneration < d.Generation {
+		ev = append(ev, Evidence{name, ".status.observedGeneration", fmt.Sprintf("%d of generation %d: its controller has not seen the latest spec", d.Status.ObservedGeneration, d.Generation)})
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Status != corev1.ConditionTrue || c.Reason == webappv2.ReasonProgressDeadlineExceeded {
+			ev = append(ev, Evidence{name, fmt.Sprintf(".status.conditions[type=%q]", c.Type), fmt.Sprintf("%s (%s): %s", c.Status, c.Reason, c.Message)})
+		}
+	}
+	return ev
+}
+
+// podEvidence names each pod in trouble, in the operator's own words for it (pods.OneTrouble).
+func podEvidence(podList []*corev1.Pod) []Evidence {
+	var ev []Evidence
+	for _, p := range podList {
+		reason, detail := pods.OneTrouble(pods.AsCached(p))
+		if reason == "" {
+			continue
+		}
+		field := ".status.containerStatuses"
+		if reason == webappv2.ReasonUnschedulable {
+			field = `.status.conditions[type="PodScheduled"]`
+		}
+		ev = append(ev, Evidence{"Pod " + p.Name, field, reason + ": " + detail})
+	}
+	return ev
+}
+
+func exposeEvidence(s Snapshot) []Evidence {
+	var ev []Evidence
+	for _, c := range s.Children {
+		switch o := c.(type) {
+		case *gwv1.HTTPRoute:
+			for _, p := range o.Status.Parents {
+				for _, cond := range p.Conditions {
+					ev = append(ev, Evidence{"HTTPRoute " + o.Name, fmt.Sprintf(".status.parents[name=%q].conditions[type=%q]", p.ParentRef.Name, cond.Type), fmt.Sprintf("%s (%s): %s", cond.Status, cond.Reason, cond.Message)})
+				}
+			}
+			if len(o.Status.Parents) == 0 {
+				ev = append(ev, Evidence{"HTTPRoute " + o.Name, ".status.parents", "none: no Gateway controller has taken the route up yet"})
+			}
+		default:
+			if kindOf(c) == "Ingress" {
+				ev = append(ev, Evidence{"Ingress " + c.GetName(), ".status.loadBalancer.ingress", childState(c)})
+			}
+		}
+	}
+	return ev
+}
+
+// countStatement says who sets the replica count, and why it is what it is.
+func countStatement(s Snapshot) (Statement, bool) {
+	app := s.App
+	if app.Status.ReplicasSetBy == "" {
+		return Statement{}, false
+	}
+	st := Statement{Says: fmt.Sprintf("The count is %d, set by %s", app.Status.DesiredReplicas, app.Status.ReplicasSetBy),
+		Evidence: []Evidence{{"WebApp " + app.Name, ".status.replicasSetBy", app.Status.ReplicasSetBy}}}
+	if app.Status.ReplicasSetBy != webappv2.ReplicasSetByHPA {
+		if app.Spec.Replicas != nil {
+			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".spec.replicas", fmt.Sprint(*app.Spec.Replicas)})
+		}
+		return st, true
+	}
+	h, ok := s.child("HorizontalPodAutoscaler", app.Name).(*autoscalingv2.HorizontalPodAutoscaler)
+	if !ok {
+		return st, true
+	}
+	name := "HorizontalPodAutoscaler " + h.Name
+	st.Evidence = append(st.Evidence, Evidence{name, ".status.currentReplicas / desiredReplicas", fmt.Sprintf("%d / %d", h.Status.CurrentReplicas, h.Status.DesiredReplicas)})
+	for i, m := range h.Status.CurrentMetrics {
+		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
+			target := ""
+			for _, sm := range h.Spec.Metrics {
+				if sm.Resource != nil && sm.Resource.Name == m.Resource.Name && sm.Resource.Target.AverageUtilization != nil {
+					target = fmt.Sprintf(" against a target of %d%%", *sm.Resource.Target.AverageUtilization)
+				}
+			}
+			st.Evidence = append(st.Evidence, Evidence{name, fmt.Sprintf(".status.currentMetrics[%d]", i), fmt.Sprintf("%s at %d%%%s", m.Resource.Name, *m.Resource.Current.AverageUtilization, target)})
+		}
+	}
+	for _, c := range h.Status.Conditions {
+		st.Evidence = append(st.Evidence, Evidence{name, fmt.Sprintf(".status.conditions[type=%q]", c.Type), fmt.Sprintf("%s (%s): %s", c.Status, c.Reason, c.Message)})
+	}
+	return st, true
+}
+
+// trafficStatement says where the traffic goes and why: the route's weights, the canary's step and pause, its
+// failed checks, or the rollback and its cause.
+func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
+	app := s.App
+	c, spec := app.Status.Canary, app.Spec.Rollout.Canary
+	if c == nil || spec == nil {
+		return Statement{}, false
+	}
+	st := Statement{}
+	canaryName := app.Name + "-canary"
+	switch c.Phase {
+	case "Canary":
+		st.Says = fmt.Sprintf("%d%% of the traffic goes to revision %s (%s), the rest to revision %s (%s): the canary is at step %d of %d", c.Weight, c.CanaryRevision, canaryName, c.StableRevision, app.Name, c.Step+1, len(spec.Steps))
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.step / weight", fmt.Sprintf("%d / %d", c.Step, c.Weight)})
+		if int(c.Step) < len(spec.Steps) {
+			step := spec.Steps[c.Step]
+			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".spec.rollout.canary.steps[%d]", c.Step), fmt.Sprintf("weight %d, pause %ds", step.Weight, step.PauseSeconds)})
+			if c.StepStartedAt != nil {
+				left := c.StepStartedAt.Add(time.Duration(step.PauseSeconds) * time.Second).Sub(now).Round(time.Second)
+				words := "its pause is over: it moves on once its checks pass"
+				if left > 0 {
+					words = fmt.Sprintf("its pause ends in %s", left)
+				}
+				st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.stepStartedAt", c.StepStartedAt.UTC().Format(time.RFC3339) + ": " + words})
+			} else {
+				st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.stepStartedAt", "not set: the canary is not ready at its step's weight yet"})
+			}
+		}
+	case "Promoting":
+		st.Says = fmt.Sprintf("Revision %s passed every step: the stable Deployment %s rolls to it", c.CanaryRevision, app.Name)
+	case "RolledBack":
+		st.Says = fmt.Sprintf("All the traffic goes to revision %s (%s): revision %s was rolled back (%s)", c.StableRevision, app.Name, c.FailedRevision, c.Reason)
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.reason / message", c.Reason + ": " + c.Message},
+			Evidence{"WebApp " + app.Name, ".status.canary.failedRevision", c.FailedRevision + ": applying it again does not start it again; another revision does"})
+	default:
+		st.Says = fmt.Sprintf("All the traffic goes to revision %s (%s): no canary runs", c.StableRevision, app.Name)
+	}
+	for _, f := range c.Failures {
+		allowed := int32(0)
+		for _, chk := range spec.Checks {
+			if chk.Name == f.Name {
+				allowed = chk.FailuresAllowed
+			}
+		}
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.failures[name=%q]", f.Name), fmt.Sprintf("failed %d times, %d allowed", f.Count, allowed)})
+	}
+	if r, ok := s.child("HTTPRoute", app.Name).(*gwv1.HTTPRoute); ok {
+		for i, rule := range r.Spec.Rules {
+			var ws []string
+			for _, b := range rule.BackendRefs {
+				w := int32(1)
+				if b.Weight != nil {
+					w = *b.Weight
+				}
+				ws = append(ws, fmt.Sprintf("%s %d", b.Name, w))
+			}
+			st.Evidence = append(st.Evidence, Evidence{"HTTPRoute " + r.Name, fmt.Sprintf(".spec.rules[%d].backendRefs", i), strings.Join(ws, ", ")})
+		}
+	}
+	if d, ok := s.child("Deployment", canaryName).(*appsv1.Deployment); ok {
+		st.Evidence = append(st.Evidence, deploymentEvidence(d)...)
+		st.Evidence = append(st.Evidence, podEvidence(s.Pods[d.Name])...)
+	}
+	return st, true
+}
+
+// RenderExplain writes each statement, then its evidence under it (object, field: value).
+func RenderExplain(w io.Writer, statements []Statement) error {
+	var b strings.Builder
+	for _, st := range statements {
+		b.WriteString(st.Says + "\n")
+		for _, e := range st.Evidence {
+			if e.Field == "" {
+				fmt.Fprintf(&b, "    %s: %s\n", e.Object, e.Value)
+				continue
+			}
+			fmt.Fprintf(&b, "    %s %s: %s\n", e.Object, e.Field, e.Value)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
