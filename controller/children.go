@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
@@ -139,6 +138,8 @@ type childKind struct {
 	configHash func(client.Object) string
 	// hooks are shared by the declaration's copies (write reads them).
 	hooks *hooks
+	// build is the kind's builder (nil apply configuration: must not exist), for Plan.
+	build func(app *webappv2.WebApp, in inputs) (runtime.ApplyConfiguration, error)
 	// write and release are ensure and release for the kind's types.
 	write   func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o ssa.Opts) (childOutcome, error)
 	release func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp) (bool, error)
@@ -196,6 +197,13 @@ func declareNamed[T any, PT ssa.Object[T], AC runtime.ApplyConfiguration](kind, 
 			panic(fmt.Sprintf("the %s variant of %s is built as %T, not as the kind's apply configuration", suffix, kind, build))
 		}
 		return declareNamed(kind, apiVersion, kind+"/"+suffix, true, name, b, extract)
+	}
+	c.build = func(app *webappv2.WebApp, in inputs) (runtime.ApplyConfiguration, error) {
+		desired, err := build(app, in)
+		if err != nil || reflect.ValueOf(desired).IsNil() {
+			return nil, err
+		}
+		return desired, nil
 	}
 	c.write = func(ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, in inputs, o ssa.Opts) (childOutcome, error) {
 		key := client.ObjectKeyFromObject(app)
@@ -395,11 +403,7 @@ func deleteChild(ctx context.Context, r *WebAppReconciler, c childKind, app *web
 func ChildObjects(app *webappv2.WebApp) []client.Object {
 	out := make([]client.Object, 0, len(children))
 	for _, c := range children {
-		obj := c.object()
-		obj.SetNamespace(app.Namespace)
-		obj.SetName(c.objectName(app))
-		obj.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(c.apiVersion, c.kind))
-		out = append(out, obj)
+		out = append(out, c.objectOf(app))
 	}
 	return out
 }

@@ -53,7 +53,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the tree or the fields as data); empty: text")
-	root.AddCommand(newGetCommand(o), newExplainCommand(o), newOwnersCommand(o))
+	root.AddCommand(newGetCommand(o), newExplainCommand(o), newOwnersCommand(o), newPlanCommand(o))
 	return root
 }
 
@@ -354,3 +354,55 @@ func newExplainCommand(o *options) *cobra.Command {
 	}
 	return cmd
 }
+
+func newPlanCommand(o *options) *cobra.Command {
+	var file, fieldManager string
+	cmd := &cobra.Command{
+		Use:   "plan -f FILE",
+		Short: "Say what applying a changed WebApp manifest will do, from the API server's dry runs: which fields of which children change, whether pods restart, whether a canary starts",
+		Example: `  kubectl webapp plan -f web.yaml       # nothing is written
+  kubectl webapp plan -f - < web.yaml    # the manifest on stdin
+  kubectl webapp plan -f web.yaml -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("must specify -f FILE (a WebApp manifest; - for stdin)")
+			}
+			var manifest []byte
+			var err error
+			if file == "-" {
+				manifest, err = io.ReadAll(o.io.In)
+			} else {
+				manifest, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return err
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			p, err := plan(cmd.Context(), c, manifest, ns, fieldManager)
+			if err != nil {
+				return err
+			}
+			if err := o.print(p, func(w io.Writer) error { return RenderPlan(w, p) }); err != nil {
+				return err
+			}
+			if p.Refused != "" {
+				return errRefused
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "The WebApp manifest (v2) to plan; - for stdin")
+	cmd.Flags().StringVar(&fieldManager, "field-manager", "kubectl", "The field manager the change will be applied with (kubectl apply --server-side's by default)")
+	return cmd
+}
+
+// errRefused ends plan with exit code 1 when the API server refuses the manifest (its words are in the plan).
+var errRefused = errors.New("the API server refuses the manifest")

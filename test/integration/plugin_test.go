@@ -3,24 +3,29 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/plugin"
 	"github.com/example/webapp-operator/test/cluster"
 	"github.com/example/webapp-operator/test/testutil"
@@ -162,4 +167,149 @@ func TestPluginShowsTheTreeAndTheOwners(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(errOut, "Error from server (NotFound): ") {
 		t.Errorf("get of a missing WebApp: exit %d, stderr %q; want 1 and kubectl's NotFound words", code, errOut)
 	}
+}
+
+// applyManifest applies a WebApp manifest as `kubectl apply --server-side` would (field manager kubectl).
+func applyManifest(t *testing.T, manifest string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// converged waits until the operator reported on the current generation of the WebApp web, and returns it.
+func converged(t *testing.T, ns string) *webappv2.WebApp {
+	t.Helper()
+	app := &webappv2.WebApp{}
+	testutil.Eventually(t, time.Minute, "the status observes the spec", func(ctx context.Context) error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, app); err != nil {
+			return err
+		}
+		if app.Status.ObservedGeneration != app.Generation {
+			return fmt.Errorf("status of generation %d, spec %d", app.Status.ObservedGeneration, app.Generation)
+		}
+		return nil
+	})
+	return app
+}
+
+// kubectl webapp plan predicts, from dry runs, exactly what the operator then writes: for each child, the fields
+// that change (the next apply's changes, compared field by field with the objects before and after), and "pods
+// restart" exactly when the pod template moves. A refused manifest exits 1 with the API server's words; nothing is
+// ever written.
+func TestPluginPlanPredictsTheNextApply(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	manifest := func(image string, replicas int) string {
+		return fmt.Sprintf("apiVersion: example.com/v2\nkind: WebApp\nmetadata: {name: web, namespace: %s}\nspec: {image: %q, replicas: %d, ports: [{name: http, port: 8080}]}\n", ns, image, replicas)
+	}
+	applyManifest(t, manifest("nginx:1.27", 2))
+	converged(t, ns)
+	cases := []struct {
+		name     string
+		image    string
+		replicas int
+		restart  bool
+		// changed are fields the plan must name for the Deployment (it names what the dry run says; these are
+		// the ones the change is about).
+		changed []string
+		// golden names the golden file of the plan's text ("": none).
+		golden string
+	}{
+		{"a new image", "nginx:1.28", 2, true, []string{".spec.template.spec.containers[0].image"}, "plan-image"},
+		{"more replicas", "nginx:1.28", 3, false, []string{".spec.replicas"}, "plan-replicas"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "web.yaml")
+			if err := os.WriteFile(file, []byte(manifest(tc.image, tc.replicas)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := converged(t, ns)
+			children := map[string]client.Object{}
+			for _, obj := range controller.ChildObjects(before) {
+				if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err == nil {
+					children[kindName(obj)] = obj
+				}
+			}
+			code, out, errOut := kubectlWebApp(t, "-n", ns, "plan", "-f", file, "-o", "json")
+			if code != 0 || errOut != "" {
+				t.Fatalf("plan: exit %d, stderr %q", code, errOut)
+			}
+			var p plugin.Plan
+			if err := json.Unmarshal([]byte(out), &p); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if code, text, _ := kubectlWebApp(t, "-n", ns, "plan", "-f", file); code != 0 {
+				t.Errorf("plan as text: exit %d", code)
+			} else {
+				golden(t, tc.golden, text)
+			}
+			// Nothing was written.
+			if again := converged(t, ns); again.ResourceVersion != before.ResourceVersion {
+				t.Fatalf("plan wrote the WebApp: resourceVersion %s, was %s", again.ResourceVersion, before.ResourceVersion)
+			}
+			predicted := map[string]plugin.ChildPlan{}
+			for _, c := range p.Children {
+				predicted[c.Kind+"/"+c.Name] = c
+			}
+			dep := predicted["Deployment/web"]
+			if dep.PodsRestart != tc.restart {
+				t.Errorf("Deployment: pods restart %v, want %v:\n%s", dep.PodsRestart, tc.restart, out)
+			}
+			for _, f := range tc.changed {
+				if !slices.ContainsFunc(dep.Changes, func(c plugin.Change) bool { return c.Field == f }) {
+					t.Errorf("the plan does not name %s among the Deployment's changes: %+v", f, dep.Changes)
+				}
+			}
+			// Apply it, and compare what the operator really wrote with the prediction, child by child.
+			applyManifest(t, manifest(tc.image, tc.replicas))
+			after := converged(t, ns)
+			for key, obj := range children {
+				now := obj.DeepCopyObject().(client.Object)
+				if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), now); err != nil {
+					t.Fatal(err)
+				}
+				got := plugin.Diff(obj, now)
+				want := predicted[key].Changes
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s: the operator changed %+v; the plan said %+v", key, got, want)
+				}
+			}
+			if before.Status.Canary != nil || after.Status.Canary != nil {
+				t.Errorf("no canary strategy, but a canary status")
+			}
+		})
+	}
+	// The same change written through v1 (the manifests' examples are): planned as the operator reads it.
+	v1 := filepath.Join(t.TempDir(), "v1.yaml")
+	if err := os.WriteFile(v1, []byte(fmt.Sprintf("apiVersion: example.com/v1\nkind: WebApp\nmetadata: {name: web, namespace: %s}\nspec: {image: nginx:1.29, replicas: 3, port: 8080}\n", ns)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := kubectlWebApp(t, "-n", ns, "plan", "-f", v1); code != 0 || !strings.Contains(out, `"nginx:1.28" -> "nginx:1.29"`) || !strings.Contains(out, "its pods are replaced") {
+		t.Errorf("plan of a v1 manifest: exit %d, stderr %q, output:\n%s", code, errOut, out)
+	}
+	// A manifest the API server refuses: its words, exit code 1, nothing written.
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(file, []byte(manifest("nginx:1.28", 0)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := converged(t, ns)
+	code, out, errOut := kubectlWebApp(t, "-n", ns, "plan", "-f", file)
+	if code != 1 || !strings.Contains(out, "spec.replicas") || !strings.Contains(errOut, "refuses") {
+		t.Errorf("plan of replicas 0: exit %d, stdout %q, stderr %q; want 1 and the API server's words on spec.replicas", code, out, errOut)
+	}
+	if again := converged(t, ns); again.ResourceVersion != before.ResourceVersion {
+		t.Errorf("a refused plan wrote the WebApp")
+	}
+}
+
+// kindName is "Kind/name" of a typed object.
+func kindName(obj client.Object) string {
+	t := fmt.Sprintf("%T", obj)
+	return t[strings.LastIndex(t, ".")+1:] + "/" + obj.GetName()
 }
