@@ -85,6 +85,25 @@ func (o *options) namespace() (string, error) {
 	return ns, err
 }
 
+// clientIn is a client from the flags and the namespace they say.
+func (o *options) clientIn() (client.Client, string, error) {
+	c, err := o.newClient()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, err := o.namespace()
+	return c, ns, err
+}
+
+// snapshot reads the WebApp name of the flags' namespace, its children and pods.
+func (o *options) snapshot(ctx context.Context, name string) (Snapshot, error) {
+	c, ns, err := o.clientIn()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return read(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
+}
+
 // print writes v as JSON or YAML when -o asks, or with text otherwise.
 func (o *options) print(v any, text func(io.Writer) error) error {
 	switch o.output {
@@ -113,11 +132,7 @@ func (o *options) completeWebApps(_ *cobra.Command, args []string, _ string) ([]
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	c, err := o.newClient()
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	ns, err := o.namespace()
+	c, ns, err := o.clientIn()
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
@@ -148,11 +163,7 @@ func newGetCommand(o *options) *cobra.Command {
 			if all && len(args) > 0 {
 				return errors.New("a resource cannot be retrieved by name across all namespaces")
 			}
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			ns, err := o.namespace()
+			c, ns, err := o.clientIn()
 			if err != nil {
 				return err
 			}
@@ -292,15 +303,7 @@ func newOwnersCommand(o *options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completeWebApps,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			ns, err := o.namespace()
-			if err != nil {
-				return err
-			}
-			s, err := read(cmd.Context(), c, client.ObjectKey{Namespace: ns, Name: args[0]})
+			s, err := o.snapshot(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -336,15 +339,7 @@ func newExplainCommand(o *options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completeWebApps,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			ns, err := o.namespace()
-			if err != nil {
-				return err
-			}
-			s, err := read(cmd.Context(), c, client.ObjectKey{Namespace: ns, Name: args[0]})
+			s, err := o.snapshot(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -378,11 +373,7 @@ func newPlanCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			ns, err := o.namespace()
+			c, ns, err := o.clientIn()
 			if err != nil {
 				return err
 			}
