@@ -32,6 +32,23 @@ type observed struct {
 	pods podsObserved
 }
 
+// readInputs reads what the builders take besides the WebApp and the canary: the config hash (through hash), whether
+// the HPA exists and whether the Deployment is missing, and a claim in the way. It returns the Deployment as the
+// cache has it (nil: missing). observe and Plan both start here.
+func (r *WebAppReconciler) readInputs(ctx context.Context, app *webappv2.WebApp, hash func(context.Context, *webappv2.WebApp) (string, error)) (inputs, *appsv1.Deployment) {
+	var in inputs
+	in.ConfigHash, in.configErr = hash(ctx, app)
+	// Read once, for the Deployment's count and the status alike: the HPA decides the count only once it exists.
+	in.HPAExists, in.hpaErr = r.hpaExists(ctx, app)
+	dep := r.cachedDeployment(ctx, client.ObjectKeyFromObject(app))
+	// A Deployment the apply creates (new, or deleted by someone) starts at the WebApp's count, even under an HPA.
+	in.DeploymentMissing = in.HPAExists && dep == nil
+	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before
+	// the Deployment is written.
+	in.claimErr = r.claimInTheWay(ctx, app)
+	return in, dep
+}
+
 // podsObserved is what app's pods say.
 type podsObserved struct {
 	// read: they were read (a rollout was under way or foreseen).
@@ -49,20 +66,13 @@ type podsObserved struct {
 func (r *WebAppReconciler) observe(ctx context.Context, app *webappv2.WebApp) observed {
 	o := observed{now: r.now().Time}
 	key := client.ObjectKeyFromObject(app)
-	o.ConfigHash, o.configErr = r.configHash(ctx, app)
-	// Read once, for the Deployment's count and the status alike: the HPA decides the count only once it exists.
-	o.HPAExists, o.hpaErr = r.hpaExists(ctx, app)
-	dep := r.cachedDeployment(ctx, key)
-	// A Deployment the apply creates (new, or deleted by someone) starts at the WebApp's count, even under an HPA.
-	o.DeploymentMissing = o.HPAExists && dep == nil
+	in, dep := r.readInputs(ctx, app, r.configHash)
+	o.inputs = in
 	if pods.OwnedDeployment(app, dep) != "" {
 		o.stable = dep
 	}
 	// With a canary strategy: both versions, the canary's pods and checks, and its state.
 	o.canary = r.observeCanary(ctx, app, o)
-	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before
-	// the Deployment is written.
-	o.claimErr = r.claimInTheWay(ctx, app)
 	if rolloutForeseen(app, o) {
 		r.watchPods(ctx, key, true)
 		o.pods = r.readPods(ctx, app, o.stable)

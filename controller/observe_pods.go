@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -31,20 +33,49 @@ func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep
 	if uid == "" {
 		return nil, true
 	}
-	// The Deployment's own selector: the canary's pods do not all carry the stable pods' labels.
+	full, err := OwnedPods(ctx, r.Client, app, dep)
+	if err != nil {
+		return nil, false
+	}
+	podList = make([]*pods.Pod, len(full))
+	for i, p := range full {
+		podList[i] = pods.AsCached(p)
+	}
+	return podList, true
+}
+
+// OwnedPods lists the pods app's Deployment dep made (pods.Owned: controlled by UID at each link), sorted by name,
+// through dep's own selector (the canary's pods do not all carry the stable pods' labels). The reconciler's path
+// without a pod watch, and kubectl-webapp's.
+func OwnedPods(ctx context.Context, c client.Reader, app *webappv2.WebApp, dep *appsv1.Deployment) ([]*corev1.Pod, error) {
+	uid := pods.OwnedDeployment(app, dep)
+	if uid == "" {
+		return nil, nil
+	}
 	selector := client.MatchingLabels(desired.SelectorLabels(app))
 	if dep.Spec.Selector != nil {
 		selector = dep.Spec.Selector.MatchLabels
 	}
-	podList, err := listPods(ctx, r.Client, app.Namespace, selector)
-	if err != nil {
-		return nil, false
+	list := &corev1.PodList{}
+	if err := c.List(ctx, list, client.InNamespace(app.Namespace), selector); err != nil {
+		return nil, fmt.Errorf("listing the pods of Deployment %s: %w", dep.Name, err)
 	}
 	replicaSets := pods.ReplicaSetList()
-	if err := r.Client.List(ctx, replicaSets, client.InNamespace(app.Namespace), selector); err != nil {
-		return nil, false
+	if err := c.List(ctx, replicaSets, client.InNamespace(app.Namespace), selector); err != nil {
+		return nil, fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", dep.Name, err)
 	}
-	return pods.Owned(uid, replicaSets.Items, podList), true
+	byUID := make(map[types.UID]*corev1.Pod, len(list.Items))
+	slim := make([]*pods.Pod, len(list.Items))
+	for i := range list.Items {
+		byUID[list.Items[i].UID] = &list.Items[i]
+		slim[i] = pods.AsCached(&list.Items[i])
+	}
+	var out []*corev1.Pod
+	for _, p := range pods.Owned(uid, replicaSets.Items, slim) {
+		out = append(out, byUID[p.UID])
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // readPods reads what app's pods of its Deployment dep say: their trouble, the failed probes of those that run

@@ -43,13 +43,13 @@ type PlannedChildren struct {
 // not built (ErrCanaryDecides).
 func Plan(ctx context.Context, c client.Client, app *webappv2.WebApp) PlannedChildren {
 	r := &WebAppReconciler{Client: c, APIReader: c}
-	in := inputs{}
-	if refs := configRefs(app); len(refs) > 0 {
-		in.ConfigHash, in.configErr = r.readConfigHash(ctx, app.Namespace, refs)
-	}
-	in.HPAExists, in.hpaErr = r.hpaExists(ctx, app)
-	in.DeploymentMissing = in.HPAExists && r.cachedDeployment(ctx, client.ObjectKeyFromObject(app)) == nil
-	in.claimErr = r.claimInTheWay(ctx, app)
+	// The config hash read whole: Plan has no memo of the sources' versions.
+	in, _ := r.readInputs(ctx, app, func(ctx context.Context, app *webappv2.WebApp) (string, error) {
+		if refs := configRefs(app); len(refs) > 0 {
+			return r.readConfigHash(ctx, app.Namespace, refs)
+		}
+		return "", nil
+	})
 	var out PlannedChildren
 	if out.Err = in.configErr; out.Err == nil {
 		var dep *appsv1ac.DeploymentApplyConfiguration

@@ -119,7 +119,7 @@ if [ -z "$job" ]; then
   hack/images.sh start "$job"
 fi
 
-unit_pkgs=$(go list ./apis/... ./controller/... ./conversion/... ./applyconfig/... ./hack/nobuild .)
+unit_pkgs=$(go list ./apis/... ./controller/... ./conversion/... ./applyconfig/... ./hack/nobuild ./plugin/... ./cmd/... .)
 run "unit (no control plane)" go test -count=1 $unit_pkgs
 # install NAME BINARY...: a phase that builds control-plane binaries into the tools cache (test/tools/install.sh);
 # sets bin. Its failure ends make test once the suites already started have ended.

@@ -3,8 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +12,6 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
-	"github.com/example/webapp-operator/controller/pods"
 )
 
 // read reads what get shows of the WebApp key: the WebApp, each child the operator declares that exists and is
@@ -44,7 +41,7 @@ func readChildren(ctx context.Context, c client.Reader, app *webappv2.WebApp) (S
 		}
 		s.Children = append(s.Children, obj)
 		if dep, ok := obj.(*appsv1.Deployment); ok {
-			podList, err := podsOf(ctx, c, app, dep)
+			podList, err := controller.OwnedPods(ctx, c, app, dep)
 			if err != nil {
 				return s, err
 			}
@@ -52,35 +49,6 @@ func readChildren(ctx context.Context, c client.Reader, app *webappv2.WebApp) (S
 		}
 	}
 	return s, nil
-}
-
-// podsOf are the pods dep's ReplicaSets control (pods.Owned: by UID at each link), by name.
-func podsOf(ctx context.Context, c client.Reader, app *webappv2.WebApp, dep *appsv1.Deployment) ([]*corev1.Pod, error) {
-	if dep.Spec.Selector == nil {
-		return nil, nil
-	}
-	selector := client.MatchingLabels(dep.Spec.Selector.MatchLabels)
-	podList := &corev1.PodList{}
-	if err := c.List(ctx, podList, client.InNamespace(app.Namespace), selector); err != nil {
-		return nil, fmt.Errorf("listing the pods of Deployment %s: %w", dep.Name, err)
-	}
-	replicaSets := pods.ReplicaSetList()
-	if err := c.List(ctx, replicaSets, client.InNamespace(app.Namespace), selector); err != nil {
-		return nil, fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", dep.Name, err)
-	}
-	byUID := map[string]*corev1.Pod{}
-	slim := make([]*pods.Pod, 0, len(podList.Items))
-	for i := range podList.Items {
-		p := &podList.Items[i]
-		byUID[string(p.UID)] = p
-		slim = append(slim, pods.AsCached(p))
-	}
-	var out []*corev1.Pod
-	for _, p := range pods.Owned(pods.OwnedDeployment(app, dep), replicaSets.Items, slim) {
-		out = append(out, byUID[string(p.UID)])
-	}
-	slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
 }
 
 // controlledBy: obj's controller is app.
