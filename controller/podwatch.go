@@ -375,16 +375,3 @@ func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) 
 	}
 	return podList, true
 }
-
-// listPods lists the pods of namespace that opts select, sharing the list's fields.
-func listPods(ctx context.Context, reader client.Reader, namespace string, opts ...client.ListOption) ([]*pods.Pod, error) {
-	list := &corev1.PodList{}
-	if err := reader.List(ctx, list, append(opts, client.InNamespace(namespace))...); err != nil {
-		return nil, err
-	}
-	podList := make([]*pods.Pod, len(list.Items))
-	for i := range list.Items {
-		podList[i] = pods.AsCached(&list.Items[i])
-	}
-	return podList, nil
-}

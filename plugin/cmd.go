@@ -65,6 +65,9 @@ func Main(args []string, streams genericiooptions.IOStreams) int {
 	if err := cmd.Execute(); err != nil {
 		// Said on stderr; if stderr fails too, the exit code still says it.
 		_, _ = fmt.Fprintln(streams.ErrOut, errorMessage(err))
+		if gone := (*goneError)(nil); errors.As(err, &gone) {
+			_, _ = io.WriteString(streams.ErrOut, gone.Hint())
+		}
 		return 1
 	}
 	return 0

@@ -158,6 +158,8 @@ func countStatement(s Snapshot) (Statement, bool) {
 		return st, true
 	}
 	name := "HorizontalPodAutoscaler " + h.Name
+	st.Says += hpaReason(h)
+	st.Evidence = append(st.Evidence, Evidence{name, ".spec.minReplicas / maxReplicas", fmt.Sprintf("%d / %d", hpaFloor(h), h.Spec.MaxReplicas)})
 	st.Evidence = append(st.Evidence, Evidence{name, ".status.currentReplicas / desiredReplicas", fmt.Sprintf("%d / %d", h.Status.CurrentReplicas, h.Status.DesiredReplicas)})
 	for i, m := range h.Status.CurrentMetrics {
 		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
@@ -174,6 +176,34 @@ func countStatement(s Snapshot) (Statement, bool) {
 		st.Evidence = append(st.Evidence, Evidence{name, fmt.Sprintf(".status.conditions[type=%q]", c.Type), fmt.Sprintf("%s (%s): %s", c.Status, c.Reason, c.Message)})
 	}
 	return st, true
+}
+
+// hpaFloor is h's minReplicas (1 unset).
+func hpaFloor(h *autoscalingv2.HorizontalPodAutoscaler) int32 {
+	if h.Spec.MinReplicas != nil {
+		return *h.Spec.MinReplicas
+	}
+	return 1
+}
+
+// hpaReason is why h's count is what it is, in a few words: at a bound, or held because it cannot compute one.
+func hpaReason(h *autoscalingv2.HorizontalPodAutoscaler) string {
+	var why []string
+	switch n := h.Status.CurrentReplicas; {
+	case n == hpaFloor(h):
+		why = append(why, "its floor (minReplicas)")
+	case n == h.Spec.MaxReplicas:
+		why = append(why, "its ceiling (maxReplicas)")
+	}
+	for _, c := range h.Status.Conditions {
+		if c.Type == autoscalingv2.ScalingActive && c.Status == corev1.ConditionFalse {
+			why = append(why, "it cannot compute a count from its metrics ("+c.Reason+"), so it only keeps the count within its bounds")
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(why, "; ")
 }
 
 // trafficStatement says where the traffic goes and why: the route's weights, the canary's step and pause, its

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,8 @@ func TestTreeSaysEachObjectsState(t *testing.T) {
 			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}}}
 	ready := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	releasedClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}
 	cases := []struct {
 		name string
 		s    Snapshot
@@ -40,6 +43,12 @@ func TestTreeSaysEachObjectsState(t *testing.T) {
 				"└── Deployment web: 1/2 ready, 2 updated, 1 available",
 				"    ├── Pod web-0: Running, ready, 0 restarts",
 				"    └── Pod web-1: Running, not ready, 4 restarts, CrashLoopBackOff:",
+			}},
+		{"a claim released and kept", Snapshot{App: app, Others: []Other{{Object: releasedClaim, Released: true, Why: "released"}}},
+			[]string{
+				"WebApp web: Ready=False (CrashLoopBackOff), 1/2 available, replicas set by WebApp",
+				"  Ready=False CrashLoopBackOff: 1/2 pods crash",
+				"└── PersistentVolumeClaim web: Bound, 1Gi; released",
 			}},
 	}
 	for _, tc := range cases {
@@ -167,6 +176,39 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 				if !strings.Contains(b.String(), w) {
 					t.Errorf("explain does not say %q:\n%s", w, b.String())
 				}
+			}
+		})
+	}
+}
+
+// An object of a child's name that the WebApp does not control is either one the operator released (our label, no
+// controller) or someone else's: each said in words, with what follows.
+func TestObjectsNotTheWebAppsSayWhatTheyAre(t *testing.T) {
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "app-uid"}}
+	ours := map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy}
+	cases := []struct {
+		name     string
+		obj      client.Object
+		released bool
+		why      string
+	}{
+		{"a claim released", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: ours}}, true,
+			"released by the WebApp and kept with its data"},
+		{"a Service of an Orphan deletion", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: ours}}, true,
+			"released by the WebApp (no owner reference to it)"},
+		{"someone else's claim", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, false,
+			"not the WebApp's: it is not managed by webapp-operator"},
+		{"a Service another controller controls", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: ours,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Thing", Name: "t", UID: "other", Controller: ptr.To(true)}}}}, false,
+			"not the WebApp's: it is controlled by Thing t"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := released(tc.obj, app); got != tc.released {
+				t.Errorf("released = %v, want %v", got, tc.released)
+			}
+			if got := notOwnWhy(tc.obj, app); !strings.HasPrefix(got, tc.why) {
+				t.Errorf("why = %q, want it to start with %q", got, tc.why)
 			}
 		})
 	}

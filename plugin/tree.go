@@ -31,6 +31,17 @@ type Snapshot struct {
 	App      *webappv2.WebApp
 	Children []client.Object
 	Pods     map[string][]*corev1.Pod
+	// Others are objects of the children's kinds and names that are not the WebApp's.
+	Others []Other
+}
+
+// Other is an object of a child's kind and name that the WebApp does not control.
+type Other struct {
+	Object client.Object
+	// Released: the operator let it go (a claim kept with its data, a child of an Orphan deletion).
+	Released bool
+	// Why is what it is, in words, and what follows.
+	Why string
 }
 
 // Node is one line of the tree: an object, its state in words, and what it holds.
@@ -62,6 +73,9 @@ func Tree(s Snapshot) Node {
 			}
 		}
 		root.Children = append(root.Children, n)
+	}
+	for _, o := range s.Others {
+		root.Children = append(root.Children, Node{Kind: kindOf(o.Object), Name: o.Object.GetName(), State: childState(o.Object) + "; " + o.Why})
 	}
 	if c := app.Status.Canary; c != nil && app.Spec.Rollout.Canary != nil {
 		root.Children = append(root.Children, Node{Kind: "Canary", Name: app.Name, State: canaryState(c, app.Spec.Rollout.Canary)})
@@ -139,6 +153,8 @@ func childState(obj client.Object) string {
 		words := string(o.Status.Phase)
 		if q, ok := o.Status.Capacity[corev1.ResourceStorage]; ok {
 			words += ", " + q.String()
+		} else if q, ok := o.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+			words += ", requests " + q.String()
 		}
 		if o.Spec.StorageClassName != nil {
 			words += ", class " + *o.Spec.StorageClassName

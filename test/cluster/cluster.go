@@ -42,6 +42,9 @@ type Options struct {
 	// WebApps from the start: it discovers kinds added later only every 30 s, and until then never collects what
 	// a deleted WebApp owned.
 	InstallCRD bool
+	// Autoscaling runs kube-controller-manager's HorizontalPodAutoscaler controller too (syncing every 2 s). The
+	// cluster serves no metrics API: an HPA keeps its count within its bounds and says its metrics are missing.
+	Autoscaling bool
 }
 
 // Cluster is a running local cluster.
@@ -66,7 +69,7 @@ type Cluster struct {
 
 // Start brings up etcd and kube-apiserver (through envtest), then kube-controller-manager (the Deployment,
 // ReplicaSet, garbage-collector, namespace, disruption, ClusterRole-aggregation, PersistentVolume binder and claim
-// and volume protection controllers), kube-scheduler and kwok, and registers one fake node. It returns once the
+// and volume protection controllers, and the HPA's with Options.Autoscaling), kube-scheduler and kwok, and registers one fake node. It returns once the
 // node is Ready. On error everything started is stopped again.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	bin, err := ToolsBin()
@@ -109,6 +112,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 
+	controllers := "deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,disruption-controller,clusterrole-aggregation-controller," +
+		"persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+	if opts.Autoscaling {
+		controllers += ",horizontal-pod-autoscaler-controller"
+	}
 	kwokPort, err := FreePort()
 	if err != nil {
 		return c, err
@@ -122,8 +130,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			// The PersistentVolume binder binds claims to the volumes a test creates (no provisioner), so pods mounting
 			// them can be scheduled; the claim and volume protection controllers remove the finalizers the API server
 			// puts on both (a claim in use by a scheduled pod stays until that pod is gone, as on any cluster).
-			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,disruption-controller,clusterrole-aggregation-controller," +
-				"persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
+			"--controllers=" + controllers, "--horizontal-pod-autoscaler-sync-period=2s",
 			"--leader-elect=false", "--secure-port=0",
 			// The default 20 QPS makes a few hundred Deployments take minutes to become available.
 			"--kube-api-qps=1000", "--kube-api-burst=2000",

@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true, InstallCRD: true})
+	lc, err = cluster.Start(context.Background(), cluster.Options{Dir: workDir, DieWithParent: true, InstallCRD: true, Autoscaling: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the local cluster: %v\n", err)
 		return 1

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -31,9 +29,6 @@ import (
 	"github.com/example/webapp-operator/test/testutil"
 )
 
-// updateGolden rewrites the plugin's golden outputs (go test ./test/integration -run TestPlugin -update).
-var updateGolden = flag.Bool("update", false, "rewrite the golden outputs of kubectl-webapp")
-
 // kubectlWebApp runs the plugin in this process against the test API server, as a user of system:masters, and
 // returns its exit code, stdout and stderr.
 func kubectlWebApp(t *testing.T, args ...string) (int, string, string) {
@@ -55,54 +50,10 @@ func kubectlWebApp(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// volatile are the parts of an output that differ from run to run: times, addresses, the test's namespace.
-var volatile = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`), "<time>"},
-	{regexp.MustCompile(`ClusterIP \d+\.\d+\.\d+\.\d+`), "ClusterIP <ip>"},
-	{regexp.MustCompile(`it-[a-z0-9]{6}`), "<namespace>"},
-	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "<uid>"},
-}
-
-// normalized is s with its volatile parts replaced.
-func normalized(s string) string {
-	for _, v := range volatile {
-		s = v.re.ReplaceAllString(s, v.with)
-	}
-	return s
-}
-
-// golden compares got, its volatile parts replaced, with testdata/plugin/name.golden (rewritten with -update), and
-// checks that docs/kubectl-webapp.md shows it (with any time, address, namespace and UID in those places).
+// golden compares got with testdata/plugin/name.golden and docs/kubectl-webapp.md (testutil.Golden).
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	got = normalized(got)
-	docs, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "docs", "kubectl-webapp.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(normalized(string(docs)), got) {
-		t.Errorf("docs/kubectl-webapp.md does not show this output of kubectl webapp (%s):\n%s", name, got)
-	}
-	path := filepath.Join("testdata", "plugin", name+".golden")
-	if *updateGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("kubectl webapp output differs from %s (run with -update to accept it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	testutil.Golden(t, cluster.RepoRoot(), name, got)
 }
 
 // kubectl webapp get, explain and owners over a WebApp the operator converged, with a Service label another manager holds
