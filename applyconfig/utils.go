@@ -30,6 +30,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.CanaryCheckApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryCheckFailures"):
 		return &apisv2.CanaryCheckFailuresApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryCheckStatus"):
+		return &apisv2.CanaryCheckStatusApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanarySpec"):
 		return &apisv2.CanarySpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryStatus"):

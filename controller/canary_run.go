@@ -69,7 +69,8 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	for _, c := range spec.Checks {
 		// The CRD's pattern admits decimal numbers only.
 		limit, _ := strconv.ParseFloat(c.Max, 64)
-		p.Checks = append(p.Checks, canary.Check{Name: c.Name, Max: limit, Interval: interval, FailuresAllowed: c.FailuresAllowed})
+		p.Checks = append(p.Checks, canary.Check{Name: c.Name, Max: limit, Interval: interval, FailuresAllowed: c.FailuresAllowed,
+			Address: c.Prometheus.Address, Query: c.Prometheus.Query})
 	}
 	return p
 }
@@ -95,6 +96,10 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 				s.Failures = countFailures(s.Failures, len(plan.Checks), i, f.Count)
 			}
 		}
+	}
+	for _, e := range st.Checks {
+		s.Evaluations = append(s.Evaluations, canary.Evaluation{Name: e.Name, Value: e.Value, Max: e.Max, Passed: e.Passed, Error: e.Error,
+			Address: e.Address, Query: e.Query, At: e.EvaluatedAt.Time})
 	}
 	return s
 }

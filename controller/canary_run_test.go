@@ -1,16 +1,23 @@
 package controller
 
 import (
+	"encoding/json"
+	"errors"
+	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/internal/apptest"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 func TestSplitPods(t *testing.T) {
@@ -64,5 +71,50 @@ func TestCanaryReplaced(t *testing.T) {
 		if got := canaryReplaced(c.cur, c.want); got != c.is {
 			t.Errorf("%s: canaryReplaced = %v, want %v", c.name, got, c.is)
 		}
+	}
+}
+
+// TestChecksValuesRoundTripThroughTheStatus: the checks' last values the status keeps read back as the same state,
+// so a reconcile that saw no new round writes nothing (the values are the status's words, times to the second).
+func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
+	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20, PauseSeconds: 60}},
+		Checks: []webappv2.CanaryCheck{
+			{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `sum(rate(x[1m]))`}, Max: "0.05"},
+			{Name: "latency", Prometheus: webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `histogram_quantile(0.99, y)`}, Max: "0.5", FailuresAllowed: 2},
+		}}
+	plan := planOf(spec)
+	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
+	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Since: at.Add(-time.Second)},
+		canary.Observation{Revision: "b", Deployed: "a", CanaryReady: true, ChecksAt: at,
+			Checks: []canary.CheckResult{{Value: 0.0123456}, {Err: errors.New("prometheus: server error 503")}}}, at.Add(time.Second))
+	if len(d.State.Evaluations) != 2 {
+		t.Fatalf("evaluations %+v", d.State.Evaluations)
+	}
+	var st webappv2.CanaryStatus
+	if err := desired.RoundTrip(status.CanaryStatus(d, plan), &st); err != nil {
+		t.Fatal(err)
+	}
+	// Through JSON, as the API server keeps it.
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored webappv2.CanaryStatus
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	want := []webappv2.CanaryCheckStatus{
+		{Name: "errors", Value: "0.01235", Max: "0.05", Passed: true, Address: "http://prometheus:9090", Query: `sum(rate(x[1m]))`, EvaluatedAt: metav1.NewTime(at.Truncate(time.Second))},
+		{Name: "latency", Max: "0.5", Error: "prometheus: server error 503", Address: "http://prometheus:9090", Query: `histogram_quantile(0.99, y)`, EvaluatedAt: metav1.NewTime(at.Truncate(time.Second))},
+	}
+	// (JSON reads times back in the local zone: compared as instants.)
+	for i := range stored.Checks {
+		stored.Checks[i].EvaluatedAt = metav1.NewTime(stored.Checks[i].EvaluatedAt.UTC())
+	}
+	if !reflect.DeepEqual(stored.Checks, want) {
+		t.Errorf("status.canary.checks:\n got %+v\nwant %+v", stored.Checks, want)
+	}
+	if back := stateOf(&stored, plan); !reflect.DeepEqual(back.Evaluations, d.State.Evaluations) {
+		t.Errorf("read back from the status:\n got %+v\nwant %+v", back.Evaluations, d.State.Evaluations)
 	}
 }

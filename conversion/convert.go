@@ -400,6 +400,9 @@ func statusToHub(s webappv1.WebAppStatus) webappv2.WebAppStatus {
 		for _, f := range c.Failures {
 			out.Canary.Failures = append(out.Canary.Failures, webappv2.CanaryCheckFailures{Name: f.Name, Count: f.Count})
 		}
+		for _, e := range c.Checks {
+			out.Canary.Checks = append(out.Canary.Checks, webappv2.CanaryCheckStatus(*e.DeepCopy()))
+		}
 	}
 	return out
 }
@@ -429,6 +432,9 @@ func statusFromHub(s webappv2.WebAppStatus) webappv1.WebAppStatus {
 			FailedRevision: c.FailedRevision, Step: c.Step, Weight: c.Weight, StepStartedAt: c.StepStartedAt.DeepCopy(), Reason: c.Reason, Message: c.Message}
 		for _, f := range c.Failures {
 			out.Canary.Failures = append(out.Canary.Failures, webappv1.CanaryCheckFailures{Name: f.Name, Count: f.Count})
+		}
+		for _, e := range c.Checks {
+			out.Canary.Checks = append(out.Canary.Checks, webappv1.CanaryCheckStatus(*e.DeepCopy()))
 		}
 	}
 	return out

@@ -252,6 +252,9 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		}
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.failures[name=%q]", f.Name), fmt.Sprintf("failed %d times, %d allowed", f.Count, allowed)})
 	}
+	for _, e := range c.Checks {
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.checks[name=%q]", e.Name), checkWords(e)})
+	}
 	if r, ok := s.child("HTTPRoute", app.Name).(*gwv1.HTTPRoute); ok {
 		for i, rule := range r.Spec.Rules {
 			var ws []string
@@ -287,4 +290,21 @@ func RenderExplain(w io.Writer, statements []Statement) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// checkWords is a check's last evaluation: its value against its limit, and where the value came from.
+func checkWords(e webappv2.CanaryCheckStatus) string {
+	verdict := "failed"
+	if e.Passed {
+		verdict = "passed"
+	}
+	value := e.Value
+	if value == "" {
+		value = "no value"
+	}
+	words := fmt.Sprintf("%s against a max of %s, %s", value, e.Max, verdict)
+	if e.Error != "" {
+		words += " (" + e.Error + ")"
+	}
+	return words + fmt.Sprintf(", at %s, from %s: %s", e.EvaluatedAt.UTC().Format(time.RFC3339), e.Address, e.Query)
 }

@@ -307,5 +307,18 @@ func canaryState(c *webappv2.CanaryStatus, spec *webappv2.CanarySpec) string {
 	for _, f := range c.Failures {
 		words += fmt.Sprintf(", check %s failed %d times", f.Name, f.Count)
 	}
+	for _, e := range c.Checks {
+		value, cmp := e.Value, "≤"
+		if value == "" {
+			value = "no value"
+		}
+		if !e.Passed {
+			cmp = "failing against"
+			if e.Value != "" && e.Error == "" {
+				cmp = ">"
+			}
+		}
+		words += fmt.Sprintf(", check %s %s %s %s", e.Name, value, cmp, e.Max)
+	}
 	return words
 }

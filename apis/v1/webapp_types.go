@@ -389,6 +389,14 @@ type CanaryStatus struct {
 	// +optional
 	Failures []CanaryCheckFailures `json:"failures,omitempty"`
 
+	// Checks are each check's last evaluation in this canary, kept after a rollback as its evidence: the value
+	// against its limit, whether it passed, and the server and query that produced it.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=5
+	// +optional
+	Checks []CanaryCheckStatus `json:"checks,omitempty"`
+
 	// Reason and Message say why the last canary was rolled back: its pods' trouble (ImagePullFailed,
 	// CrashLoopBackOff, ...) or CheckFailed, with the check's value.
 	// +kubebuilder:validation:MaxLength=64
@@ -397,6 +405,34 @@ type CanaryStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// CanaryCheckStatus is a check's last evaluation.
+type CanaryCheckStatus struct {
+	// Name is the check's name.
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Value is the value the query gave, to four significant digits (empty when it gave none: error says why).
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Max is the greatest value that passes, as the check said when it was evaluated.
+	// +kubebuilder:validation:MaxLength=32
+	Max string `json:"max"`
+	// Passed: the value was a finite number not above max.
+	Passed bool `json:"passed"`
+	// Error is why the query gave no value that counts (the server's error, no series, not a finite number).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Error string `json:"error,omitempty"`
+	// Address is the Prometheus server that was asked.
+	// +kubebuilder:validation:MaxLength=1024
+	Address string `json:"address"`
+	// Query is the query it was asked.
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
+	// EvaluatedAt is when the evaluation started.
+	EvaluatedAt metav1.Time `json:"evaluatedAt"`
 }
 
 // CanaryCheckFailures is how often a check failed in the current canary.

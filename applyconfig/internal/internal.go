@@ -82,6 +82,33 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: name
       type:
         scalar: string
+- name: com.github.example.webapp-operator.apis.v2.CanaryCheckStatus
+  map:
+    fields:
+    - name: address
+      type:
+        scalar: string
+    - name: error
+      type:
+        scalar: string
+    - name: evaluatedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: max
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+    - name: passed
+      type:
+        scalar: boolean
+    - name: query
+      type:
+        scalar: string
+    - name: value
+      type:
+        scalar: string
 - name: com.github.example.webapp-operator.apis.v2.CanarySpec
   map:
     fields:
@@ -108,6 +135,14 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: canaryRevision
       type:
         scalar: string
+    - name: checks
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.CanaryCheckStatus
+          elementRelationship: associative
+          keys:
+          - name
     - name: failedRevision
       type:
         scalar: string

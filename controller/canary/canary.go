@@ -34,6 +34,23 @@ type Check struct {
 	Max             float64
 	Interval        time.Duration
 	FailuresAllowed int32
+	// Address and Query are the Prometheus server and the query, for the evaluations' record.
+	Address, Query string
+}
+
+// Evaluation is a check's last result in a canary, as the status keeps it (the words of its value, not the value,
+// so that what the status says and what it is read back as are the same).
+type Evaluation struct {
+	Name string
+	// Value is the value in FormatValue's words ("" when the query gave none); Max the limit, likewise.
+	Value, Max string
+	Passed     bool
+	// Error is why the value does not count ("" when it does).
+	Error string
+	// Address and Query are what produced it.
+	Address, Query string
+	// At is when the round that produced it started, to the second (as the status keeps times).
+	At time.Time
 }
 
 // Phase is where the rollout is.
@@ -64,6 +81,9 @@ type State struct {
 	Failures []int32
 	// reason and message say why the last canary was rolled back (a pod trouble reason, or CheckFailed).
 	Reason, Message string
+	// Evaluations are each check's last result in this canary (the one rolled back, after a rollback), in the
+	// plan's order at the time. They change when a round of checks ends, so a pause without checks costs no write.
+	Evaluations []Evaluation
 }
 
 // Observation is what a reconcile saw of the two versions.
@@ -118,7 +138,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	case obs.Revision == s.Stable:
 		// The spec is back at the stable version (a canary abandoned by the user, or none): nothing to try. A
 		// failed revision stays known, so applying it again still does not loop.
-		s.Canary, s.Step, s.Since, s.Failures = "", 0, time.Time{}, nil
+		s.Canary, s.Step, s.Since, s.Failures, s.Evaluations = "", 0, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
 	case obs.Revision == s.Failed:
 		// The version rolled back (applied again, or still): it stays rolled back, rather than loop. Its pods stay
@@ -135,7 +155,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// the stable version, or it is not created yet): there is no traffic to protect, and a canary beside a
 		// version that cannot run would hold the new one back for ever. The spec's version is stable, as the first
 		// one is.
-		s.Stable, s.Step, s.Since, s.Failures = obs.Revision, 0, time.Time{}, nil
+		s.Stable, s.Step, s.Since, s.Failures, s.Evaluations = obs.Revision, 0, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
 	case obs.Revision != s.Canary:
 		// A new version (or one changed mid-canary): its canary starts from the first step. One that comes while
@@ -151,6 +171,10 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if obs.TroubleReason != "" {
 		// The canary's pods cannot run: traffic goes back to stable at once.
 		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
+	}
+	if obs.Checks != nil {
+		// A round ended: its results are the checks' last evaluations, whatever follows from them.
+		s.Evaluations = evaluations(plan, obs.Checks, obs.ChecksAt)
 	}
 	failing := ""
 	for i, c := range plan.Checks {
@@ -212,7 +236,7 @@ func weightBefore(plan Plan, i int) int32 {
 // startCanary starts a canary of obs.revision at the first step.
 // What this reconcile saw of a canary belongs to the version before, so nothing else follows from it yet.
 func startCanary(plan Plan, s State, obs Observation) Decision {
-	s.Canary, s.Step, s.Since, s.Failures, s.Reason, s.Message = obs.Revision, 0, time.Time{}, nil, "", ""
+	s.Canary, s.Step, s.Since, s.Failures, s.Reason, s.Message, s.Evaluations = obs.Revision, 0, time.Time{}, nil, "", "", nil
 	if len(plan.Steps) == 0 {
 		return promote(plan, s, Observation{}, time.Time{})
 	}
@@ -250,7 +274,7 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if left := s.Since.Add(Retire).Sub(now); left > 0 {
 		return Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w, After: left}
 	}
-	s.Stable, s.Canary, s.Failed, s.Step, s.Since, s.Failures = s.Canary, "", "", 0, time.Time{}, nil
+	s.Stable, s.Canary, s.Failed, s.Step, s.Since, s.Failures, s.Evaluations = s.Canary, "", "", 0, time.Time{}, nil, nil
 	return Decision{State: s, Phase: PhaseStable}
 }
 
@@ -276,6 +300,28 @@ func passes(c Check, r CheckResult) (bool, string) {
 		return false, fmt.Sprintf("%s > %s", FormatValue(r.Value), FormatValue(c.Max))
 	}
 	return true, ""
+}
+
+// evaluations are the record of a round's results, taken at at, in the plan's order.
+func evaluations(plan Plan, results []CheckResult, at time.Time) []Evaluation {
+	var out []Evaluation
+	for i, c := range plan.Checks {
+		if i >= len(results) {
+			break
+		}
+		r := results[i]
+		ok, said := passes(c, r)
+		e := Evaluation{Name: c.Name, Max: FormatValue(c.Max), Passed: ok, Address: c.Address, Query: c.Query, At: at.Truncate(time.Second)}
+		if r.Err == nil && !math.IsNaN(r.Value) {
+			e.Value = FormatValue(r.Value)
+		}
+		if !ok && (r.Err != nil || math.IsNaN(r.Value) || math.IsInf(r.Value, 0)) {
+			// Above max is said by the value and max; anything else by its words.
+			e.Error = said
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // FormatValue writes a check's value as the status and the messages show it: four significant digits.

@@ -18,6 +18,10 @@ func TestNextCanary(t *testing.T) {
 	checked := Plan{Steps: steps, Checks: []Check{check}}
 	ok := []CheckResult{{Value: 0.01}}
 	bad := []CheckResult{{Value: 0.3}}
+	// evaluated is the check's record of a round begun at at.
+	evaluated := func(value string, passed bool, err string, at time.Time) []Evaluation {
+		return []Evaluation{{Name: "errors", Value: value, Max: "0.05", Passed: passed, Error: err, At: at}}
+	}
 
 	tests := []struct {
 		name  string
@@ -88,12 +92,13 @@ func TestNextCanary(t *testing.T) {
 		now:   t0.Add(warmup),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: time.Minute - warmup},
 	}, {
-		name:  "pausing: the state is unchanged (no write), the next look at the check's interval",
+		name:  "pausing, a round ended: its values recorded (a write a round), the next look at the check's interval",
 		plan:  checked,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok},
 		now:   t0.Add(30 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+		want: Decision{State: State{Stable: "a", Canary: "b", Since: t0, Evaluations: evaluated("0.01", true, "", time.Time{})}, Phase: PhaseCanary,
+			Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "the pause over: the next step, whose pause starts when the canary is ready at its weight",
 		plan:  plain,
@@ -114,21 +119,24 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(time.Minute)},
 		now:   t0.Add(time.Minute + time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Evaluations: evaluated("0.01", true, "", t0.Add(time.Minute))}, Phase: PhaseCanary,
+			Weight: 10, ReplicaWeight: 50},
 	}, {
 		name:  "the pause over, the check passing in a round begun before its end: wait for one begun after it",
 		plan:  checked,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(time.Minute - time.Second)},
 		now:   t0.Add(time.Minute + time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+		want: Decision{State: State{Stable: "a", Canary: "b", Since: t0, Evaluations: evaluated("0.01", true, "", t0.Add(time.Minute-time.Second))}, Phase: PhaseCanary,
+			Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "a failure within the allowed: counted (a write), the step holds",
 		plan:  checked,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad},
 		now:   t0.Add(time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, Failures: []int32{1}}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+		want: Decision{State: State{Stable: "a", Canary: "b", Since: t0, Failures: []int32{1}, Evaluations: evaluated("0.3", false, "", time.Time{})}, Phase: PhaseCanary,
+			Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "one failure more than allowed: rolled back, with the check's value",
 		plan:  checked,
@@ -136,7 +144,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad},
 		now:   t0.Add(20 * time.Second),
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(20 * time.Second), Reason: webappv2.ReasonCheckFailed,
-			Message: "check errors: 0.3 > 0.05 (failures 2, allowed 1)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+			Message: "check errors: 0.3 > 0.05 (failures 2, allowed 1)", Evaluations: evaluated("0.3", false, "", time.Time{})}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "a check that cannot be evaluated fails",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
@@ -144,7 +152,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Err: errors.New("prometheus: connection refused")}}},
 		now:   t0,
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
-			Message: "check errors: prometheus: connection refused (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+			Message: "check errors: prometheus: connection refused (failures 1, allowed 0)", Evaluations: evaluated("", false, "prometheus: connection refused", time.Time{})}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "an empty result fails",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
@@ -152,7 +160,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.NaN()}}},
 		now:   t0,
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
-			Message: "check errors: no value (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+			Message: "check errors: no value (failures 1, allowed 0)", Evaluations: evaluated("", false, "no value", time.Time{})}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "-Inf fails: below every max, yet no measurement",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
@@ -160,7 +168,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.Inf(-1)}}},
 		now:   t0,
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
-			Message: "check errors: -Inf is not a finite number (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+			Message: "check errors: -Inf is not a finite number (failures 1, allowed 0)", Evaluations: evaluated("-Inf", false, "-Inf is not a finite number", time.Time{})}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "+Inf fails",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
@@ -168,7 +176,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.Inf(1)}}},
 		now:   t0,
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCheckFailed,
-			Message: "check errors: +Inf is not a finite number (failures 1, allowed 0)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+			Message: "check errors: +Inf is not a finite number (failures 1, allowed 0)", Evaluations: evaluated("+Inf", false, "+Inf is not a finite number", time.Time{})}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "the canary's pods crash-loop: rolled back at once, whatever the step",
 		plan:  checked,
@@ -178,12 +186,12 @@ func TestNextCanary(t *testing.T) {
 		want: Decision{State: State{Stable: "a", Failed: "b", Step: 1, Since: t0, Reason: webappv2.ReasonCrashLoopBackOff,
 			Message: "1/1 pods: back-off restarting app"}, Phase: PhaseRolledBack, ReplicaWeight: 50, After: Retire},
 	}, {
-		name:  "rolled back: the canary's pods go once the traffic has left them",
+		name:  "rolled back: the canary's pods go once the traffic has left them; the checks' last values stay, as evidence",
 		plan:  plain,
-		state: State{Stable: "a", Failed: "b", Step: 1, Since: t0, Reason: webappv2.ReasonCrashLoopBackOff},
+		state: State{Stable: "a", Failed: "b", Step: 1, Since: t0, Reason: webappv2.ReasonCrashLoopBackOff, Evaluations: evaluated("0.3", false, "", t0)},
 		obs:   Observation{Revision: "b", Deployed: "a"},
 		now:   t0.Add(Retire),
-		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff}, Phase: PhaseRolledBack},
+		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff, Evaluations: evaluated("0.3", false, "", t0)}, Phase: PhaseRolledBack},
 	}, {
 		name:  "a new version while one is promoted: the promoted one is stable, the new one its canary",
 		plan:  plain,
@@ -197,15 +205,15 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a"},
 		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff}, Phase: PhaseRolledBack},
 	}, {
-		name:  "a new version after a rollback: a new canary, the failed one still known",
+		name:  "a new version after a rollback: a new canary (no values yet), the failed one still known",
 		plan:  plain,
-		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff, Message: "m"},
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCrashLoopBackOff, Message: "m", Evaluations: evaluated("0.3", false, "", t0)},
 		obs:   Observation{Revision: "c", Deployed: "a"},
 		want:  Decision{State: State{Stable: "a", Canary: "c", Failed: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
 	}, {
 		name:  "the spec set back to stable mid-canary: the canary is dropped, stable serves",
 		plan:  plain,
-		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, Failures: []int32{1}},
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, Failures: []int32{1}, Evaluations: evaluated("0.3", false, "", t0)},
 		obs:   Observation{Revision: "a", Deployed: "a"},
 		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
 	}, {
@@ -237,7 +245,7 @@ func TestNextCanary(t *testing.T) {
 	}, {
 		name:  "promoted: the new version is stable, the canary and the failed record gone",
 		plan:  plain,
-		state: State{Stable: "a", Canary: "b", Step: 2, Failed: "x", Since: t0},
+		state: State{Stable: "a", Canary: "b", Step: 2, Failed: "x", Since: t0, Evaluations: evaluated("0.3", false, "", t0)},
 		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
 		now:   t0.Add(Retire),
 		want:  Decision{State: State{Stable: "b"}, Phase: PhaseStable},

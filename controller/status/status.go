@@ -475,6 +475,17 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 			st.WithFailures(webappv2ac.CanaryCheckFailures().WithName(plan.Checks[i].Name).WithCount(n))
 		}
 	}
+	for _, e := range s.Evaluations {
+		c := webappv2ac.CanaryCheckStatus().WithName(e.Name).WithMax(e.Max).WithPassed(e.Passed).WithAddress(e.Address).WithQuery(e.Query).
+			WithEvaluatedAt(metav1.NewTime(e.At))
+		if e.Value != "" {
+			c.WithValue(e.Value)
+		}
+		if e.Error != "" {
+			c.WithError(pods.TruncateTo(e.Error, 500))
+		}
+		st.WithChecks(c)
+	}
 	if s.Reason != "" {
 		st.WithReason(s.Reason)
 	}

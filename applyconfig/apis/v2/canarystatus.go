@@ -35,6 +35,9 @@ type CanaryStatusApplyConfiguration struct {
 	StepStartedAt *v1.Time `json:"stepStartedAt,omitempty"`
 	// Failures counts each check's failed evaluations in this canary.
 	Failures []CanaryCheckFailuresApplyConfiguration `json:"failures,omitempty"`
+	// Checks are each check's last evaluation in this canary, kept after a rollback as its evidence: the value
+	// against its limit, whether it passed, and the server and query that produced it.
+	Checks []CanaryCheckStatusApplyConfiguration `json:"checks,omitempty"`
 	// Reason and Message say why the last canary was rolled back: its pods' trouble (ImagePullFailed,
 	// CrashLoopBackOff, ...) or CheckFailed, with the check's value.
 	Reason  *string `json:"reason,omitempty"`
@@ -112,6 +115,19 @@ func (b *CanaryStatusApplyConfiguration) WithFailures(values ...*CanaryCheckFail
 			panic("nil value passed to WithFailures")
 		}
 		b.Failures = append(b.Failures, *values[i])
+	}
+	return b
+}
+
+// WithChecks adds the given value to the Checks field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Checks field.
+func (b *CanaryStatusApplyConfiguration) WithChecks(values ...*CanaryCheckStatusApplyConfiguration) *CanaryStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithChecks")
+		}
+		b.Checks = append(b.Checks, *values[i])
 	}
 	return b
 }
