@@ -32,6 +32,9 @@ import (
 // defaultCheckInterval is how often a canary's checks are evaluated when the spec does not say.
 const defaultCheckInterval = 10 * time.Second
 
+// defaultNoDataWait is how long a check with onNoData: Wait may give no value when noDataWaitSeconds is not set.
+const defaultNoDataWait = 5 * time.Minute
+
 // canaryRun is a reconcile's canary: what was decided, and what the builders need of it.
 type canaryRun struct {
 	plan     canary.Plan
@@ -69,8 +72,12 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	for _, c := range spec.Checks {
 		// The CRD's pattern admits decimal numbers only.
 		limit, _ := strconv.ParseFloat(c.Max, 64)
+		wait := defaultNoDataWait
+		if c.NoDataWaitSeconds > 0 {
+			wait = time.Duration(c.NoDataWaitSeconds) * time.Second
+		}
 		p.Checks = append(p.Checks, canary.Check{Name: c.Name, Max: limit, Interval: interval, FailuresAllowed: c.FailuresAllowed,
-			Address: c.Prometheus.Address, Query: c.Prometheus.Query})
+			Address: c.Prometheus.Address, Query: c.Prometheus.Query, NoData: c.OnNoData, NoDataWait: wait})
 	}
 	return p
 }
@@ -98,8 +105,12 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 		}
 	}
 	for _, e := range st.Checks {
-		s.Evaluations = append(s.Evaluations, canary.Evaluation{Name: e.Name, Value: e.Value, Max: e.Max, Passed: e.Passed, Error: e.Error,
-			Address: e.Address, Query: e.Query, At: e.EvaluatedAt.Time})
+		ev := canary.Evaluation{Name: e.Name, Value: e.Value, Max: e.Max, Passed: e.Passed, Error: e.Error,
+			Address: e.Address, Query: e.Query, At: e.EvaluatedAt.Time}
+		if e.NoDataSince != nil {
+			ev.NoDataSince = e.NoDataSince.Time
+		}
+		s.Evaluations = append(s.Evaluations, ev)
 	}
 	return s
 }

@@ -294,7 +294,7 @@ func RenderExplain(w io.Writer, statements []Statement) error {
 
 // checkWords is a check's last evaluation: its value against its limit, and where the value came from.
 func checkWords(e webappv2.CanaryCheckStatus) string {
-	verdict := "failed"
+	verdict := "did not pass"
 	if e.Passed {
 		verdict = "passed"
 	}

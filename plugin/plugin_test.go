@@ -151,7 +151,7 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 			Checks: []webappv2.CanaryCheckStatus{{Name: "errors", Value: "0.08", Max: "0.05", Address: "http://prom:9090", Query: "sum(rate(errors[1m]))",
 				EvaluatedAt: metav1.NewTime(now.Add(-10 * time.Second))}}})},
 			[]string{
-				`WebApp web .status.canary.checks[name="errors"]: 0.08 against a max of 0.05, failed, at 2026-12-07T11:59:50Z, from http://prom:9090: sum(rate(errors[1m]))`,
+				`WebApp web .status.canary.checks[name="errors"]: 0.08 against a max of 0.05, did not pass, at 2026-12-07T11:59:50Z, from http://prom:9090: sum(rate(errors[1m]))`,
 				"50% of the traffic goes to revision b (web-canary), the rest to revision a (web): the canary is at step 2 of 2",
 				"WebApp web .spec.rollout.canary.steps[1]: weight 50, pause 300s",
 				"its pause ends in 3m20s",
@@ -160,7 +160,7 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 		{"a rollback", Snapshot{App: withCanary(webappv2.CanaryStatus{Phase: "RolledBack", StableRevision: "a", FailedRevision: "b", Reason: webappv2.ReasonCrashLoopBackOff, Message: "1/1 pods crash",
 			Checks: []webappv2.CanaryCheckStatus{{Name: "errors", Max: "0.05", Error: "no value", Address: "http://prom:9090", Query: "q", EvaluatedAt: metav1.NewTime(now)}}})},
 			[]string{
-				`WebApp web .status.canary.checks[name="errors"]: no value against a max of 0.05, failed (no value), at 2026-12-07T12:00:00Z, from http://prom:9090: q`,
+				`WebApp web .status.canary.checks[name="errors"]: no value against a max of 0.05, did not pass (no value), at 2026-12-07T12:00:00Z, from http://prom:9090: q`,
 				"All the traffic goes to revision a (web): revision b was rolled back (CrashLoopBackOff)",
 				"WebApp web .status.canary.reason / message: CrashLoopBackOff: 1/1 pods crash",
 			}},

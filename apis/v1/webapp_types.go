@@ -433,6 +433,9 @@ type CanaryCheckStatus struct {
 	Query string `json:"query"`
 	// EvaluatedAt is when the evaluation started.
 	EvaluatedAt metav1.Time `json:"evaluatedAt"`
+	// NoDataSince is when the check, waiting for data (onNoData: Wait), first gave no value in a row.
+	// +optional
+	NoDataSince *metav1.Time `json:"noDataSince,omitempty"`
 }
 
 // CanaryCheckFailures is how often a check failed in the current canary.

@@ -617,6 +617,7 @@ type CanaryStep struct {
 }
 
 // CanaryCheck is a query whose value must not exceed max.
+// +kubebuilder:validation:XValidation:rule="!has(self.noDataWaitSeconds) || (has(self.onNoData) && self.onNoData == 'Wait')",message="noDataWaitSeconds bounds onNoData: Wait, and is set with it only"
 type CanaryCheck struct {
 	// Name names the check in the status and events.
 	// +kubebuilder:validation:MinLength=1
@@ -627,11 +628,26 @@ type CanaryCheck struct {
 	// Prometheus is the query's source.
 	Prometheus PrometheusQuery `json:"prometheus"`
 
-	// Max is the greatest value that passes, a decimal number such as 0.01. A query with no value (no series)
-	// fails: a check never passes on missing data.
+	// Max is the greatest value that passes, a decimal number such as 0.01. A query with no value is what
+	// onNoData says.
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	Max string `json:"max"`
+
+	// OnNoData says what a query that gives no value counts as (no series, or NaN, as a ratio of a quiet service's
+	// requests gives): Fail (the default: a check never passes on missing data unless told), Pass (said so in the
+	// status's evaluation, never silently), or Wait: the step holds, counting no failure, until a value comes or
+	// noDataWaitSeconds have passed, after which no value fails. An error (the server unreachable, an answer that is
+	// not a number) always fails.
+	// +kubebuilder:validation:Enum=Fail;Pass;Wait
+	// +optional
+	OnNoData CheckNoData `json:"onNoData,omitempty"`
+
+	// NoDataWaitSeconds bounds onNoData: Wait: how long a check may give no value before that fails (default 300).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	NoDataWaitSeconds int32 `json:"noDataWaitSeconds,omitempty"`
 
 	// FailuresAllowed is how many failed evaluations one canary may have before it is rolled back (default 0: the
 	// first failure rolls it back).
@@ -640,6 +656,18 @@ type CanaryCheck struct {
 	// +optional
 	FailuresAllowed int32 `json:"failuresAllowed,omitempty"`
 }
+
+// CheckNoData is what a check's query that gives no value counts as.
+type CheckNoData string
+
+const (
+	// NoDataFail: no value is a failure (the default).
+	NoDataFail CheckNoData = "Fail"
+	// NoDataPass: no value passes.
+	NoDataPass CheckNoData = "Pass"
+	// NoDataWait: no value holds the step, for noDataWaitSeconds at most; then it is a failure.
+	NoDataWait CheckNoData = "Wait"
+)
 
 // PrometheusQuery is a PromQL query on a Prometheus server.
 type PrometheusQuery struct {
@@ -895,6 +923,9 @@ type CanaryCheckStatus struct {
 	Query string `json:"query"`
 	// EvaluatedAt is when the evaluation started.
 	EvaluatedAt metav1.Time `json:"evaluatedAt"`
+	// NoDataSince is when the check, waiting for data (onNoData: Wait), first gave no value in a row.
+	// +optional
+	NoDataSince *metav1.Time `json:"noDataSince,omitempty"`
 }
 
 // CanaryCheckFailures is how often a check failed in the current canary.

@@ -70,6 +70,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: name
       type:
         scalar: string
+    - name: noDataWaitSeconds
+      type:
+        scalar: numeric
+    - name: onNoData
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.CheckNoData
     - name: prometheus
       type:
         namedType: com.github.example.webapp-operator.apis.v2.PrometheusQuery
@@ -100,6 +106,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: name
       type:
         scalar: string
+    - name: noDataSince
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: passed
       type:
         scalar: boolean
@@ -184,6 +193,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: weight
       type:
         scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.CheckNoData
+  scalar: string
 - name: com.github.example.webapp-operator.apis.v2.ClaimDeletionPolicy
   scalar: string
 - name: com.github.example.webapp-operator.apis.v2.ClaimReference

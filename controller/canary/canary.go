@@ -36,6 +36,9 @@ type Check struct {
 	FailuresAllowed int32
 	// Address and Query are the Prometheus server and the query, for the evaluations' record.
 	Address, Query string
+	// NoData is what no value counts as (webappv2.NoDataFail when ""); NoDataWait bounds NoDataWait.
+	NoData     webappv2.CheckNoData
+	NoDataWait time.Duration
 }
 
 // Evaluation is a check's last result in a canary, as the status keeps it (the words of its value, not the value,
@@ -51,6 +54,8 @@ type Evaluation struct {
 	Address, Query string
 	// At is when the round that produced it started, to the second (as the status keeps times).
 	At time.Time
+	// NoDataSince is when a check waiting for data (NoDataWait) first gave no value in a row (zero: it gave one).
+	NoDataSince time.Time
 }
 
 // Phase is where the rollout is.
@@ -174,12 +179,17 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	if obs.Checks != nil {
 		// A round ended: its results are the checks' last evaluations, whatever follows from them.
-		s.Evaluations = evaluations(plan, obs.Checks, obs.ChecksAt)
+		s.Evaluations = evaluations(plan, obs.Checks, obs.ChecksAt, s.Evaluations)
 	}
 	failing := ""
 	for i, c := range plan.Checks {
 		if i >= len(obs.Checks) {
 			break
+		}
+		if waiting(c, s.Evaluations[i]) {
+			// No value yet, within the bound the check allows: the step holds, and no failure is counted.
+			failing = c.Name
+			continue
 		}
 		if ok, said := passes(c, obs.Checks[i]); !ok {
 			s.Failures = countFailure(s.Failures, len(plan.Checks), i)
@@ -286,11 +296,16 @@ func rollBack(plan Plan, s State, reason, message string, now time.Time) Decisio
 	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Weight, After: Retire}
 }
 
-// passes reports whether a check's result passes, and what it said.
+// passes reports whether a check's result passes, and what it said. No value passes only under NoDataPass (and
+// says so); under NoDataWait it fails once the wait is over (waiting says whether it is).
 func passes(c Check, r CheckResult) (bool, string) {
 	switch {
 	case r.Err != nil:
 		return false, r.Err.Error()
+	case math.IsNaN(r.Value) && c.NoData == webappv2.NoDataPass:
+		return true, "no value, passed (onNoData: Pass)"
+	case math.IsNaN(r.Value) && c.NoData == webappv2.NoDataWait:
+		return false, fmt.Sprintf("no value for %s (onNoData: Wait)", c.NoDataWait)
 	case math.IsNaN(r.Value):
 		return false, "no value"
 	case math.IsInf(r.Value, 0):
@@ -302,8 +317,10 @@ func passes(c Check, r CheckResult) (bool, string) {
 	return true, ""
 }
 
-// evaluations are the record of a round's results, taken at at, in the plan's order.
-func evaluations(plan Plan, results []CheckResult, at time.Time) []Evaluation {
+// evaluations are the record of a round's results, taken at at, in the plan's order; prev, the record before,
+// carries how long a check waiting for data has had none.
+func evaluations(plan Plan, results []CheckResult, at time.Time, prev []Evaluation) []Evaluation {
+	at = at.Truncate(time.Second)
 	var out []Evaluation
 	for i, c := range plan.Checks {
 		if i >= len(results) {
@@ -311,17 +328,34 @@ func evaluations(plan Plan, results []CheckResult, at time.Time) []Evaluation {
 		}
 		r := results[i]
 		ok, said := passes(c, r)
-		e := Evaluation{Name: c.Name, Max: FormatValue(c.Max), Passed: ok, Address: c.Address, Query: c.Query, At: at.Truncate(time.Second)}
-		if r.Err == nil && !math.IsNaN(r.Value) {
+		e := Evaluation{Name: c.Name, Max: FormatValue(c.Max), Passed: ok, Address: c.Address, Query: c.Query, At: at}
+		noValue := r.Err == nil && math.IsNaN(r.Value)
+		if r.Err == nil && !noValue {
 			e.Value = FormatValue(r.Value)
 		}
-		if !ok && (r.Err != nil || math.IsNaN(r.Value) || math.IsInf(r.Value, 0)) {
+		if noValue && c.NoData == webappv2.NoDataWait {
+			e.NoDataSince = at
+			for _, p := range prev {
+				if p.Name == c.Name && !p.NoDataSince.IsZero() {
+					e.NoDataSince = p.NoDataSince
+				}
+			}
+			if waiting(c, e) {
+				said = fmt.Sprintf("no value since %s, waiting up to %s (onNoData: Wait)", e.NoDataSince.UTC().Format(time.RFC3339), c.NoDataWait)
+			}
+		}
+		if r.Err != nil || noValue || math.IsInf(r.Value, 0) {
 			// Above max is said by the value and max; anything else by its words.
 			e.Error = said
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// waiting: check c, which waits for data, has had none in e for less than its bound.
+func waiting(c Check, e Evaluation) bool {
+	return c.NoData == webappv2.NoDataWait && !e.NoDataSince.IsZero() && e.At.Sub(e.NoDataSince) < c.NoDataWait
 }
 
 // FormatValue writes a check's value as the status and the messages show it: four significant digits.

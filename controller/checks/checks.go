@@ -34,8 +34,8 @@ const maxCheckAnswer = 4 << 20
 var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB; a check needs one number (aggregate it, e.g. with sum)", maxCheckAnswer>>20)
 
 // Query evaluates a canary check's PromQL query on the Prometheus at address, at now: its value is a
-// scalar's, or the one sample of an instant vector. An empty vector has no value (NaN: the check fails, it never
-// passes on missing data); more than one series, a value that is not a finite number,
+// scalar's, or the one sample of an instant vector. An empty vector, or NaN, is no value (NaN in the result: what
+// the check's onNoData says, never a silent pass); more than one series, an infinite value,
 // or an answer larger than maxCheckAnswer is an error, since a check compares one number with its threshold.
 //
 // The query is sent as a GET of /api/v1/query with its parameters in the URL (Prometheus accepts GET and POST
@@ -144,8 +144,13 @@ func decodeAnswer(resp *http.Response, body []byte) canary.CheckResult {
 	default:
 		return canary.CheckResult{Err: fmt.Errorf("the query returns a %s; a check needs a scalar or an instant vector", data.ResultType)}
 	}
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		// NaN (0/0), +Inf and -Inf (x/0) are not measurements: -Inf is below every max, yet says nothing.
+	if math.IsNaN(v) {
+		// NaN (0/0: a ratio of a quiet service's requests) is no value, as an empty vector is: what the check's
+		// onNoData says.
+		return canary.CheckResult{Value: math.NaN()}
+	}
+	if math.IsInf(v, 0) {
+		// +Inf and -Inf (x/0) are not measurements: -Inf is below every max, yet says nothing.
 		return canary.CheckResult{Err: errNotFinite(v)}
 	}
 	return canary.CheckResult{Value: v}

@@ -32,7 +32,7 @@ func TestQueryCheck(t *testing.T) {
 		{name: "success in a failed status", status: http.StatusServiceUnavailable, answer: `{"status":"success","data":{"resultType":"scalar","result":[1,"0"]}}`, wantErr: "503"},
 		{name: "-Inf", answer: `{"resultType":"scalar","result":[1,"-Inf"]}`, wantErr: "value is -Inf; a check needs a finite number"},
 		{name: "+Inf", answer: `{"resultType":"vector","result":[{"metric":{},"value":[1,"+Inf"]}]}`, wantErr: "value is +Inf"},
-		{name: "NaN", answer: `{"resultType":"scalar","result":[1,"NaN"]}`, wantErr: "value is NaN"},
+		{name: "NaN (0/0, a quiet service's ratio): no value", answer: `{"resultType":"scalar","result":[1,"NaN"]}`, want: math.NaN()},
 		{name: "a value that is not a number", answer: `{"resultType":"scalar","result":[1,"x"]}`, wantErr: "scalar"},
 	}
 	for _, tt := range tests {

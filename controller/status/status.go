@@ -484,6 +484,9 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 		if e.Error != "" {
 			c.WithError(pods.TruncateTo(e.Error, 500))
 		}
+		if !e.NoDataSince.IsZero() {
+			c.WithNoDataSince(metav1.NewTime(e.NoDataSince))
+		}
 		st.WithChecks(c)
 	}
 	if s.Reason != "" {

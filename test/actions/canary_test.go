@@ -89,7 +89,7 @@ func startPrometheus(t *testing.T) {
 }
 
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, and in half of
-// them a check of the test's Prometheus, evaluated every second.
+// them a check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
 func (s *seq) randomPlan() map[string]any {
 	n := 1 + s.rng.IntN(3)
 	weights := map[int]bool{}
@@ -108,8 +108,19 @@ func (s *seq) randomPlan() map[string]any {
 	plan := map[string]any{"steps": steps}
 	if s.chance(0.5) {
 		plan["checkIntervalSeconds"] = int64(1)
-		plan["checks"] = []any{map[string]any{"name": "errors", "max": "0.5", "failuresAllowed": int64(s.rng.IntN(2)),
-			"prometheus": map[string]any{"address": promURL + "/" + pick(s, promAnswers...), "query": "vector(0)"}}}
+		check := map[string]any{"name": "errors", "max": "0.5", "failuresAllowed": int64(s.rng.IntN(2)),
+			"prometheus": map[string]any{"address": promURL + "/" + pick(s, promAnswers...), "query": "vector(0)"}}
+		// What no value (the "nan" answer) counts as: failed, passed, or waited for at most a few seconds (the step
+		// holds, then fails), so a wait never keeps the canary from rest for longer than the test waits.
+		switch noData := pick(s, "", "Fail", "Pass", "Wait"); noData {
+		case "":
+		case "Wait":
+			// Always bounded here: the default bound (300 s) would outlast the wait for rest.
+			check["onNoData"], check["noDataWaitSeconds"] = noData, int64(1+s.rng.IntN(5))
+		default:
+			check["onNoData"] = noData
+		}
+		plan["checks"] = []any{check}
 	}
 	return plan
 }

@@ -379,7 +379,12 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 			},
 			Max:             g.pick("0", "0.01", "5", "-1.5", "100", "0.000001"),
 			FailuresAllowed: int32(g.intn(4)),
+			OnNoData:        webappv2.CheckNoData(g.pick("", "Fail", "Pass", "Wait")),
 		})
+		if last := &c.Checks[len(c.Checks)-1]; last.OnNoData == webappv2.NoDataWait && g.chance(0.5) {
+			// The bound only with the wait it bounds (the CRD refuses it otherwise).
+			last.NoDataWaitSeconds = int32(g.pick2(1, 60, 300, 3600))
+		}
 	}
 	if g.chance(0.5) {
 		c.CheckIntervalSeconds = g.between(1, 3600)

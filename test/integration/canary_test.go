@@ -366,6 +366,23 @@ func TestCanaryRefusals(t *testing.T) {
 			t.Errorf("refusal of a weight of 100, an address without a scheme and max 1e3: %v, want it to name %s", err, want)
 		}
 	}
+	// A bound on waiting for data without the wait it bounds is refused; with it, accepted.
+	check := webappv2.CanaryCheck{Name: "e", Prometheus: webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: "up"}, Max: "1", NoDataWaitSeconds: 60}
+	for _, c := range []struct {
+		onNoData webappv2.CheckNoData
+		refused  bool
+	}{{"", true}, {webappv2.NoDataFail, true}, {webappv2.NoDataPass, true}, {webappv2.NoDataWait, false}} {
+		check.OnNoData = c.onNoData
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "nodata-"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
+			Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}, Checks: []webappv2.CanaryCheck{check}}}}}
+		err := k8s.Create(ctx, app)
+		if c.refused && (err == nil || !strings.Contains(err.Error(), "noDataWaitSeconds bounds onNoData: Wait")) {
+			t.Errorf("noDataWaitSeconds with onNoData %q: %v, want refused", c.onNoData, err)
+		}
+		if !c.refused && err != nil {
+			t.Errorf("noDataWaitSeconds with onNoData %q: %v", c.onNoData, err)
+		}
+	}
 }
 
 // TestCanaryCheckAnswers: without a Gateway, a 99% step's canary has no more pods than the WebApp's replicas (the
@@ -420,6 +437,93 @@ func TestCanaryCheckAnswers(t *testing.T) {
 			rolled := canaryPhase(t, ns, "web", "RolledBack/0/0")
 			if msg := rolled.Status.Canary.Message; rolled.Status.Canary.Reason != webappv2.ReasonCheckFailed || !strings.Contains(msg, c.want) {
 				t.Errorf("rolled back for %s: %q, want %s saying %q", rolled.Status.Canary.Reason, msg, webappv2.ReasonCheckFailed, c.want)
+			}
+		})
+	}
+}
+
+// TestCanaryNoData (issue 51, item 2): a quiet service's query gives no value (NaN), and each check says what that
+// counts as. Fail rolls back; Pass goes on, its evaluation saying it passed on no value; Wait holds the step, with
+// no failure counted and noDataSince in the status, until its bound, then rolls back. Each check's evaluation is in
+// status.canary.checks, with the server and the query.
+func TestCanaryNoData(t *testing.T) {
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"NaN"]}}`)
+	}))
+	defer prom.Close()
+	cases := []struct {
+		onNoData webappv2.CheckNoData
+		wait     int32
+		// step is where the canary gets to; message, said by the rollback ("" when none).
+		step    int32
+		message string
+		// error is the evaluation's words; held: the step holds, waiting, before the rollback.
+		error string
+		held  bool
+	}{
+		{onNoData: "", message: "check errors: no value (failures 1, allowed 0)", error: "no value"},
+		{onNoData: webappv2.NoDataPass, step: 1, error: "no value, passed (onNoData: Pass)"},
+		{onNoData: webappv2.NoDataWait, wait: 3, message: "check errors: no value for 3s (onNoData: Wait) (failures 1, allowed 0)", error: "no value for 3s (onNoData: Wait)", held: true},
+	}
+	for _, c := range cases {
+		t.Run("onNoData "+string(c.onNoData), func(t *testing.T) {
+			ns := newNamespace(t)
+			startOperator(t, ns, time.Second)
+			ctx := context.Background()
+			app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+				Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+				Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
+					Steps: []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
+					Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: prom.URL, Query: "quiet_ratio"}, Max: "0.01",
+						OnNoData: c.onNoData, NoDataWaitSeconds: c.wait}},
+					CheckIntervalSeconds: 1,
+				}},
+			}}
+			if err := k8s.Create(ctx, app); err != nil {
+				t.Fatal(err)
+			}
+			waitChildren(t, ns, "web")
+			markAvailable(t, ns, "web")
+			canaryPhase(t, ns, "web", "Stable/0/0")
+			update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+			testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+			markAvailable(t, ns, "web-canary")
+			var waited bool
+			testutil.Eventually(t, 30*time.Second, "the canary's outcome", func(ctx context.Context) error {
+				if err := get(ctx, ns, "web", app); err != nil {
+					return err
+				}
+				st := app.Status.Canary
+				if st == nil || len(st.Checks) != 1 {
+					return fmt.Errorf("status.canary %+v", st)
+				}
+				e := st.Checks[0]
+				if e.Address != prom.URL || e.Query != "quiet_ratio" || e.Max != "0.01" || e.Value != "" {
+					return fmt.Errorf("the evaluation %+v: want no value, from %s: quiet_ratio, against 0.01", e, prom.URL)
+				}
+				if st.Phase == "Canary" && st.Step == 0 && e.NoDataSince != nil && strings.Contains(e.Error, "waiting up to 3s") {
+					if len(st.Failures) > 0 {
+						return fmt.Errorf("a failure counted while waiting for data: %+v", st.Failures)
+					}
+					waited = true
+				}
+				switch {
+				case c.message != "" && st.Phase == "RolledBack":
+					if st.Message != c.message || e.Error != c.error || e.Passed {
+						return fmt.Errorf("rolled back with %q, evaluation %+v; want %q and %q", st.Message, e, c.message, c.error)
+					}
+					return nil
+				case c.message == "" && st.Phase == "Canary" && st.Step == c.step:
+					if e.Error != c.error || !e.Passed {
+						return fmt.Errorf("at step %d with evaluation %+v, want it passed, saying %q", st.Step, e, c.error)
+					}
+					return nil
+				}
+				return fmt.Errorf("status.canary %s at step %d: %+v", st.Phase, st.Step, st)
+			})
+			if c.held && !waited {
+				t.Errorf("the step never held waiting for data (no round seen with noDataSince and no failure)")
 			}
 		})
 	}

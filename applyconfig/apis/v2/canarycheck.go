@@ -8,6 +8,10 @@ Licensed under the Apache License, Version 2.0.
 
 package v2
 
+import (
+	apisv2 "github.com/example/webapp-operator/apis/v2"
+)
+
 // CanaryCheckApplyConfiguration represents a declarative configuration of the CanaryCheck type for use
 // with apply.
 //
@@ -17,9 +21,17 @@ type CanaryCheckApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// Prometheus is the query's source.
 	Prometheus *PrometheusQueryApplyConfiguration `json:"prometheus,omitempty"`
-	// Max is the greatest value that passes, a decimal number such as 0.01. A query with no value (no series)
-	// fails: a check never passes on missing data.
+	// Max is the greatest value that passes, a decimal number such as 0.01. A query with no value is what
+	// onNoData says.
 	Max *string `json:"max,omitempty"`
+	// OnNoData says what a query that gives no value counts as (no series, or NaN, as a ratio of a quiet service's
+	// requests gives): Fail (the default: a check never passes on missing data unless told), Pass (said so in the
+	// status's evaluation, never silently), or Wait: the step holds, counting no failure, until a value comes or
+	// noDataWaitSeconds have passed, after which no value fails. An error (the server unreachable, an answer that is
+	// not a number) always fails.
+	OnNoData *apisv2.CheckNoData `json:"onNoData,omitempty"`
+	// NoDataWaitSeconds bounds onNoData: Wait: how long a check may give no value before that fails (default 300).
+	NoDataWaitSeconds *int32 `json:"noDataWaitSeconds,omitempty"`
 	// FailuresAllowed is how many failed evaluations one canary may have before it is rolled back (default 0: the
 	// first failure rolls it back).
 	FailuresAllowed *int32 `json:"failuresAllowed,omitempty"`
@@ -52,6 +64,22 @@ func (b *CanaryCheckApplyConfiguration) WithPrometheus(value *PrometheusQueryApp
 // If called multiple times, the Max field is set to the value of the last call.
 func (b *CanaryCheckApplyConfiguration) WithMax(value string) *CanaryCheckApplyConfiguration {
 	b.Max = &value
+	return b
+}
+
+// WithOnNoData sets the OnNoData field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OnNoData field is set to the value of the last call.
+func (b *CanaryCheckApplyConfiguration) WithOnNoData(value apisv2.CheckNoData) *CanaryCheckApplyConfiguration {
+	b.OnNoData = &value
+	return b
+}
+
+// WithNoDataWaitSeconds sets the NoDataWaitSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NoDataWaitSeconds field is set to the value of the last call.
+func (b *CanaryCheckApplyConfiguration) WithNoDataWaitSeconds(value int32) *CanaryCheckApplyConfiguration {
+	b.NoDataWaitSeconds = &value
 	return b
 }
 

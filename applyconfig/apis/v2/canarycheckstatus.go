@@ -33,6 +33,8 @@ type CanaryCheckStatusApplyConfiguration struct {
 	Query *string `json:"query,omitempty"`
 	// EvaluatedAt is when the evaluation started.
 	EvaluatedAt *v1.Time `json:"evaluatedAt,omitempty"`
+	// NoDataSince is when the check, waiting for data (onNoData: Wait), first gave no value in a row.
+	NoDataSince *v1.Time `json:"noDataSince,omitempty"`
 }
 
 // CanaryCheckStatusApplyConfiguration constructs a declarative configuration of the CanaryCheckStatus type for use with
@@ -102,5 +104,13 @@ func (b *CanaryCheckStatusApplyConfiguration) WithQuery(value string) *CanaryChe
 // If called multiple times, the EvaluatedAt field is set to the value of the last call.
 func (b *CanaryCheckStatusApplyConfiguration) WithEvaluatedAt(value v1.Time) *CanaryCheckStatusApplyConfiguration {
 	b.EvaluatedAt = &value
+	return b
+}
+
+// WithNoDataSince sets the NoDataSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NoDataSince field is set to the value of the last call.
+func (b *CanaryCheckStatusApplyConfiguration) WithNoDataSince(value v1.Time) *CanaryCheckStatusApplyConfiguration {
+	b.NoDataSince = &value
 	return b
 }
