@@ -661,11 +661,11 @@ type CanaryCheck struct {
 type CheckNoData string
 
 const (
-	// NoDataFail: no value is a failure (the default).
+	// NoDataFail makes no value a failure (the default).
 	NoDataFail CheckNoData = "Fail"
-	// NoDataPass: no value passes.
+	// NoDataPass makes no value pass.
 	NoDataPass CheckNoData = "Pass"
-	// NoDataWait: no value holds the step, for noDataWaitSeconds at most; then it is a failure.
+	// NoDataWait makes no value hold the step, for noDataWaitSeconds at most; then it is a failure.
 	NoDataWait CheckNoData = "Wait"
 )
 
