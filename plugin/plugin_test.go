@@ -44,6 +44,15 @@ func TestTreeSaysEachObjectsState(t *testing.T) {
 				"    ├── Pod web-0: Running, ready, 0 restarts",
 				"    └── Pod web-1: Running, not ready, 4 restarts, CrashLoopBackOff:",
 			}},
+		{"a canary whose check waits for data, another passing", Snapshot{App: &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: webappv2.WebAppSpec{Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}}}},
+			Status: webappv2.WebAppStatus{Canary: &webappv2.CanaryStatus{Phase: "Canary", CanaryRevision: "b", StableRevision: "a", Weight: 10, Checks: []webappv2.CanaryCheckStatus{
+				{Name: "errors", Max: "0.01", Error: "no value since 2026-12-07T04:00:00Z, waiting up to 5m0s (onNoData: Wait)"},
+				{Name: "latency", Value: "0.2", Max: "0.5", Passed: true}}}}}},
+			[]string{
+				"WebApp web: not reconciled yet (no Ready condition), 0/0 available",
+				"└── Canary web: Canary, revision b at step 1 of 1, weight 10%, beside a, check errors: no value since 2026-12-07T04:00:00Z, waiting up to 5m0s (onNoData: Wait), check latency 0.2 ≤ 0.5",
+			}},
 		{"a claim released and kept", Snapshot{App: app, Others: []Other{{Object: releasedClaim, Released: true, Why: "released"}}},
 			[]string{
 				"WebApp web: Ready=False (CrashLoopBackOff), 1/2 available, replicas set by WebApp",

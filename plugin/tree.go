@@ -308,17 +308,15 @@ func canaryState(c *webappv2.CanaryStatus, spec *webappv2.CanarySpec) string {
 		words += fmt.Sprintf(", check %s failed %d times", f.Name, f.Count)
 	}
 	for _, e := range c.Checks {
-		value, cmp := e.Value, "≤"
-		if value == "" {
-			value = "no value"
+		// The value against its max, or the operator's words for what the query gave instead.
+		switch {
+		case e.Error != "":
+			words += fmt.Sprintf(", check %s: %s", e.Name, e.Error)
+		case e.Passed:
+			words += fmt.Sprintf(", check %s %s ≤ %s", e.Name, e.Value, e.Max)
+		default:
+			words += fmt.Sprintf(", check %s %s > %s", e.Name, e.Value, e.Max)
 		}
-		if !e.Passed {
-			cmp = "failing against"
-			if e.Value != "" && e.Error == "" {
-				cmp = ">"
-			}
-		}
-		words += fmt.Sprintf(", check %s %s %s %s", e.Name, value, cmp, e.Max)
 	}
 	return words
 }
