@@ -92,6 +92,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.WebAppSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("WebAppStatus"):
 		return &apisv2.WebAppStatusApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("WebhookCheck"):
+		return &apisv2.WebhookCheckApplyConfiguration{}
 
 	}
 	return nil

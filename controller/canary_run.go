@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -76,8 +77,14 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 		if c.NoDataWaitSeconds > 0 {
 			wait = time.Duration(c.NoDataWaitSeconds) * time.Second
 		}
-		p.Checks = append(p.Checks, canary.Check{Name: c.Name, Max: limit, Interval: interval, FailuresAllowed: c.FailuresAllowed,
-			Address: c.Prometheus.Address, Query: c.Prometheus.Query, NoData: c.OnNoData, NoDataWait: wait})
+		check := canary.Check{Name: c.Name, Max: limit, Interval: interval, FailuresAllowed: c.FailuresAllowed, NoData: c.OnNoData, NoDataWait: wait}
+		switch {
+		case c.Webhook != nil:
+			check.Address = c.Webhook.URL
+		case c.Prometheus != nil:
+			check.Address, check.Query = c.Prometheus.Address, c.Prometheus.Query
+		}
+		p.Checks = append(p.Checks, check)
 	}
 	return p
 }
@@ -187,7 +194,11 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		}
 		if r.checks.due(key, state.Canary, state.Step, run.plan.Checks[0].Interval, pauseEnd, now) {
 			rt, checkSpecs := r.checkTransport(), spec.Checks[:len(run.plan.Checks)]
-			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult { return queryChecks(ctx, rt, checkSpecs, now) })
+			// What a webhook is told of the canary it measures.
+			req := checks.NewCheckRequest()
+			req.Namespace, req.WebApp, req.CanaryRevision, req.StableRevision, req.Step = app.Namespace, app.Name, state.Canary, state.Stable, state.Step
+			req.Weight, req.Time = run.plan.Steps[min(state.Step, len(run.plan.Steps)-1)].Weight, now.UTC().Truncate(time.Second)
+			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult { return queryChecks(ctx, rt, checkSpecs, req, now) })
 		}
 	}
 	run.state, run.seen = state, obs
@@ -263,13 +274,25 @@ func checksWanted(plan canary.Plan, obs canary.Observation) bool {
 
 // queryChecks evaluates checks at now, in their order, all at once under one bound (checks.Timeout): a round takes
 // as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most.
-func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, now time.Time) []canary.CheckResult {
+func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, req checks.CheckRequest, now time.Time) []canary.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, checks.Timeout)
 	defer cancel()
 	out := make([]canary.CheckResult, len(checkSpecs))
 	var wg sync.WaitGroup
 	for i, c := range checkSpecs {
-		wg.Go(func() { out[i] = checks.Query(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now) })
+		wg.Go(func() {
+			switch {
+			case c.Webhook != nil:
+				req := req
+				req.Check = c.Name
+				out[i] = checks.Webhook(ctx, rt, c.Webhook.URL, time.Duration(c.Webhook.TimeoutSeconds)*time.Second, req)
+			case c.Prometheus != nil:
+				out[i] = checks.Query(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now)
+			default:
+				// (The CRD requires one of them.)
+				out[i] = canary.CheckResult{Err: fmt.Errorf("check %s has neither prometheus nor webhook", c.Name)}
+			}
+		})
 	}
 	wg.Wait()
 	return out

@@ -79,8 +79,8 @@ func TestCanaryReplaced(t *testing.T) {
 func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20, PauseSeconds: 60}},
 		Checks: []webappv2.CanaryCheck{
-			{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `sum(rate(x[1m]))`}, Max: "0.05"},
-			{Name: "latency", Prometheus: webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `histogram_quantile(0.99, y)`}, Max: "0.5", FailuresAllowed: 2},
+			{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `sum(rate(x[1m]))`}, Max: "0.05"},
+			{Name: "latency", Prometheus: &webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `histogram_quantile(0.99, y)`}, Max: "0.5", FailuresAllowed: 2},
 		}}
 	plan := planOf(spec)
 	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,10 +14,12 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/checks"
 )
 
-// TestQueryChecksAtOnce: a round's checks are queried at once, each answer in its check's place. The server answers
-// none until all three have asked, so checks queried one after another fail at the round's bound instead.
+// TestQueryChecksAtOnce: a round's checks (two Prometheus queries and a webhook) are queried at once, each answer in
+// its check's place. The server answers none until all three have asked, so checks queried one after another fail
+// at the round's bound instead.
 func TestQueryChecksAtOnce(t *testing.T) {
 	const n = 3
 	var arrived sync.WaitGroup
@@ -30,17 +33,31 @@ func TestQueryChecksAtOnce(t *testing.T) {
 		case <-r.Context().Done():
 			return
 		}
+		if r.Method == http.MethodPost {
+			// The webhook: its value is 3 when it was told which check of which canary it measures.
+			var req checks.CheckRequest
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Kind != "CheckRequest" || req.Check != "c2" || req.WebApp != "web" ||
+				req.Namespace != "ns" || req.CanaryRevision != "b" || req.Weight != 10 {
+				_, _ = fmt.Fprintf(w, `{"value": -1}`)
+				return
+			}
+			_, _ = fmt.Fprintf(w, `{"value": 3}`)
+			return
+		}
 		_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"scalar","result":[1,%q]}}`, r.URL.Query().Get("query"))
 	}))
 	defer srv.Close()
 	var checkSpecs []webappv2.CanaryCheck
-	for i := range n {
-		checkSpecs = append(checkSpecs, webappv2.CanaryCheck{Name: fmt.Sprint("c", i), Prometheus: webappv2.PrometheusQuery{Address: srv.URL, Query: fmt.Sprint(i + 1)}})
+	for i := range n - 1 {
+		checkSpecs = append(checkSpecs, webappv2.CanaryCheck{Name: fmt.Sprint("c", i), Prometheus: &webappv2.PrometheusQuery{Address: srv.URL, Query: fmt.Sprint(i + 1)}})
 	}
+	checkSpecs = append(checkSpecs, webappv2.CanaryCheck{Name: "c2", Webhook: &webappv2.WebhookCheck{URL: srv.URL + "/judge"}})
+	req := checks.NewCheckRequest()
+	req.Namespace, req.WebApp, req.CanaryRevision, req.StableRevision, req.Weight = "ns", "web", "b", "a", 10
 	// A bound of its own, shorter than checks.Timeout: one after another, the first would wait it out and fail.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	got := queryChecks(ctx, nil, checkSpecs, time.Now())
+	got := queryChecks(ctx, nil, checkSpecs, req, time.Now())
 	if len(got) != n {
 		t.Fatalf("%d results for %d checks", len(got), n)
 	}

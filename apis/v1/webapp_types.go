@@ -425,10 +425,10 @@ type CanaryCheckStatus struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Error string `json:"error,omitempty"`
-	// Address is the Prometheus server that was asked.
-	// +kubebuilder:validation:MaxLength=1024
+	// Address is the Prometheus server that was asked, or the webhook's URL.
+	// +kubebuilder:validation:MaxLength=2048
 	Address string `json:"address"`
-	// Query is the query it was asked.
+	// Query is the query it was asked (empty for a webhook).
 	// +kubebuilder:validation:MaxLength=4096
 	Query string `json:"query"`
 	// EvaluatedAt is when the evaluation started.

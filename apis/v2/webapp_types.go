@@ -616,8 +616,9 @@ type CanaryStep struct {
 	PauseSeconds int32 `json:"pauseSeconds,omitempty"`
 }
 
-// CanaryCheck is a query whose value must not exceed max.
+// CanaryCheck is a measurement of the canary whose value must not exceed max: a Prometheus query's, or a webhook's.
 // +kubebuilder:validation:XValidation:rule="!has(self.noDataWaitSeconds) || (has(self.onNoData) && self.onNoData == 'Wait')",message="noDataWaitSeconds bounds onNoData: Wait, and is set with it only"
+// +kubebuilder:validation:XValidation:rule="has(self.prometheus) != has(self.webhook)",message="a check has exactly one of prometheus or webhook"
 type CanaryCheck struct {
 	// Name names the check in the status and events.
 	// +kubebuilder:validation:MinLength=1
@@ -625,8 +626,13 @@ type CanaryCheck struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// Prometheus is the query's source.
-	Prometheus PrometheusQuery `json:"prometheus"`
+	// Prometheus is the value's source: an instant PromQL query.
+	// +optional
+	Prometheus *PrometheusQuery `json:"prometheus,omitempty"`
+
+	// Webhook is the value's source: an HTTP POST whose JSON answer carries it (see WebhookCheck).
+	// +optional
+	Webhook *WebhookCheck `json:"webhook,omitempty"`
 
 	// Max is the greatest value that passes, a decimal number such as 0.01. A query with no value is what
 	// onNoData says.
@@ -668,6 +674,29 @@ const (
 	// NoDataWait makes no value hold the step, for noDataWaitSeconds at most; then it is a failure.
 	NoDataWait CheckNoData = "Wait"
 )
+
+// WebhookCheck is an HTTP endpoint that measures the canary. Each round, the operator POSTs it a JSON CheckRequest:
+//
+//	{"apiVersion": "webapp.example.com/v1", "kind": "CheckRequest", "namespace": "shop", "webApp": "web",
+//	 "check": "errors", "canaryRevision": "...", "stableRevision": "...", "step": 0, "weight": 10,
+//	 "time": "2026-12-07T04:00:00Z"}
+//
+// and reads, from a 2xx answer of at most 64 KiB, {"value": 0.003}: the value, held against max, or {"value": null}
+// (or no value field): no value, which is what onNoData says. Any other answer (another status, not that JSON, a
+// value that is not a number) fails the check, as does no answer within the timeout.
+type WebhookCheck struct {
+	// URL is the endpoint, http or https.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	URL string `json:"url"`
+
+	// TimeoutSeconds bounds the call (default 5, and at most 5: a round of checks is bounded at 5 s).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	// +optional
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+}
 
 // PrometheusQuery is a PromQL query on a Prometheus server.
 type PrometheusQuery struct {
@@ -915,10 +944,10 @@ type CanaryCheckStatus struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Error string `json:"error,omitempty"`
-	// Address is the Prometheus server that was asked.
-	// +kubebuilder:validation:MaxLength=1024
+	// Address is the Prometheus server that was asked, or the webhook's URL.
+	// +kubebuilder:validation:MaxLength=2048
 	Address string `json:"address"`
-	// Query is the query it was asked.
+	// Query is the query it was asked (empty for a webhook).
 	// +kubebuilder:validation:MaxLength=4096
 	Query string `json:"query"`
 	// EvaluatedAt is when the evaluation started.

@@ -79,6 +79,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: prometheus
       type:
         namedType: com.github.example.webapp-operator.apis.v2.PrometheusQuery
+    - name: webhook
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.WebhookCheck
 - name: com.github.example.webapp-operator.apis.v2.CanaryCheckFailures
   map:
     fields:
@@ -803,6 +806,15 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
+- name: com.github.example.webapp-operator.apis.v2.WebhookCheck
+  map:
+    fields:
+    - name: timeoutSeconds
+      type:
+        scalar: numeric
+    - name: url
+      type:
+        scalar: string
 - name: io.k8s.api.autoscaling.v2.HPAScalingPolicyType
   scalar: string
 - name: io.k8s.api.autoscaling.v2.ScalingPolicySelect

@@ -58,6 +58,20 @@ func startPrometheus(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"scalar","result":[1,%q]}}`, v)
 		}
+		if r.Method == http.MethodPost {
+			// A webhook check (webappv2.WebhookCheck): the same answers in a webhook's form.
+			scalar = func(v string) {
+				w.Header().Set("Content-Type", "application/json")
+				switch v {
+				case "NaN":
+					_, _ = io.WriteString(w, `{"value": null}`)
+				case "-Inf":
+					_, _ = io.WriteString(w, `{"value": -1e999}`)
+				default:
+					_, _ = fmt.Fprintf(w, `{"value": %s}`, v)
+				}
+			}
+		}
 		switch answer {
 		case "pass":
 			scalar("0")
@@ -108,8 +122,13 @@ func (s *seq) randomPlan() map[string]any {
 	plan := map[string]any{"steps": steps}
 	if s.chance(0.5) {
 		plan["checkIntervalSeconds"] = int64(1)
-		check := map[string]any{"name": "errors", "max": "0.5", "failuresAllowed": int64(s.rng.IntN(2)),
-			"prometheus": map[string]any{"address": promURL + "/" + pick(s, promAnswers...), "query": "vector(0)"}}
+		check := map[string]any{"name": "errors", "max": "0.5", "failuresAllowed": int64(s.rng.IntN(2))}
+		// A Prometheus query, or a webhook (the same server, answering a POST in a webhook's form).
+		if address := promURL + "/" + pick(s, promAnswers...); s.chance(0.5) {
+			check["prometheus"] = map[string]any{"address": address, "query": "vector(0)"}
+		} else {
+			check["webhook"] = map[string]any{"url": address}
+		}
 		// What no value (the "nan" answer) counts as: failed, passed, or waited for at most a few seconds (the step
 		// holds, then fails), so a wait never keeps the canary from rest for longer than the test waits.
 		switch noData := pick(s, "", "Fail", "Pass", "Wait"); noData {

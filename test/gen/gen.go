@@ -371,20 +371,29 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 		c.Steps = append(c.Steps, webappv2.CanaryStep{Weight: g.between(1, 99), PauseSeconds: int32(g.pick2(0, 1, 30, 3600, 86400))})
 	}
 	for _, name := range g.subset("errors", "latency-p99", "5xx") {
-		c.Checks = append(c.Checks, webappv2.CanaryCheck{
-			Name: name,
-			Prometheus: webappv2.PrometheusQuery{
-				Address: g.pick("http://prometheus.monitoring:9090", "https://prom.example.com/prometheus", "http://10.0.0.9:9090"),
-				Query:   g.pick("vector(0)", `sum(rate(http_requests_total{code=~"5.."}[1m])) / sum(rate(http_requests_total[1m]))`, "scalar(up)"),
-			},
+		check := webappv2.CanaryCheck{
+			Name:            name,
 			Max:             g.pick("0", "0.01", "5", "-1.5", "100", "0.000001"),
 			FailuresAllowed: int32(g.intn(4)),
 			OnNoData:        webappv2.CheckNoData(g.pick("", "Fail", "Pass", "Wait")),
-		})
-		if last := &c.Checks[len(c.Checks)-1]; last.OnNoData == webappv2.NoDataWait && g.chance(0.5) {
-			// The bound only with the wait it bounds (the CRD refuses it otherwise).
-			last.NoDataWaitSeconds = int32(g.pick2(1, 60, 300, 3600))
 		}
+		// Its source: a Prometheus query or a webhook (exactly one).
+		if g.chance(0.5) {
+			check.Prometheus = &webappv2.PrometheusQuery{
+				Address: g.pick("http://prometheus.monitoring:9090", "https://prom.example.com/prometheus", "http://10.0.0.9:9090"),
+				Query:   g.pick("vector(0)", `sum(rate(http_requests_total{code=~"5.."}[1m])) / sum(rate(http_requests_total[1m]))`, "scalar(up)"),
+			}
+		} else {
+			check.Webhook = &webappv2.WebhookCheck{URL: g.pick("http://checks.monitoring:8080/errors", "https://kayenta.example.com/canary/judge?app=web")}
+			if g.chance(0.5) {
+				check.Webhook.TimeoutSeconds = int32(g.pick2(1, 3, 5))
+			}
+		}
+		if check.OnNoData == webappv2.NoDataWait && g.chance(0.5) {
+			// The bound only with the wait it bounds (the CRD refuses it otherwise).
+			check.NoDataWaitSeconds = int32(g.pick2(1, 60, 300, 3600))
+		}
+		c.Checks = append(c.Checks, check)
 	}
 	if g.chance(0.5) {
 		c.CheckIntervalSeconds = g.between(1, 3600)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/checks"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -359,15 +361,29 @@ func TestCanaryRefusals(t *testing.T) {
 	}
 	bad := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
 		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 100}},
-			Checks: []webappv2.CanaryCheck{{Name: "e", Prometheus: webappv2.PrometheusQuery{Address: "prometheus:9090", Query: "up"}, Max: "1e3"}}}}}}
+			Checks: []webappv2.CanaryCheck{{Name: "e", Prometheus: &webappv2.PrometheusQuery{Address: "prometheus:9090", Query: "up"}, Max: "1e3"}}}}}}
 	err := k8s.Create(ctx, bad)
 	for _, want := range []string{"steps[0].weight", "prometheus.address", "checks[0].max"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal of a weight of 100, an address without a scheme and max 1e3: %v, want it to name %s", err, want)
 		}
 	}
+	// A check has exactly one source: a Prometheus query or a webhook.
+	for _, c := range []struct {
+		name  string
+		check webappv2.CanaryCheck
+	}{
+		{"both", webappv2.CanaryCheck{Name: "e", Max: "1", Prometheus: &webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: "up"}, Webhook: &webappv2.WebhookCheck{URL: "http://judge:8080"}}},
+		{"neither", webappv2.CanaryCheck{Name: "e", Max: "1"}},
+	} {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "source-"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
+			Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}, Checks: []webappv2.CanaryCheck{c.check}}}}}
+		if err := k8s.Create(ctx, app); err == nil || !strings.Contains(err.Error(), "a check has exactly one of prometheus or webhook") {
+			t.Errorf("a check with %s of prometheus and webhook: %v, want refused", c.name, err)
+		}
+	}
 	// A bound on waiting for data without the wait it bounds is refused; with it, accepted.
-	check := webappv2.CanaryCheck{Name: "e", Prometheus: webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: "up"}, Max: "1", NoDataWaitSeconds: 60}
+	check := webappv2.CanaryCheck{Name: "e", Prometheus: &webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: "up"}, Max: "1", NoDataWaitSeconds: 60}
 	for _, c := range []struct {
 		onNoData webappv2.CheckNoData
 		refused  bool
@@ -416,7 +432,7 @@ func TestCanaryCheckAnswers(t *testing.T) {
 				Image: "shop:1", Replicas: ptr.To[int32](10), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
 				Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
 					Steps:  []webappv2.CanaryStep{{Weight: 99, PauseSeconds: 3600}},
-					Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: prom.URL, Query: "vector(0)"}, Max: "0.01"}},
+					Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: prom.URL, Query: "vector(0)"}, Max: "0.01"}},
 				}},
 			}}
 			if err := k8s.Create(ctx, app); err != nil {
@@ -475,7 +491,7 @@ func TestCanaryNoData(t *testing.T) {
 				Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
 				Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
 					Steps: []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
-					Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: prom.URL, Query: "quiet_ratio"}, Max: "0.01",
+					Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: prom.URL, Query: "quiet_ratio"}, Max: "0.01",
 						OnNoData: c.onNoData, NoDataWaitSeconds: c.wait}},
 					CheckIntervalSeconds: 1,
 				}},
@@ -529,6 +545,72 @@ func TestCanaryNoData(t *testing.T) {
 	}
 }
 
+// TestCanaryWebhookCheck (issue 51, item 2): a webhook check is POSTed a CheckRequest naming the canary it measures
+// each round, and its answer's value is held against max: a passing value lets the step go on, a failing one rolls
+// the canary back with the value in the message, and each evaluation names the webhook's URL.
+func TestCanaryWebhookCheck(t *testing.T) {
+	var value atomic.Value
+	value.Store("0.001")
+	requests := make(chan checks.CheckRequest, 100)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req checks.CheckRequest
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "want a POST of a CheckRequest", http.StatusBadRequest)
+			return
+		}
+		select {
+		case requests <- req:
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"value": %s}`, value.Load())
+	}))
+	defer hook.Close()
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
+			Steps:                []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
+			Checks:               []webappv2.CanaryCheck{{Name: "judge", Webhook: &webappv2.WebhookCheck{URL: hook.URL + "/judge", TimeoutSeconds: 2}, Max: "0.01"}},
+			CheckIntervalSeconds: 1,
+		}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	stable := canaryPhase(t, ns, "web", "Stable/0/0").Status.Canary.StableRevision
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	// A passing value: the first step passes.
+	testutil.Eventually(t, 30*time.Second, "the first step passed on the webhook's value", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web", app); err != nil {
+			return err
+		}
+		st := app.Status.Canary
+		if st == nil || st.Step != 1 || len(st.Checks) != 1 || st.Checks[0].Value != "0.001" || !st.Checks[0].Passed || st.Checks[0].Address != hook.URL+"/judge" {
+			return fmt.Errorf("status.canary %+v", st)
+		}
+		return nil
+	})
+	req := <-requests
+	want := checks.CheckRequest{APIVersion: "webapp.example.com/v1", Kind: "CheckRequest", Namespace: ns, WebApp: "web", Check: "judge",
+		CanaryRevision: app.Status.Canary.CanaryRevision, StableRevision: stable, Step: 0, Weight: 50, Time: req.Time}
+	if req != want || req.Time.IsZero() {
+		t.Errorf("the webhook was told %+v, want %+v", req, want)
+	}
+	// A failing value: rolled back, saying it.
+	value.Store("0.9")
+	rolled := canaryPhase(t, ns, "web", "RolledBack/1/0")
+	if msg := rolled.Status.Canary.Message; msg != "check judge: 0.9 > 0.01 (failures 1, allowed 0)" {
+		t.Errorf("rolled back with %q", msg)
+	}
+}
+
 // stableImage waits until the WebApp name's stable Deployment runs want.
 func stableImage(t *testing.T, ns, name, want, why string) {
 	t.Helper()
@@ -568,7 +650,7 @@ func TestCanaryKeepsTheStableVersionAsItsOwnData(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
 	ctx := context.Background()
-	checks := []webappv2.CanaryCheck{{Name: "errors", Prometheus: webappv2.PrometheusQuery{Address: prom.URL, Query: "vector(0)"}, Max: "0.5"}}
+	checks := []webappv2.CanaryCheck{{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: prom.URL, Query: "vector(0)"}, Max: "0.5"}}
 	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
 		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
 		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{CheckIntervalSeconds: 1, Checks: checks,
@@ -820,7 +902,7 @@ func TestHangingChecksHoldNoWorker(t *testing.T) {
 	ctx := context.Background()
 	var checks []webappv2.CanaryCheck
 	for i := range 5 {
-		checks = append(checks, webappv2.CanaryCheck{Name: fmt.Sprint("hangs-", i), Prometheus: webappv2.PrometheusQuery{Address: hang.URL, Query: "vector(0)"},
+		checks = append(checks, webappv2.CanaryCheck{Name: fmt.Sprint("hangs-", i), Prometheus: &webappv2.PrometheusQuery{Address: hang.URL, Query: "vector(0)"},
 			Max: "1", FailuresAllowed: 100})
 	}
 	slow := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}, Spec: webappv2.WebAppSpec{

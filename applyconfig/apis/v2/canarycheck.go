@@ -15,12 +15,14 @@ import (
 // CanaryCheckApplyConfiguration represents a declarative configuration of the CanaryCheck type for use
 // with apply.
 //
-// CanaryCheck is a query whose value must not exceed max.
+// CanaryCheck is a measurement of the canary whose value must not exceed max: a Prometheus query's, or a webhook's.
 type CanaryCheckApplyConfiguration struct {
 	// Name names the check in the status and events.
 	Name *string `json:"name,omitempty"`
-	// Prometheus is the query's source.
+	// Prometheus is the value's source: an instant PromQL query.
 	Prometheus *PrometheusQueryApplyConfiguration `json:"prometheus,omitempty"`
+	// Webhook is the value's source: an HTTP POST whose JSON answer carries it (see WebhookCheck).
+	Webhook *WebhookCheckApplyConfiguration `json:"webhook,omitempty"`
 	// Max is the greatest value that passes, a decimal number such as 0.01. A query with no value is what
 	// onNoData says.
 	Max *string `json:"max,omitempty"`
@@ -56,6 +58,14 @@ func (b *CanaryCheckApplyConfiguration) WithName(value string) *CanaryCheckApply
 // If called multiple times, the Prometheus field is set to the value of the last call.
 func (b *CanaryCheckApplyConfiguration) WithPrometheus(value *PrometheusQueryApplyConfiguration) *CanaryCheckApplyConfiguration {
 	b.Prometheus = value
+	return b
+}
+
+// WithWebhook sets the Webhook field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Webhook field is set to the value of the last call.
+func (b *CanaryCheckApplyConfiguration) WithWebhook(value *WebhookCheckApplyConfiguration) *CanaryCheckApplyConfiguration {
+	b.Webhook = value
 	return b
 }
 

@@ -27,9 +27,9 @@ type CanaryCheckStatusApplyConfiguration struct {
 	Passed *bool `json:"passed,omitempty"`
 	// Error is why the query gave no value that counts (the server's error, no series, not a finite number).
 	Error *string `json:"error,omitempty"`
-	// Address is the Prometheus server that was asked.
+	// Address is the Prometheus server that was asked, or the webhook's URL.
 	Address *string `json:"address,omitempty"`
-	// Query is the query it was asked.
+	// Query is the query it was asked (empty for a webhook).
 	Query *string `json:"query,omitempty"`
 	// EvaluatedAt is when the evaluation started.
 	EvaluatedAt *v1.Time `json:"evaluatedAt,omitempty"`
