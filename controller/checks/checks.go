@@ -62,36 +62,36 @@ func Query(ctx context.Context, rt http.RoundTripper, address, query string, now
 		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
 	}
 	req.Header.Set("Accept", "application/json")
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	resp, err := (&http.Client{Transport: rt}).Do(req)
-	if err != nil {
-		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := readBounded(resp)
+	resp, body, err := roundTrip(rt, req, maxCheckAnswer, errAnswerTooLarge)
 	if err != nil {
 		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
 	}
 	return decodeAnswer(resp, body)
 }
 
-// readBounded reads resp's body up to maxCheckAnswer bytes (the decompressed ones, when the transport unzips it);
-// a longer body is errAnswerTooLarge, and is not read further.
-func readBounded(resp *http.Response) ([]byte, error) {
-	if resp.ContentLength > maxCheckAnswer {
-		// Declared too large: nothing of it is read.
-		return nil, errAnswerTooLarge
+// roundTrip sends req through rt (http.DefaultTransport when nil) and reads its answer's body up to limit bytes
+// (the decompressed ones, when the transport unzips it); a longer body is tooLarge, and is not read further.
+func roundTrip(rt http.RoundTripper, req *http.Request, limit int64, tooLarge error) (*http.Response, []byte, error) {
+	if rt == nil {
+		rt = http.DefaultTransport
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCheckAnswer+1))
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.ContentLength > limit {
+		// Declared too large: nothing of it is read.
+		return resp, nil, tooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	switch {
 	case err != nil:
-		return nil, err
-	case len(body) > maxCheckAnswer:
-		return nil, errAnswerTooLarge
+		return resp, nil, err
+	case int64(len(body)) > limit:
+		return resp, nil, tooLarge
 	}
-	return body, nil
+	return resp, body, nil
 }
 
 // promAnswer is the envelope of Prometheus's query API's answers.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -37,6 +36,9 @@ func NewCheckRequest() CheckRequest {
 // maxWebhookAnswer bounds a webhook's answer: one number in a small JSON object.
 const maxWebhookAnswer = 64 << 10
 
+// errWebhookAnswerTooLarge is the failed measurement of an answer larger than maxWebhookAnswer.
+var errWebhookAnswerTooLarge = fmt.Errorf("the answer is larger than %d KiB; a check needs one number", maxWebhookAnswer>>10)
+
 // Webhook evaluates a webhook check: it POSTs req to address (within timeout, and ctx's bound) and reads the
 // value of its answer, {"value": <number or null>}. null, or no value field, is no value (NaN); anything else but a
 // 2xx answer of that JSON within maxWebhookAnswer bytes is an error, as is an infinite value.
@@ -60,23 +62,10 @@ func Webhook(ctx context.Context, rt http.RoundTripper, address string, timeout 
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "application/json")
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	resp, err := (&http.Client{Transport: rt}).Do(httpReq)
-	if err != nil {
-		return canary.CheckResult{Err: fmt.Errorf("webhook: %w", err)}
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.ContentLength > maxWebhookAnswer {
-		return canary.CheckResult{Err: fmt.Errorf("webhook: the answer is larger than %d KiB; a check needs one number", maxWebhookAnswer>>10)}
-	}
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxWebhookAnswer+1))
+	resp, answer, err := roundTrip(rt, httpReq, maxWebhookAnswer, errWebhookAnswerTooLarge)
 	switch {
 	case err != nil:
 		return canary.CheckResult{Err: fmt.Errorf("webhook: %w", err)}
-	case len(answer) > maxWebhookAnswer:
-		return canary.CheckResult{Err: fmt.Errorf("webhook: the answer is larger than %d KiB; a check needs one number", maxWebhookAnswer>>10)}
 	case resp.StatusCode/100 != 2:
 		return canary.CheckResult{Err: fmt.Errorf("webhook: %s", resp.Status)}
 	}

@@ -51,6 +51,20 @@ func canaryPhase(t *testing.T, ns, name, want string) *webappv2.WebApp {
 	return app
 }
 
+// canaryStarted takes the WebApp name, created with a canary strategy at shop:1, to a canary of shop:2 whose pods
+// are available (there is no Deployment controller here: the test marks both Deployments so), and returns the
+// stable revision.
+func canaryStarted(t *testing.T, ns, name string) string {
+	t.Helper()
+	waitChildren(t, ns, name)
+	markAvailable(t, ns, name)
+	stable := canaryPhase(t, ns, name, "Stable/0/0").Status.Canary.StableRevision
+	update(t, ns, name, &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, name+"-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, name+"-canary")
+	return stable
+}
+
 // backends are the backends of the route of the WebApp web as name=weight.
 func backends(t *testing.T, ns string) string {
 	t.Helper()
@@ -499,12 +513,7 @@ func TestCanaryNoData(t *testing.T) {
 			if err := k8s.Create(ctx, app); err != nil {
 				t.Fatal(err)
 			}
-			waitChildren(t, ns, "web")
-			markAvailable(t, ns, "web")
-			canaryPhase(t, ns, "web", "Stable/0/0")
-			update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
-			testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
-			markAvailable(t, ns, "web-canary")
+			canaryStarted(t, ns, "web")
 			var waited bool
 			testutil.Eventually(t, 30*time.Second, "the canary's outcome", func(ctx context.Context) error {
 				if err := get(ctx, ns, "web", app); err != nil {
@@ -580,12 +589,7 @@ func TestCanaryWebhookCheck(t *testing.T) {
 	if err := k8s.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	waitChildren(t, ns, "web")
-	markAvailable(t, ns, "web")
-	stable := canaryPhase(t, ns, "web", "Stable/0/0").Status.Canary.StableRevision
-	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
-	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
-	markAvailable(t, ns, "web-canary")
+	stable := canaryStarted(t, ns, "web")
 	// A passing value: the first step passes.
 	testutil.Eventually(t, 30*time.Second, "the first step passed on the webhook's value", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", app); err != nil {
@@ -916,12 +920,7 @@ func TestHangingChecksHoldNoWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitChildren(t, ns, "slow")
-	markAvailable(t, ns, "slow")
-	canaryPhase(t, ns, "slow", "Stable/0/0")
-	update(t, ns, "slow", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
-	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "slow-canary", &appsv1.Deployment{}) })
-	markAvailable(t, ns, "slow-canary")
+	canaryStarted(t, ns, "slow")
 	testutil.Eventually(t, wait10s, "the checks hanging", func(context.Context) error {
 		if n := asked.Load(); n < 5 {
 			return fmt.Errorf("%d checks asked", n)
