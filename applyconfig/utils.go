@@ -32,6 +32,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.CanaryCheckFailuresApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryCheckStatus"):
 		return &apisv2.CanaryCheckStatusApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryGate"):
+		return &apisv2.CanaryGateApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanarySpec"):
 		return &apisv2.CanarySpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryStatus"):

@@ -382,6 +382,10 @@ type CanaryStatus struct {
 	// +optional
 	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
 
+	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
+	// +optional
+	GateSince *metav1.Time `json:"gateSince,omitempty"`
+
 	// Failures counts each check's failed evaluations in this canary.
 	// +listType=map
 	// +listMapKey=name

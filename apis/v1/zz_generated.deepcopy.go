@@ -59,6 +59,10 @@ func (in *CanaryStatus) DeepCopyInto(out *CanaryStatus) {
 		in, out := &in.StepStartedAt, &out.StepStartedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.GateSince != nil {
+		in, out := &in.GateSince, &out.GateSince
+		*out = (*in).DeepCopy()
+	}
 	if in.Failures != nil {
 		in, out := &in.Failures, &out.Failures
 		*out = make([]CanaryCheckFailures, len(*in))

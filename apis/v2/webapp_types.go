@@ -614,7 +614,38 @@ type CanaryStep struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	PauseSeconds int32 `json:"pauseSeconds,omitempty"`
+
+	// Gate makes the step wait, once its pause is over and its checks pass, for a person to promote it (kubectl
+	// webapp promote, or the annotation webapp.example.com/promote: "<canaryRevision>/<step>"). status.canary.gateSince
+	// says since when. With timeoutSeconds the wait ends on its own, as onTimeout says.
+	// +optional
+	Gate *CanaryGate `json:"gate,omitempty"`
 }
+
+// CanaryGate is a step's wait for a person.
+// +kubebuilder:validation:XValidation:rule="!has(self.onTimeout) || has(self.timeoutSeconds)",message="gate.onTimeout says what gate.timeoutSeconds does, and is set with it only"
+type CanaryGate struct {
+	// TimeoutSeconds is how long the gate waits (unset: until a person promotes or aborts).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// OnTimeout is what the timeout does: RollBack (the default) or Promote (the step passes).
+	// +kubebuilder:validation:Enum=RollBack;Promote
+	// +optional
+	OnTimeout GateTimeout `json:"onTimeout,omitempty"`
+}
+
+// GateTimeout is what a gate's timeout does.
+type GateTimeout string
+
+const (
+	// GateRollBack makes a gate's timeout roll the canary back (the default).
+	GateRollBack GateTimeout = "RollBack"
+	// GatePromote makes a gate's timeout pass the step.
+	GatePromote GateTimeout = "Promote"
+)
 
 // CanaryCheck is a measurement of the canary whose value must not exceed max: a Prometheus query's, or a webhook's.
 // +kubebuilder:validation:XValidation:rule="!has(self.noDataWaitSeconds) || (has(self.onNoData) && self.onNoData == 'Wait')",message="noDataWaitSeconds bounds onNoData: Wait, and is set with it only"
@@ -900,6 +931,10 @@ type CanaryStatus struct {
 	// StepStartedAt is when the step's pause started: when the canary was first seen serving its weight.
 	// +optional
 	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
+
+	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
+	// +optional
+	GateSince *metav1.Time `json:"gateSince,omitempty"`
 
 	// Failures counts each check's failed evaluations in this canary.
 	// +listType=map

@@ -29,6 +29,14 @@ const (
 	// AnnotationRevision is on the Deployments of a WebApp with a canary strategy: the revision of their pod
 	// template (not on the template: setting it must roll no pod).
 	AnnotationRevision = "webapp.example.com/revision"
+	// AnnotationPromote, AnnotationAbort and AnnotationRetry are a person's actions on a canary, the user's own
+	// write to the WebApp (the operator never writes them): promote "<canaryRevision>/<step>" passes that step now
+	// (its pause, checks and gate), "<canaryRevision>/full" every step left; abort "<canaryRevision>" rolls that
+	// canary back; retry "<failedRevision>" starts a rolled-back version's canary again. Each names the version
+	// (and step) it is meant for, so one left in place, or applied again from Git, acts on nothing else.
+	AnnotationPromote = "webapp.example.com/promote"
+	AnnotationAbort   = "webapp.example.com/abort"
+	AnnotationRetry   = "webapp.example.com/retry"
 	// ConfigHashAnnotation on the pod template holds a hash of the data of the ConfigMaps and Secrets the WebApp's
 	// environment refers to: when they change, the pod template changes and the Deployment rolls the pods.
 	ConfigHashAnnotation = "webapp.example.com/config-hash"
@@ -74,6 +82,9 @@ const (
 	// ReasonRolledBack and ReasonCheckFailed end a canary rollout, in the Ready condition and the canary's state.
 	ReasonRolledBack  = "RolledBack"
 	ReasonCheckFailed = "CheckFailed"
+	// ReasonAborted ends a canary a person aborted; ReasonGateTimedOut one whose gate's timeout rolled it back.
+	ReasonAborted      = "Aborted"
+	ReasonGateTimedOut = "GateTimedOut"
 	// ReasonCanaryRemoved is the event of an Orphan deletion that deleted a canary's objects.
 	ReasonCanaryRemoved = "CanaryRemoved"
 )

@@ -121,6 +121,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: value
       type:
         scalar: string
+- name: com.github.example.webapp-operator.apis.v2.CanaryGate
+  map:
+    fields:
+    - name: onTimeout
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.GateTimeout
+    - name: timeoutSeconds
+      type:
+        scalar: numeric
 - name: com.github.example.webapp-operator.apis.v2.CanarySpec
   map:
     fields:
@@ -166,6 +175,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: gateSince
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: message
       type:
         scalar: string
@@ -190,6 +202,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.CanaryStep
   map:
     fields:
+    - name: gate
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.CanaryGate
     - name: pauseSeconds
       type:
         scalar: numeric
@@ -401,6 +416,8 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - mountPath
+- name: com.github.example.webapp-operator.apis.v2.GateTimeout
+  scalar: string
 - name: com.github.example.webapp-operator.apis.v2.GatewayRef
   map:
     fields:

@@ -26,6 +26,10 @@ type Plan struct {
 type Step struct {
 	Weight int32
 	Pause  time.Duration
+	// Gate: the step then waits for a person; GateTimeout ends the wait (0: never), as OnTimeout says.
+	Gate        bool
+	GateTimeout time.Duration
+	OnTimeout   webappv2.GateTimeout
 }
 
 // Check is a query whose value must not exceed max; failuresAllowed failures are tolerated within one canary.
@@ -86,6 +90,8 @@ type State struct {
 	Failures []int32
 	// reason and message say why the last canary was rolled back (a pod trouble reason, or CheckFailed).
 	Reason, Message string
+	// GateSince is when the step's gate began to wait for a person (zero: not waiting).
+	GateSince time.Time
 	// Evaluations are each check's last result in this canary (the one rolled back, after a rollback), in the
 	// plan's order at the time. They change when a round of checks ends, so a pause without checks costs no write.
 	Evaluations []Evaluation
@@ -105,6 +111,9 @@ type Observation struct {
 	ChecksAt time.Time
 	// stableRolledOut: the stable Deployment runs the canary's revision and its rollout is complete.
 	StableRolledOut bool
+	// Promote, Abort and Retry are a person's actions, as the WebApp's annotations say them (webappv2.AnnotationPromote,
+	// ...): each acts only on the revision (and step) it names.
+	Promote, Abort, Retry string
 }
 
 // CheckResult is one evaluation of a check: its value, or why it could not be had (an error counts as a failure).
@@ -143,8 +152,12 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	case obs.Revision == s.Stable:
 		// The spec is back at the stable version (a canary abandoned by the user, or none): nothing to try. A
 		// failed revision stays known, so applying it again still does not loop.
-		s.Canary, s.Step, s.Since, s.Failures, s.Evaluations = "", 0, time.Time{}, nil, nil
+		s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations = "", 0, time.Time{}, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
+	case obs.Revision == s.Failed && obs.Retry == s.Failed && obs.Deployed != "":
+		// A person retries the version rolled back: its canary starts again, from the first step.
+		s.Failed = ""
+		return startCanary(plan, s, obs)
 	case obs.Revision == s.Failed:
 		// The version rolled back (applied again, or still): it stays rolled back, rather than loop. Its pods stay
 		// Retire after the traffic left them, counted from since.
@@ -173,9 +186,18 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if s.Step >= len(plan.Steps) {
 		return promote(plan, s, obs, now)
 	}
+	if obs.Abort == s.Canary {
+		// A person aborts the canary: traffic goes back to stable at once.
+		return rollBack(plan, s, webappv2.ReasonAborted, "aborted by a person (annotation "+webappv2.AnnotationAbort+")", now)
+	}
 	if obs.TroubleReason != "" {
 		// The canary's pods cannot run: traffic goes back to stable at once.
 		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
+	}
+	if obs.Promote == s.Canary+"/full" {
+		// A person promotes it all the way: every step left passes now, pauses, checks and gates alike.
+		s.Step, s.Since, s.GateSince = len(plan.Steps), time.Time{}, time.Time{}
+		return promote(plan, s, obs, now)
 	}
 	if obs.Checks != nil {
 		// A round ended: its results are the checks' last evaluations, whatever follows from them.
@@ -201,6 +223,10 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	step := plan.Steps[s.Step]
 	d := Decision{State: s, Phase: PhaseCanary, Weight: step.Weight, ReplicaWeight: step.Weight}
+	if obs.Promote == fmt.Sprintf("%s/%d", s.Canary, s.Step) {
+		// A person promotes this step: it passes now, its pause, checks and gate with it.
+		return nextStep(plan, d, obs, now)
+	}
 	if !obs.CanaryReady {
 		// The pause starts once the canary serves its weight; until then, its pods' events bring us back, and the
 		// traffic stays at the step before's.
@@ -225,13 +251,43 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		d.After = nextCheck(plan)
 		return d
 	}
+	if step.Gate {
+		// The step waits for a person, since the first look that found it ready to pass.
+		if d.State.GateSince.IsZero() {
+			d.State.GateSince = now
+		}
+		if step.GateTimeout == 0 {
+			// Until a person acts (their annotation is an event); the checks go on meanwhile.
+			if len(plan.Checks) > 0 {
+				d.After = nextCheck(plan)
+			}
+			return d
+		}
+		if left := d.State.GateSince.Add(step.GateTimeout).Sub(now); left > 0 {
+			d.After = left
+			if len(plan.Checks) > 0 {
+				d.After = min(left, nextCheck(plan))
+			}
+			return d
+		}
+		if step.OnTimeout != webappv2.GatePromote {
+			return rollBack(plan, d.State, webappv2.ReasonGateTimedOut, fmt.Sprintf("no one promoted step %d within its gate's %s", s.Step, step.GateTimeout), now)
+		}
+	}
+	return nextStep(plan, d, obs, now)
+}
+
+// nextStep passes d's step: the next one starts (its weight once its pods are ready), or promotion after the last.
+func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 	d.State.Step++
-	d.State.Since = time.Time{}
+	d.State.Since, d.State.GateSince = time.Time{}, time.Time{}
 	if d.State.Step >= len(plan.Steps) {
 		return promote(plan, d.State, obs, now)
 	}
 	// The next step's pods are not there yet: the traffic stays until they are ready.
+	d.Weight = plan.Steps[d.State.Step-1].Weight
 	d.ReplicaWeight = plan.Steps[d.State.Step].Weight
+	d.After = 0
 	return d
 }
 
@@ -246,7 +302,7 @@ func weightBefore(plan Plan, i int) int32 {
 // startCanary starts a canary of obs.revision at the first step.
 // What this reconcile saw of a canary belongs to the version before, so nothing else follows from it yet.
 func startCanary(plan Plan, s State, obs Observation) Decision {
-	s.Canary, s.Step, s.Since, s.Failures, s.Reason, s.Message, s.Evaluations = obs.Revision, 0, time.Time{}, nil, "", "", nil
+	s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Reason, s.Message, s.Evaluations = obs.Revision, 0, time.Time{}, time.Time{}, nil, "", "", nil
 	if len(plan.Steps) == 0 {
 		return promote(plan, s, Observation{}, time.Time{})
 	}
@@ -291,7 +347,7 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 // rollBack stops the canary, saying why: the stable version serves everything from now, and the canary's pods go
 // Retire later (the gateway follows the route first); step stays the one it failed at.
 func rollBack(plan Plan, s State, reason, message string, now time.Time) Decision {
-	s.Failed, s.Canary, s.Since, s.Failures = s.Canary, "", now, nil
+	s.Failed, s.Canary, s.Since, s.GateSince, s.Failures = s.Canary, "", now, time.Time{}, nil
 	s.Reason, s.Message = reason, message
 	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Weight, After: Retire}
 }

@@ -33,6 +33,8 @@ type CanaryStatusApplyConfiguration struct {
 	Weight *int32 `json:"weight,omitempty"`
 	// StepStartedAt is when the step's pause started: when the canary was first seen serving its weight.
 	StepStartedAt *v1.Time `json:"stepStartedAt,omitempty"`
+	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
+	GateSince *v1.Time `json:"gateSince,omitempty"`
 	// Failures counts each check's failed evaluations in this canary.
 	Failures []CanaryCheckFailuresApplyConfiguration `json:"failures,omitempty"`
 	// Checks are each check's last evaluation in this canary, kept after a rollback as its evidence: the value
@@ -103,6 +105,14 @@ func (b *CanaryStatusApplyConfiguration) WithWeight(value int32) *CanaryStatusAp
 // If called multiple times, the StepStartedAt field is set to the value of the last call.
 func (b *CanaryStatusApplyConfiguration) WithStepStartedAt(value v1.Time) *CanaryStatusApplyConfiguration {
 	b.StepStartedAt = &value
+	return b
+}
+
+// WithGateSince sets the GateSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the GateSince field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithGateSince(value v1.Time) *CanaryStatusApplyConfiguration {
+	b.GateSince = &value
 	return b
 }
 

@@ -18,6 +18,10 @@ type CanaryStepApplyConfiguration struct {
 	// PauseSeconds is how long the step lasts once the canary serves its weight (0: it passes as soon as the
 	// canary is ready and the checks pass).
 	PauseSeconds *int32 `json:"pauseSeconds,omitempty"`
+	// Gate makes the step wait, once its pause is over and its checks pass, for a person to promote it (kubectl
+	// webapp promote, or the annotation webapp.example.com/promote: "<canaryRevision>/<step>"). status.canary.gateSince
+	// says since when. With timeoutSeconds the wait ends on its own, as onTimeout says.
+	Gate *CanaryGateApplyConfiguration `json:"gate,omitempty"`
 }
 
 // CanaryStepApplyConfiguration constructs a declarative configuration of the CanaryStep type for use with
@@ -39,5 +43,13 @@ func (b *CanaryStepApplyConfiguration) WithWeight(value int32) *CanaryStepApplyC
 // If called multiple times, the PauseSeconds field is set to the value of the last call.
 func (b *CanaryStepApplyConfiguration) WithPauseSeconds(value int32) *CanaryStepApplyConfiguration {
 	b.PauseSeconds = &value
+	return b
+}
+
+// WithGate sets the Gate field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Gate field is set to the value of the last call.
+func (b *CanaryStepApplyConfiguration) WithGate(value *CanaryGateApplyConfiguration) *CanaryStepApplyConfiguration {
+	b.Gate = value
 	return b
 }
