@@ -194,8 +194,9 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// The canary's pods cannot run: traffic goes back to stable at once.
 		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
 	}
-	if obs.Promote == s.Canary+"/full" {
-		// A person promotes it all the way: every step left passes now, pauses, checks and gates alike.
+	if obs.Promote == s.Canary+"/full" && obs.CanaryReady {
+		// A person promotes it all the way, once its pods are ready at their step: every step left passes now,
+		// pauses, checks and gates alike.
 		s.Step, s.Since, s.GateSince = len(plan.Steps), time.Time{}, time.Time{}
 		return promote(plan, s, obs, now)
 	}
@@ -223,8 +224,12 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	step := plan.Steps[s.Step]
 	d := Decision{State: s, Phase: PhaseCanary, Weight: step.Weight, ReplicaWeight: step.Weight}
-	if obs.Promote == fmt.Sprintf("%s/%d", s.Canary, s.Step) {
-		// A person promotes this step: it passes now, its pause, checks and gate with it.
+	if obs.Promote == fmt.Sprintf("%s/%d", s.Canary, s.Step) && obs.CanaryReady {
+		// A person promotes this step, once its pods are ready: it passes now, its pause, checks and gate with it
+		// (its weight reaches the route only after the warm-up, as ever).
+		if s.Since.IsZero() || now.Before(s.Since.Add(warmup)) {
+			d.Weight = weightBefore(plan, s.Step)
+		}
 		return nextStep(plan, d, obs, now)
 	}
 	if !obs.CanaryReady {
@@ -285,7 +290,6 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 		return promote(plan, d.State, obs, now)
 	}
 	// The next step's pods are not there yet: the traffic stays until they are ready.
-	d.Weight = plan.Steps[d.State.Step-1].Weight
 	d.ReplicaWeight = plan.Steps[d.State.Step].Weight
 	d.After = 0
 	return d

@@ -18,6 +18,10 @@ func TestNextCanary(t *testing.T) {
 	checked := Plan{Steps: steps, Checks: []Check{check}}
 	ok := []CheckResult{{Value: 0.01}}
 	bad := []CheckResult{{Value: 0.3}}
+	// gated is a plan whose first step has a gate.
+	gated := func(timeout time.Duration, onTimeout webappv2.GateTimeout) Plan {
+		return Plan{Steps: []Step{{Weight: 10, Pause: time.Minute, Gate: true, GateTimeout: timeout, OnTimeout: onTimeout}, steps[1]}}
+	}
 	// evaluated is the check's record of a round begun at at.
 	evaluated := func(value string, passed bool, err string, at time.Time) []Evaluation {
 		return []Evaluation{{Name: "errors", Value: value, Max: "0.05", Passed: passed, Error: err, At: at}}
@@ -194,6 +198,97 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(70 * time.Second)},
 		now:   t0.Add(71 * time.Second),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Evaluations: evaluated("0.01", true, "", t0.Add(70*time.Second))}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+	}, {
+		name:  "a gate: its pause over, the step waits for a person from now, on events only",
+		plan:  gated(0, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10},
+	}, {
+		name:  "a gate without a timeout: still waiting a day later (no write: the state is unchanged)",
+		plan:  gated(0, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(24 * time.Hour),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10},
+	}, {
+		name:  "a gate promoted by a person (this step): the next step",
+		plan:  gated(0, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "b/0"},
+		now:   t0.Add(time.Hour),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+	}, {
+		name:  "a promotion of another step, or of another revision, acts on nothing",
+		plan:  gated(0, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "x/0"},
+		now:   t0.Add(time.Hour),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10},
+	}, {
+		name:  "a gate's timeout, by default: rolled back, saying so",
+		plan:  gated(time.Hour, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(61 * time.Minute),
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(61 * time.Minute), Reason: webappv2.ReasonGateTimedOut,
+			Message: "no one promoted step 0 within its gate's 1h0m0s"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "a gate's timeout that promotes: the next step",
+		plan:  gated(time.Hour, webappv2.GatePromote),
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(61 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+	}, {
+		name:  "a gate with a timeout, before it: the next look at the timeout",
+		plan:  gated(time.Hour, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(31 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 30 * time.Minute},
+	}, {
+		name:  "a step promoted mid-pause: it passes now",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "b/0"},
+		now:   t0.Add(10 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+	}, {
+		name:  "a step promoted before its pods are ready: it waits for them (never traffic to pods not ready)",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b"},
+		obs:   Observation{Revision: "b", Deployed: "a", Promote: "b/0"},
+		now:   t0,
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "promoted all the way from a pause: promoting at once",
+		plan:  gated(0, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "b/full"},
+		now:   t0.Add(10 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
+	}, {
+		name:  "aborted by a person, at a gate: rolled back at once",
+		plan:  gated(0, ""),
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Abort: "b"},
+		now:   t0.Add(time.Hour),
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(time.Hour), Reason: webappv2.ReasonAborted,
+			Message: "aborted by a person (annotation webapp.example.com/abort)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "the aborted version retried by a person: its canary starts again",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonAborted},
+		obs:   Observation{Revision: "b", Deployed: "a", Abort: "b", Retry: "b"},
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "a retry of another version acts on nothing: the failed one stays rolled back",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonAborted},
+		obs:   Observation{Revision: "b", Deployed: "a", Retry: "x"},
+		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonAborted}, Phase: PhaseRolledBack},
 	}, {
 		name:  "-Inf fails: below every max, yet no measurement",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
