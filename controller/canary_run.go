@@ -68,7 +68,11 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	}
 	var p canary.Plan
 	for _, s := range spec.Steps {
-		p.Steps = append(p.Steps, canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second})
+		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second}
+		if g := s.Gate; g != nil {
+			step.Gate, step.GateTimeout, step.OnTimeout = true, time.Duration(g.TimeoutSeconds)*time.Second, g.OnTimeout
+		}
+		p.Steps = append(p.Steps, step)
 	}
 	for _, c := range spec.Checks {
 		// The CRD's pattern admits decimal numbers only.
@@ -104,6 +108,10 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 	if st.StepStartedAt != nil {
 		s.Since = st.StepStartedAt.Time
 	}
+	if st.GateSince != nil {
+		s.GateSince = st.GateSince.Time
+	}
+	s.ActedOn = st.ActedOn
 	for _, f := range st.Failures {
 		for i, c := range plan.Checks {
 			if c.Name == f.Name && f.Count > 0 {
@@ -164,7 +172,8 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		run.stableReplicas = *stable.Spec.Replicas
 	}
 	now := o.now
-	obs := canary.Observation{Revision: run.revision, Deployed: deployedRevision(stable, want.Spec.Template, run.revision)}
+	obs := canary.Observation{Revision: run.revision, Deployed: deployedRevision(stable, want.Spec.Template, run.revision),
+		Action: app.Annotations[webappv2.AnnotationAction]}
 	trying := state.Canary == run.revision && state.Canary != ""
 	if trying && state.Step < len(run.plan.Steps) {
 		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step].Weight, desired.CanaryShared(app))

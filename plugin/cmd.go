@@ -54,6 +54,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the tree or the fields as data); empty: text")
 	root.AddCommand(newGetCommand(o), newExplainCommand(o), newOwnersCommand(o), newPlanCommand(o))
+	root.AddCommand(newActionCommands(o)...)
 	return root
 }
 

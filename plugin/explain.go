@@ -233,6 +233,20 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			} else {
 				st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.stepStartedAt", "not set: the canary is not ready at its step's weight yet"})
 			}
+			if c.GateSince != nil && step.Gate != nil {
+				// The answer first: who is waited for, since when, and what ends the wait.
+				st.Says += fmt.Sprintf("; its gate waits for a person since %s", c.GateSince.UTC().Format(time.RFC3339))
+				words := "until a person promotes it (kubectl webapp promote " + app.Name + ") or aborts it (kubectl webapp abort " + app.Name + ")"
+				if step.Gate.TimeoutSeconds > 0 {
+					onTimeout := step.Gate.OnTimeout
+					if onTimeout == "" {
+						onTimeout = webappv2.GateRollBack
+					}
+					left := c.GateSince.Add(time.Duration(step.Gate.TimeoutSeconds) * time.Second).Sub(now).Round(time.Second)
+					words += fmt.Sprintf(", or its timeout in %s, which does %s", max(left, 0), onTimeout)
+				}
+				st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.gateSince", c.GateSince.UTC().Format(time.RFC3339) + ": it waits " + words})
+			}
 		}
 	case "Promoting":
 		st.Says = fmt.Sprintf("Revision %s passed every step: the stable Deployment %s rolls to it", c.CanaryRevision, app.Name)

@@ -227,3 +227,48 @@ func TestObjectsNotTheWebAppsSayWhatTheyAre(t *testing.T) {
 		})
 	}
 }
+
+// A person's action is the annotation's value for where the canary is, or why it would act on nothing.
+func TestActionValueSaysWhatActsOrWhyNot(t *testing.T) {
+	at := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	app := func(phase string, step int32) *webappv2.WebApp {
+		a := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+		a.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}, {Weight: 50}}}
+		a.Status.Canary = &webappv2.CanaryStatus{Phase: phase, StableRevision: "a", CanaryRevision: "b", Step: step}
+		if phase == "RolledBack" {
+			a.Status.Canary.CanaryRevision, a.Status.Canary.FailedRevision = "", "b"
+		}
+		return a
+	}
+	cases := []struct {
+		name, verb   string
+		app          *webappv2.WebApp
+		full         bool
+		specRevision string
+		want, err    string
+	}{
+		{name: "promote the step", verb: "promote", app: app("Canary", 1), want: "promote b/1 at 2026-12-07T05:00:00Z"},
+		{name: "promote all the way", verb: "promote", app: app("Canary", 0), full: true, want: "promote b/full at 2026-12-07T05:00:00Z"},
+		{name: "promote with no canary", verb: "promote", app: app("Stable", 0), err: "no canary to promote: it is Stable"},
+		{name: "abort", verb: "abort", app: app("Canary", 0), want: "abort b at 2026-12-07T05:00:00Z"},
+		{name: "abort while promoting", verb: "abort", app: app("Promoting", 2), err: "can no longer be aborted"},
+		{name: "retry", verb: "retry", app: app("RolledBack", 0), specRevision: "b", want: "retry b at 2026-12-07T05:00:00Z"},
+		{name: "retry when the spec moved on", verb: "retry", app: app("RolledBack", 0), specRevision: "c", err: "no longer asks for the rolled-back revision b"},
+		{name: "retry with nothing rolled back", verb: "retry", app: app("Canary", 0), err: "no rolled-back version to retry"},
+		{name: "no strategy", verb: "promote", app: &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, err: "no canary strategy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := actionValue(tc.app, tc.verb, tc.full, tc.specRevision, at)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("err %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("%q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -297,6 +298,9 @@ func canaryState(c *webappv2.CanaryStatus, spec *webappv2.CanarySpec) string {
 	switch c.Phase {
 	case "Canary":
 		words += fmt.Sprintf(", revision %s at step %d of %d, weight %d%%, beside %s", c.CanaryRevision, c.Step+1, len(spec.Steps), c.Weight, c.StableRevision)
+		if c.GateSince != nil {
+			words += ", its gate waiting for a person since " + c.GateSince.UTC().Format(time.RFC3339)
+		}
 	case "Promoting":
 		words += fmt.Sprintf(", the stable Deployment rolls to %s", c.CanaryRevision)
 	case "RolledBack":

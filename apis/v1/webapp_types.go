@@ -386,6 +386,11 @@ type CanaryStatus struct {
 	// +optional
 	GateSince *metav1.Time `json:"gateSince,omitempty"`
 
+	// ActedOn is the last value of the annotation webapp.example.com/action that took effect: a value acts once.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	ActedOn string `json:"actedOn,omitempty"`
+
 	// Failures counts each check's failed evaluations in this canary.
 	// +listType=map
 	// +listMapKey=name

@@ -616,8 +616,8 @@ type CanaryStep struct {
 	PauseSeconds int32 `json:"pauseSeconds,omitempty"`
 
 	// Gate makes the step wait, once its pause is over and its checks pass, for a person to promote it (kubectl
-	// webapp promote, or the annotation webapp.example.com/promote: "<canaryRevision>/<step>"). status.canary.gateSince
-	// says since when. With timeoutSeconds the wait ends on its own, as onTimeout says.
+	// webapp promote, or the annotation webapp.example.com/action: "promote <canaryRevision>/<step>").
+	// status.canary.gateSince says since when. With timeoutSeconds the wait ends on its own, as onTimeout says.
 	// +optional
 	Gate *CanaryGate `json:"gate,omitempty"`
 }
@@ -935,6 +935,11 @@ type CanaryStatus struct {
 	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
 	// +optional
 	GateSince *metav1.Time `json:"gateSince,omitempty"`
+
+	// ActedOn is the last value of the annotation webapp.example.com/action that took effect: a value acts once.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	ActedOn string `json:"actedOn,omitempty"`
 
 	// Failures counts each check's failed evaluations in this canary.
 	// +listType=map

@@ -29,14 +29,13 @@ const (
 	// AnnotationRevision is on the Deployments of a WebApp with a canary strategy: the revision of their pod
 	// template (not on the template: setting it must roll no pod).
 	AnnotationRevision = "webapp.example.com/revision"
-	// AnnotationPromote, AnnotationAbort and AnnotationRetry are a person's actions on a canary, the user's own
-	// write to the WebApp (the operator never writes them): promote "<canaryRevision>/<step>" passes that step now
-	// (its pause, checks and gate), "<canaryRevision>/full" every step left; abort "<canaryRevision>" rolls that
-	// canary back; retry "<failedRevision>" starts a rolled-back version's canary again. Each names the version
-	// (and step) it is meant for, so one left in place, or applied again from Git, acts on nothing else.
-	AnnotationPromote = "webapp.example.com/promote"
-	AnnotationAbort   = "webapp.example.com/abort"
-	AnnotationRetry   = "webapp.example.com/retry"
+	// AnnotationAction is a person's action on a canary, the user's own write to the WebApp (the operator never
+	// writes it): "promote <canaryRevision>/<step>" passes that step now (its pause, checks and gate), "promote
+	// <canaryRevision>/full" every step left, "abort <canaryRevision>" rolls that canary back, "retry
+	// <failedRevision>" starts a rolled-back version's canary again. Anything after (a time, say) makes a value new.
+	// A value acts once, where it makes sense (status.canary.actedOn keeps the last that did), so an action left in
+	// place, or applied again from Git, never acts twice.
+	AnnotationAction = "webapp.example.com/action"
 	// ConfigHashAnnotation on the pod template holds a hash of the data of the ConfigMaps and Secrets the WebApp's
 	// environment refers to: when they change, the pod template changes and the Deployment rolls the pods.
 	ConfigHashAnnotation = "webapp.example.com/config-hash"

@@ -153,6 +153,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.CanaryStatus
   map:
     fields:
+    - name: actedOn
+      type:
+        scalar: string
     - name: canaryRevision
       type:
         scalar: string

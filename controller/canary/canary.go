@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -92,6 +93,9 @@ type State struct {
 	Reason, Message string
 	// GateSince is when the step's gate began to wait for a person (zero: not waiting).
 	GateSince time.Time
+	// ActedOn is the last action (the annotation's value) that took effect: a value acts once, so an action left in
+	// place (or applied again from Git) never acts twice.
+	ActedOn string
 	// Evaluations are each check's last result in this canary (the one rolled back, after a rollback), in the
 	// plan's order at the time. They change when a round of checks ends, so a pause without checks costs no write.
 	Evaluations []Evaluation
@@ -111,9 +115,28 @@ type Observation struct {
 	ChecksAt time.Time
 	// stableRolledOut: the stable Deployment runs the canary's revision and its rollout is complete.
 	StableRolledOut bool
-	// Promote, Abort and Retry are a person's actions, as the WebApp's annotations say them (webappv2.AnnotationPromote,
-	// ...): each acts only on the revision (and step) it names.
-	Promote, Abort, Retry string
+	// Action is a person's action, as the WebApp's annotation webappv2.AnnotationAction says it: acted on once
+	// (State.ActedOn), and only where it makes sense for the revision (and step) it names.
+	Action string
+}
+
+// action is a person's action, parsed: "promote <revision>/<step>", "promote <revision>/full", "abort <revision>",
+// "retry <revision>", each with anything after it (a time, say) to make it new.
+type action struct {
+	verb, revision, step string
+}
+
+// parseAction parses an action annotation's value; a value that is none is the zero action (no effect).
+func parseAction(v string) action {
+	f := strings.Fields(v)
+	if len(f) < 2 {
+		return action{}
+	}
+	a := action{verb: f[0], revision: f[1]}
+	if a.verb == "promote" {
+		a.revision, a.step, _ = strings.Cut(f[1], "/")
+	}
+	return a
 }
 
 // CheckResult is one evaluation of a check: its value, or why it could not be had (an error counts as a failure).
@@ -137,6 +160,10 @@ type Decision struct {
 
 // Next decides the rollout's next state from the plan, the state reached and what was observed at now.
 func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
+	act := action{}
+	if obs.Action != s.ActedOn {
+		act = parseAction(obs.Action)
+	}
 	switch {
 	case s.Stable == "":
 		// The first version, or a WebApp that just took the strategy: what the stable Deployment runs is stable
@@ -154,9 +181,9 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// failed revision stays known, so applying it again still does not loop.
 		s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations = "", 0, time.Time{}, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
-	case obs.Revision == s.Failed && obs.Retry == s.Failed && obs.Deployed != "":
+	case obs.Revision == s.Failed && act == action{verb: "retry", revision: s.Failed} && obs.Deployed != "":
 		// A person retries the version rolled back: its canary starts again, from the first step.
-		s.Failed = ""
+		s.Failed, s.ActedOn = "", obs.Action
 		return startCanary(plan, s, obs)
 	case obs.Revision == s.Failed:
 		// The version rolled back (applied again, or still): it stays rolled back, rather than loop. Its pods stay
@@ -186,18 +213,19 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if s.Step >= len(plan.Steps) {
 		return promote(plan, s, obs, now)
 	}
-	if obs.Abort == s.Canary {
+	if act == (action{verb: "abort", revision: s.Canary}) {
 		// A person aborts the canary: traffic goes back to stable at once.
-		return rollBack(plan, s, webappv2.ReasonAborted, "aborted by a person (annotation "+webappv2.AnnotationAbort+")", now)
+		s.ActedOn = obs.Action
+		return rollBack(plan, s, webappv2.ReasonAborted, "aborted by a person ("+webappv2.AnnotationAction+": "+obs.Action+")", now)
 	}
 	if obs.TroubleReason != "" {
 		// The canary's pods cannot run: traffic goes back to stable at once.
 		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
 	}
-	if obs.Promote == s.Canary+"/full" && obs.CanaryReady {
+	if act == (action{verb: "promote", revision: s.Canary, step: "full"}) && obs.CanaryReady {
 		// A person promotes it all the way, once its pods are ready at their step: every step left passes now,
 		// pauses, checks and gates alike.
-		s.Step, s.Since, s.GateSince = len(plan.Steps), time.Time{}, time.Time{}
+		s.Step, s.Since, s.GateSince, s.ActedOn = len(plan.Steps), time.Time{}, time.Time{}, obs.Action
 		return promote(plan, s, obs, now)
 	}
 	if obs.Checks != nil {
@@ -224,12 +252,13 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	step := plan.Steps[s.Step]
 	d := Decision{State: s, Phase: PhaseCanary, Weight: step.Weight, ReplicaWeight: step.Weight}
-	if obs.Promote == fmt.Sprintf("%s/%d", s.Canary, s.Step) && obs.CanaryReady {
+	if act == (action{verb: "promote", revision: s.Canary, step: strconv.Itoa(s.Step)}) && obs.CanaryReady {
 		// A person promotes this step, once its pods are ready: it passes now, its pause, checks and gate with it
 		// (its weight reaches the route only after the warm-up, as ever).
 		if s.Since.IsZero() || now.Before(s.Since.Add(warmup)) {
 			d.Weight = weightBefore(plan, s.Step)
 		}
+		d.State.ActedOn = obs.Action
 		return nextStep(plan, d, obs, now)
 	}
 	if !obs.CanaryReady {

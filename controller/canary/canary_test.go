@@ -2,7 +2,9 @@ package canary
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -216,14 +218,14 @@ func TestNextCanary(t *testing.T) {
 		name:  "a gate promoted by a person (this step): the next step",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
-		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "b/0"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
 		now:   t0.Add(time.Hour),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
 	}, {
 		name:  "a promotion of another step, or of another revision, acts on nothing",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
-		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "x/0"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote x/0"},
 		now:   t0.Add(time.Hour),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10},
 	}, {
@@ -252,43 +254,69 @@ func TestNextCanary(t *testing.T) {
 		name:  "a step promoted mid-pause: it passes now",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Since: t0},
-		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "b/0"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
 	}, {
 		name:  "a step promoted before its pods are ready: it waits for them (never traffic to pods not ready)",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b"},
-		obs:   Observation{Revision: "b", Deployed: "a", Promote: "b/0"},
+		obs:   Observation{Revision: "b", Deployed: "a", Action: "promote b/0"},
 		now:   t0,
 		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
 	}, {
 		name:  "promoted all the way from a pause: promoting at once",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0},
-		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Promote: "b/full"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/full"},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, ActedOn: "promote b/full"}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
 	}, {
 		name:  "aborted by a person, at a gate: rolled back at once",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
-		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Abort: "b"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "abort b"},
 		now:   t0.Add(time.Hour),
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(time.Hour), Reason: webappv2.ReasonAborted,
-			Message: "aborted by a person (annotation webapp.example.com/abort)"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
+			Message: "aborted by a person (webapp.example.com/action: abort b)", ActedOn: "abort b"}, Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "the aborted version retried by a person: its canary starts again",
 		plan:  plain,
-		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonAborted},
-		obs:   Observation{Revision: "b", Deployed: "a", Abort: "b", Retry: "b"},
-		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonAborted, ActedOn: "abort b"},
+		obs:   Observation{Revision: "b", Deployed: "a", Action: "retry b"},
+		want:  Decision{State: State{Stable: "a", Canary: "b", ActedOn: "retry b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "a retry acted on, the canary failed again: the same value does not retry it again (no loop)",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCheckFailed, ActedOn: "retry b"},
+		obs:   Observation{Revision: "b", Deployed: "a", Action: "retry b"},
+		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCheckFailed, ActedOn: "retry b"}, Phase: PhaseRolledBack},
+	}, {
+		name:  "a new value retries it again",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCheckFailed, ActedOn: "retry b"},
+		obs:   Observation{Revision: "b", Deployed: "a", Action: "retry b at 2026-12-07T05:00:00Z"},
+		want:  Decision{State: State{Stable: "a", Canary: "b", ActedOn: "retry b at 2026-12-07T05:00:00Z"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "an abort acted on, the version retried: the abort does not act again",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Since: t0, ActedOn: "abort b"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "abort b"},
+		now:   t0.Add(10 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, ActedOn: "abort b"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 50 * time.Second},
 	}, {
 		name:  "a retry of another version acts on nothing: the failed one stays rolled back",
 		plan:  plain,
 		state: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonAborted},
-		obs:   Observation{Revision: "b", Deployed: "a", Retry: "x"},
+		obs:   Observation{Revision: "b", Deployed: "a", Action: "retry x"},
 		want:  Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonAborted}, Phase: PhaseRolledBack},
+	}, {
+		name:  "an action that is none (a typo) acts on nothing",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promte b/0"},
+		now:   t0.Add(10 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 50 * time.Second},
 	}, {
 		name:  "-Inf fails: below every max, yet no measurement",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
@@ -425,5 +453,67 @@ func TestCanaryRestartResumes(t *testing.T) {
 	want := []int32{0, 0, 20, 20, 20, 60, 60, 0, 0}
 	if !reflect.DeepEqual(weights, want) {
 		t.Errorf("weights %v, want %v", weights, want)
+	}
+}
+
+// TestNoStateHoldsAReleaseForEver: from every state a walk of random looks and a person's random actions reaches,
+// the release finishes or goes back on its own (a pause, a check, a gate with a timeout), or it waits at a gate
+// without one for a person, from which a promotion all the way finishes it and an abort takes it back at once.
+func TestNoStateHoldsAReleaseForEver(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var plan Plan
+		for i := range 1 + rng.IntN(3) {
+			st := Step{Weight: int32(10 * (i + 1)), Pause: time.Duration(rng.IntN(3)) * time.Minute, Gate: rng.IntN(2) == 0}
+			if st.Gate && rng.IntN(2) == 0 {
+				st.GateTimeout, st.OnTimeout = time.Duration(1+rng.IntN(10))*time.Minute, webappv2.GateTimeout([]string{"", "RollBack", "Promote"}[rng.IntN(3)])
+			}
+			plan.Steps = append(plan.Steps, st)
+		}
+		actions := []string{"", "", "", "promote b/0", "promote b/1", "promote b/full", "abort b", "retry b", "retry b again", "abort b again"}
+		s, now := State{Stable: "a"}, t0
+		look := func(action string) Decision {
+			obs := Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: action}
+			if s.Step >= len(plan.Steps) && s.Canary != "" {
+				obs.Deployed, obs.StableRolledOut = "b", true
+			}
+			d := Next(plan, s, obs, now)
+			s = d.State
+			now = now.Add(time.Duration(1+rng.IntN(90)) * time.Second)
+			return d
+		}
+		var walk []string
+		for range 30 {
+			a := actions[rng.IntN(len(actions))]
+			d := look(a)
+			walk = append(walk, fmt.Sprintf("%q→%s/%d", a, d.Phase, s.Step))
+		}
+		// Then no one acts, for a day of looks.
+		var d Decision
+		for range 2000 {
+			d = look(s.ActedOn)
+		}
+		at := func() string {
+			return fmt.Sprintf("seed %d, plan %+v, walk %v: %s at step %d, state %+v", seed, plan, walk, d.Phase, s.Step, s)
+		}
+		switch {
+		case d.Phase == PhaseStable || d.Phase == PhaseRolledBack:
+		case d.Phase == PhaseCanary && !s.GateSince.IsZero() && plan.Steps[s.Step].Gate && plan.Steps[s.Step].GateTimeout == 0:
+			// Waiting for a person: an abort takes it back at once; a promotion all the way finishes it.
+			held := s
+			if d := look("abort b now"); d.Phase != PhaseRolledBack {
+				t.Fatalf("an abort at a gate did not roll back: %s", at())
+			}
+			s = held
+			for range 50 {
+				d = look("promote b/full now")
+			}
+			if d.Phase != PhaseStable || s.Stable != "b" {
+				t.Fatalf("a promotion all the way from a gate did not finish: %s", at())
+			}
+		default:
+			t.Fatalf("held without a person to wait for: %s", at())
+		}
 	}
 }

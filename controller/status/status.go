@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/utils/ptr"
@@ -470,6 +471,12 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 	if !s.Since.IsZero() {
 		st.WithStepStartedAt(metav1.NewTime(s.Since))
 	}
+	if !s.GateSince.IsZero() {
+		st.WithGateSince(metav1.NewTime(s.GateSince))
+	}
+	if s.ActedOn != "" {
+		st.WithActedOn(pods.TruncateTo(s.ActedOn, 250))
+	}
 	for i, n := range s.Failures {
 		if n > 0 && i < len(plan.Checks) {
 			st.WithFailures(webappv2ac.CanaryCheckFailures().WithName(plan.Checks[i].Name).WithCount(n))
@@ -517,5 +524,10 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 		}
 		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %d%% of the traffic meanwhile", s.Canary, d.Weight)
 	}
-	return fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Weight, s.Stable)
+	words := fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Weight, s.Stable)
+	if !s.GateSince.IsZero() {
+		words += fmt.Sprintf("; its gate waits for a person since %s: kubectl webapp promote, or annotate %s=\"promote %s/%d\"",
+			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, s.Canary, s.Step)
+	}
+	return words
 }

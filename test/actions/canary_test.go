@@ -102,8 +102,8 @@ func startPrometheus(t *testing.T) {
 	promURL = srv.URL
 }
 
-// randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, and in half of
-// them a check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
+// randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
+// up to 5 s, and in half of them a check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
 func (s *seq) randomPlan() map[string]any {
 	n := 1 + s.rng.IntN(3)
 	weights := map[int]bool{}
@@ -117,7 +117,17 @@ func (s *seq) randomPlan() map[string]any {
 	slices.Sort(ws)
 	var steps []any
 	for _, w := range ws {
-		steps = append(steps, map[string]any{"weight": int64(w), "pauseSeconds": int64(s.rng.IntN(6))})
+		step := map[string]any{"weight": int64(w), "pauseSeconds": int64(s.rng.IntN(6))}
+		if s.chance(0.3) {
+			// A gate, always with a timeout here (a few seconds, rolling back or going on), so the canary comes to
+			// rest on its own; a person (actPersonActs) may promote or abort it before.
+			gate := map[string]any{"timeoutSeconds": int64(1 + s.rng.IntN(5))}
+			if on := pick(s, "", "RollBack", "Promote"); on != "" {
+				gate["onTimeout"] = on
+			}
+			step["gate"] = gate
+		}
+		steps = append(steps, step)
 	}
 	plan := map[string]any{"steps": steps}
 	if s.chance(0.5) {
@@ -599,6 +609,38 @@ func (s *seq) getV2(name string) *webappv2.WebApp {
 		s.fail("reading WebApp %s through v2: %v", name, err)
 	}
 	return app
+}
+
+// actPersonActs is a person's action on a WebApp's canary, as `kubectl webapp promote|abort|retry` (or `kubectl
+// annotate`) writes it: the annotation webapp.example.com/action, for where the canary is now (this step, all the
+// way, abort, retry) or for somewhere it no longer is (another revision or step, or a value acted on before),
+// which must act on nothing.
+func (s *seq) actPersonActs(a *app) bool {
+	if a.state != alive || a.plan == nil {
+		return false
+	}
+	app := s.getV2(a.name)
+	if app == nil || app.Status.Canary == nil {
+		return false
+	}
+	c := app.Status.Canary
+	stamp := fmt.Sprint(s.rng.IntN(1000))
+	value := pick(s,
+		fmt.Sprintf("promote %s/%d at %s", c.CanaryRevision, c.Step, stamp),
+		fmt.Sprintf("promote %s/full at %s", c.CanaryRevision, stamp),
+		fmt.Sprintf("abort %s at %s", c.CanaryRevision, stamp),
+		fmt.Sprintf("retry %s at %s", c.FailedRevision, stamp),
+		fmt.Sprintf("promote %s/%d at %s", c.StableRevision, c.Step+1, stamp),
+		"retry 0000000000000000",
+		c.ActedOn)
+	s.record(fmt.Sprintf("a person acts on WebApp %s: %q%s", a.name, value, s.phaseNote(a.name)),
+		fmt.Sprintf("kubectl -n %s annotate --overwrite --field-manager=kubectl-annotate webapp/%s %s=%q", s.ns, a.name, webappv2.AnnotationAction, value))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, webappv2.AnnotationAction, value)
+	if err := k8s.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner("kubectl-annotate")); err != nil {
+		// Deleted meanwhile: an outcome like any other.
+		s.note("refused: %v", err)
+	}
+	return true
 }
 
 // actStartCanary changes the image of a live WebApp with a canary strategy, as its user applies it (`kubectl set

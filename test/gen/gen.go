@@ -368,7 +368,16 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 func (g *Gen) Canary() *webappv2.CanarySpec {
 	c := &webappv2.CanarySpec{}
 	for range 1 + g.intn(3) {
-		c.Steps = append(c.Steps, webappv2.CanaryStep{Weight: g.between(1, 99), PauseSeconds: int32(g.pick2(0, 1, 30, 3600, 86400))})
+		step := webappv2.CanaryStep{Weight: g.between(1, 99), PauseSeconds: int32(g.pick2(0, 1, 30, 3600, 86400))}
+		if g.chance(0.3) {
+			// A gate: for ever, or with a timeout that rolls back or goes on (onTimeout only with the timeout).
+			step.Gate = &webappv2.CanaryGate{}
+			if g.chance(0.5) {
+				step.Gate.TimeoutSeconds = int32(g.pick2(1, 60, 3600, 604800))
+				step.Gate.OnTimeout = webappv2.GateTimeout(g.pick("", "RollBack", "Promote"))
+			}
+		}
+		c.Steps = append(c.Steps, step)
 	}
 	for _, name := range g.subset("errors", "latency-p99", "5xx") {
 		check := webappv2.CanaryCheck{

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -263,4 +264,93 @@ func TestPluginPlanPredictsTheNextApply(t *testing.T) {
 func kindName(obj client.Object) string {
 	t := fmt.Sprintf("%T", obj)
 	return t[strings.LastIndex(t, ".")+1:] + "/" + obj.GetName()
+}
+
+// TestAPersonsActionsOnAGatedCanary (issue 51, item 1): a step's gate holds the canary, saying since when and for
+// whom, until kubectl webapp promote passes it; abort rolls the canary back at once and retry starts it again.
+// Each is the user's own annotation (the operator writes none of it, and no spec), acted on once.
+func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
+			Steps: []webappv2.CanaryStep{{Weight: 50, Gate: &webappv2.CanaryGate{}}, {Weight: 60, Gate: &webappv2.CanaryGate{}}},
+		}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	canaryStarted(t, ns, "web")
+	status := func(what string, ok func(*webappv2.CanaryStatus) bool) *webappv2.WebApp {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, what, func(ctx context.Context) error {
+			if err := get(ctx, ns, "web", app); err != nil {
+				return err
+			}
+			if app.Status.Canary == nil || !ok(app.Status.Canary) {
+				return fmt.Errorf("status.canary %+v", app.Status.Canary)
+			}
+			return nil
+		})
+		return app
+	}
+	held := status("held at the first step's gate", func(c *webappv2.CanaryStatus) bool {
+		return c.Phase == "Canary" && c.Step == 0 && c.GateSince != nil
+	})
+	generation := held.Generation
+	if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil || !strings.Contains(ready.Message, "its gate waits for a person since") {
+		t.Errorf("Ready does not say the gate waits for a person: %+v", ready)
+	}
+	code, out, errOut := kubectlWebApp(t, "-n", ns, "explain", "web")
+	if code != 0 || !strings.Contains(out, "its gate waits for a person since") || !strings.Contains(out, "kubectl webapp promote web") {
+		t.Errorf("explain at a gate: exit %d, %s%s", code, out, errOut)
+	}
+
+	code, out, errOut = kubectlWebApp(t, "-n", ns, "promote", "web")
+	if code != 0 || !strings.Contains(out, webappv2.AnnotationAction) {
+		t.Fatalf("kubectl webapp promote: exit %d, %s%s", code, out, errOut)
+	}
+	status("the second step, held at its gate", func(c *webappv2.CanaryStatus) bool {
+		return c.Phase == "Canary" && c.Step == 1 && c.GateSince != nil
+	})
+	markAvailable(t, ns, "web-canary")
+
+	code, _, errOut = kubectlWebApp(t, "-n", ns, "abort", "web")
+	if code != 0 {
+		t.Fatalf("kubectl webapp abort: exit %d, %s", code, errOut)
+	}
+	rolled := status("rolled back by the abort", func(c *webappv2.CanaryStatus) bool {
+		return c.Phase == "RolledBack" && c.Reason == webappv2.ReasonAborted
+	})
+	failed := rolled.Status.Canary.FailedRevision
+	if code, _, errOut := kubectlWebApp(t, "-n", ns, "promote", "web"); code != 1 || !strings.Contains(errOut, "no canary to promote: it is RolledBack") {
+		t.Errorf("kubectl webapp promote after a rollback: exit %d, %q; want 1 and why", code, errOut)
+	}
+
+	code, _, errOut = kubectlWebApp(t, "-n", ns, "retry", "web")
+	if code != 0 {
+		t.Fatalf("kubectl webapp retry: exit %d, %s", code, errOut)
+	}
+	status("the rolled-back version's canary again", func(c *webappv2.CanaryStatus) bool {
+		return c.Phase == "Canary" && c.CanaryRevision == failed && c.FailedRevision == ""
+	})
+	testutil.Eventually(t, wait10s, "the canary Deployment again", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	status("held at the first gate again", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+	promoted := status("the WebApp", func(*webappv2.CanaryStatus) bool { return true })
+	if promoted.Generation != generation {
+		t.Errorf("the actions changed the generation %d to %d: they are metadata, never the spec", generation, promoted.Generation)
+	}
+	for _, f := range promoted.ManagedFields {
+		if f.Manager == webappv2.FieldManager && f.Subresource == "" {
+			t.Errorf("the operator wrote the WebApp itself (not its status): %s", f.FieldsV1.GetRawString())
+		}
+	}
+	// All the way from the gate.
+	if code, _, errOut := kubectlWebApp(t, "-n", ns, "promote", "web", "--full"); code != 0 {
+		t.Fatalf("kubectl webapp promote --full: exit %d, %s", code, errOut)
+	}
+	status("promoting all the way", func(c *webappv2.CanaryStatus) bool { return c.Phase == "Promoting" })
 }

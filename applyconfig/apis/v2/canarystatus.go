@@ -35,6 +35,8 @@ type CanaryStatusApplyConfiguration struct {
 	StepStartedAt *v1.Time `json:"stepStartedAt,omitempty"`
 	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
 	GateSince *v1.Time `json:"gateSince,omitempty"`
+	// ActedOn is the last value of the annotation webapp.example.com/action that took effect: a value acts once.
+	ActedOn *string `json:"actedOn,omitempty"`
 	// Failures counts each check's failed evaluations in this canary.
 	Failures []CanaryCheckFailuresApplyConfiguration `json:"failures,omitempty"`
 	// Checks are each check's last evaluation in this canary, kept after a rollback as its evidence: the value
@@ -113,6 +115,14 @@ func (b *CanaryStatusApplyConfiguration) WithStepStartedAt(value v1.Time) *Canar
 // If called multiple times, the GateSince field is set to the value of the last call.
 func (b *CanaryStatusApplyConfiguration) WithGateSince(value v1.Time) *CanaryStatusApplyConfiguration {
 	b.GateSince = &value
+	return b
+}
+
+// WithActedOn sets the ActedOn field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ActedOn field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithActedOn(value string) *CanaryStatusApplyConfiguration {
+	b.ActedOn = &value
 	return b
 }
 

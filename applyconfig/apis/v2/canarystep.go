@@ -19,8 +19,8 @@ type CanaryStepApplyConfiguration struct {
 	// canary is ready and the checks pass).
 	PauseSeconds *int32 `json:"pauseSeconds,omitempty"`
 	// Gate makes the step wait, once its pause is over and its checks pass, for a person to promote it (kubectl
-	// webapp promote, or the annotation webapp.example.com/promote: "<canaryRevision>/<step>"). status.canary.gateSince
-	// says since when. With timeoutSeconds the wait ends on its own, as onTimeout says.
+	// webapp promote, or the annotation webapp.example.com/action: "promote <canaryRevision>/<step>").
+	// status.canary.gateSince says since when. With timeoutSeconds the wait ends on its own, as onTimeout says.
 	Gate *CanaryGateApplyConfiguration `json:"gate,omitempty"`
 }
 
