@@ -687,9 +687,13 @@ func TestCanaryKeepsTheStableVersionAsItsOwnData(t *testing.T) {
 	since := time.Now()
 	setImage(t, ns, "web", "evil:1")
 	stableImage(t, ns, "web", "shop:1", "the stable version back in the pause")
-	if ev := strings.Join(eventsSince(t, ns, since), "\n"); !strings.Contains(ev, "DriftRepaired") {
-		t.Errorf("no DriftRepaired event for the stable Deployment; events: %s", ev)
-	}
+	// (The recorder sends events apart from the write: the event may come a moment after the repair.)
+	testutil.Eventually(t, wait10s, "a DriftRepaired event for the stable Deployment", func(context.Context) error {
+		if ev := strings.Join(eventsSince(t, ns, since), "\n"); !strings.Contains(ev, "DriftRepaired") {
+			return fmt.Errorf("events: %s", ev)
+		}
+		return nil
+	})
 
 	// A failing check rolls back; then item 1 after the rollback, and item 8.
 	answer.Store("1")
