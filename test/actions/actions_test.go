@@ -240,7 +240,7 @@ var actions = []struct {
 	{10, (*seq).actStartCanary},
 	{16, (*seq).actEditCanaryObject},
 	{6, (*seq).actDeleteMidCanary},
-	{6, (*seq).actPersonActs},
+	{12, (*seq).actPersonActs},
 	{4, (*seq).actExpose},
 	{5, (*seq).actStorage},
 	{3, (*seq).actCreateForeignClaim},
