@@ -51,18 +51,34 @@ func canaryPhase(t *testing.T, ns, name, want string) *webappv2.WebApp {
 	return app
 }
 
-// canaryStarted takes the WebApp name, created with a canary strategy at shop:1, to a canary of shop:2 whose pods
-// are available (there is no Deployment controller here: the test marks both Deployments so), and returns the
-// stable revision.
-func canaryStarted(t *testing.T, ns, name string) string {
+// canaryStarted creates the WebApp name (shop:1, 2 replicas, the canary strategy c) and takes it to a canary of
+// shop:2 whose pods are available (there is no Deployment controller here: the test marks both Deployments so). It
+// returns the WebApp as it is then (status.canary.stableRevision names the stable version).
+func canaryStarted(t *testing.T, ns, name string, c *webappv2.CanarySpec) *webappv2.WebApp {
+	t.Helper()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}}, Rollout: webappv2.RolloutSpec{Canary: c},
+	}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	startCanary(t, ns, name)
+	if err := get(context.Background(), ns, name, app); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// startCanary takes the WebApp name, created with a canary strategy at shop:1, to a canary of shop:2 whose pods are
+// available.
+func startCanary(t *testing.T, ns, name string) {
 	t.Helper()
 	waitChildren(t, ns, name)
 	markAvailable(t, ns, name)
-	stable := canaryPhase(t, ns, name, "Stable/0/0").Status.Canary.StableRevision
+	canaryPhase(t, ns, name, "Stable/0/0")
 	update(t, ns, name, &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
 	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, name+"-canary", &appsv1.Deployment{}) })
 	markAvailable(t, ns, name+"-canary")
-	return stable
 }
 
 // backends are the backends of the route of the WebApp web as name=weight.
@@ -500,20 +516,12 @@ func TestCanaryNoData(t *testing.T) {
 		t.Run("onNoData "+string(c.onNoData), func(t *testing.T) {
 			ns := newNamespace(t)
 			startOperator(t, ns, time.Second)
-			ctx := context.Background()
-			app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
-				Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-				Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
-					Steps: []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
-					Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: prom.URL, Query: "quiet_ratio"}, Max: "0.01",
-						OnNoData: c.onNoData, NoDataWaitSeconds: c.wait}},
-					CheckIntervalSeconds: 1,
-				}},
-			}}
-			if err := k8s.Create(ctx, app); err != nil {
-				t.Fatal(err)
-			}
-			canaryStarted(t, ns, "web")
+			app := canaryStarted(t, ns, "web", &webappv2.CanarySpec{
+				Steps: []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
+				Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: prom.URL, Query: "quiet_ratio"}, Max: "0.01",
+					OnNoData: c.onNoData, NoDataWaitSeconds: c.wait}},
+				CheckIntervalSeconds: 1,
+			})
 			var waited bool
 			testutil.Eventually(t, 30*time.Second, "the canary's outcome", func(ctx context.Context) error {
 				if err := get(ctx, ns, "web", app); err != nil {
@@ -577,19 +585,12 @@ func TestCanaryWebhookCheck(t *testing.T) {
 	defer hook.Close()
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	ctx := context.Background()
-	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
-		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
-			Steps:                []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
-			Checks:               []webappv2.CanaryCheck{{Name: "judge", Webhook: &webappv2.WebhookCheck{URL: hook.URL + "/judge", TimeoutSeconds: 2}, Max: "0.01"}},
-			CheckIntervalSeconds: 1,
-		}},
-	}}
-	if err := k8s.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	stable := canaryStarted(t, ns, "web")
+	app := canaryStarted(t, ns, "web", &webappv2.CanarySpec{
+		Steps:                []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
+		Checks:               []webappv2.CanaryCheck{{Name: "judge", Webhook: &webappv2.WebhookCheck{URL: hook.URL + "/judge", TimeoutSeconds: 2}, Max: "0.01"}},
+		CheckIntervalSeconds: 1,
+	})
+	stable := app.Status.Canary.StableRevision
 	// A passing value: the first step passes.
 	testutil.Eventually(t, 30*time.Second, "the first step passed on the webhook's value", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web", app); err != nil {
@@ -924,7 +925,7 @@ func TestHangingChecksHoldNoWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	canaryStarted(t, ns, "slow")
+	startCanary(t, ns, "slow")
 	testutil.Eventually(t, wait10s, "the checks hanging", func(context.Context) error {
 		if n := asked.Load(); n < 5 {
 			return fmt.Errorf("%d checks asked", n)

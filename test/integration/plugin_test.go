@@ -272,17 +272,9 @@ func kindName(obj client.Object) string {
 func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	ctx := context.Background()
-	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
-		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{
-			Steps: []webappv2.CanaryStep{{Weight: 50, Gate: &webappv2.CanaryGate{}}, {Weight: 60, Gate: &webappv2.CanaryGate{}}},
-		}},
-	}}
-	if err := k8s.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	canaryStarted(t, ns, "web")
+	app := canaryStarted(t, ns, "web", &webappv2.CanarySpec{
+		Steps: []webappv2.CanaryStep{{Weight: 50, Gate: &webappv2.CanaryGate{}}, {Weight: 60, Gate: &webappv2.CanaryGate{}}},
+	})
 	status := func(what string, ok func(*webappv2.CanaryStatus) bool) *webappv2.WebApp {
 		t.Helper()
 		testutil.Eventually(t, 30*time.Second, what, func(ctx context.Context) error {
