@@ -33,8 +33,8 @@ const (
 	// writes it): "promote <canaryRevision>/<step>" passes that step now (its pause, checks and gate), "promote
 	// <canaryRevision>/full" every step left, "abort <canaryRevision>" rolls that canary back, "retry
 	// <failedRevision>" starts a rolled-back version's canary again. Anything after (a time, say) makes a value new.
-	// A value acts once, where it makes sense (status.canary.actedOn keeps the last that did), so an action left in
-	// place, or applied again from Git, never acts twice.
+	// A value acts once, where it makes sense (status.canary.actedOn keeps the last that did, and a value longer than
+	// 256 characters acts on nothing), so an action left in place, or applied again from Git, never acts twice in a row.
 	AnnotationAction = "webapp.example.com/action"
 	// ConfigHashAnnotation on the pod template holds a hash of the data of the ConfigMaps and Secrets the WebApp's
 	// environment refers to: when they change, the pod template changes and the Deployment rolls the pods.

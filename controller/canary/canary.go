@@ -120,6 +120,9 @@ type Observation struct {
 	Action string
 }
 
+// MaxAction is the longest action value that acts (status.canary.actedOn keeps it whole).
+const MaxAction = 256
+
 // action is a person's action, parsed: "promote <revision>/<step>", "promote <revision>/full", "abort <revision>",
 // "retry <revision>", each with anything after it (a time, say) to make it new.
 type action struct {
@@ -161,7 +164,8 @@ type Decision struct {
 // Next decides the rollout's next state from the plan, the state reached and what was observed at now.
 func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	act := action{}
-	if obs.Action != s.ActedOn {
+	if obs.Action != s.ActedOn && len(obs.Action) <= MaxAction {
+		// (A longer value acts on nothing: the status keeps the value acted on whole, to compare it.)
 		act = parseAction(obs.Action)
 	}
 	switch {
@@ -222,11 +226,17 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// The canary's pods cannot run: traffic goes back to stable at once.
 		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
 	}
-	if act == (action{verb: "promote", revision: s.Canary, step: "full"}) && obs.CanaryReady {
-		// A person promotes it all the way, once its pods are ready at their step: every step left passes now,
-		// pauses, checks and gates alike.
-		s.Step, s.Since, s.GateSince, s.ActedOn = len(plan.Steps), time.Time{}, time.Time{}, obs.Action
-		return promote(plan, s, obs, now)
+	if act == (action{verb: "promote", revision: s.Canary, step: "full"}) {
+		// A person promotes it all the way: from now on each step passes once its pods are ready at its weight
+		// and the gateway has learnt them (never traffic to pods not ready for it), its pause, checks and gate
+		// waived. The action acted on says so for the rest of this canary.
+		s.ActedOn = obs.Action
+	}
+	full := parseAction(s.ActedOn) == action{verb: "promote", revision: s.Canary, step: "full"}
+	if obs.Checks != nil && (s.Since.IsZero() || obs.ChecksAt.Before(s.Since)) {
+		// A round begun before this step's pods were ready at its weight (one of an attempt aborted before a
+		// retry, say) measured something else: dropped.
+		obs.Checks = nil
 	}
 	if obs.Checks != nil {
 		// A round ended: its results are the checks' last evaluations, whatever follows from them.
@@ -252,15 +262,6 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	step := plan.Steps[s.Step]
 	d := Decision{State: s, Phase: PhaseCanary, Weight: step.Weight, ReplicaWeight: step.Weight}
-	if act == (action{verb: "promote", revision: s.Canary, step: strconv.Itoa(s.Step)}) && obs.CanaryReady {
-		// A person promotes this step, once its pods are ready: it passes now, its pause, checks and gate with it
-		// (its weight reaches the route only after the warm-up, as ever).
-		if s.Since.IsZero() || now.Before(s.Since.Add(warmup)) {
-			d.Weight = weightBefore(plan, s.Step)
-		}
-		d.State.ActedOn = obs.Action
-		return nextStep(plan, d, obs, now)
-	}
 	if !obs.CanaryReady {
 		// The pause starts once the canary serves its weight; until then, its pods' events bring us back, and the
 		// traffic stays at the step before's.
@@ -275,6 +276,15 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		d.Weight = weightBefore(plan, s.Step)
 		d.After = warm
 		return d
+	}
+	if act == (action{verb: "promote", revision: s.Canary, step: strconv.Itoa(s.Step)}) {
+		// A person promotes this step, its pods ready and warmed up at its weight: it passes now, its pause, checks
+		// and gate with it. (Before that, the action waits: it acts once it makes sense.)
+		d.State.ActedOn = obs.Action
+		return nextStep(plan, d, obs, now)
+	}
+	if full {
+		return nextStep(plan, d, obs, now)
 	}
 	if left := d.State.Since.Add(step.Pause).Sub(now); left > 0 {
 		d.After = min(left, nextCheck(plan))
@@ -361,7 +371,7 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	if s.Step < len(plan.Steps) {
 		// Just promoted: the stable Deployment rolls from now on.
-		s.Step, s.Since = len(plan.Steps), time.Time{}
+		s.Step, s.Since, s.GateSince = len(plan.Steps), time.Time{}, time.Time{}
 		obs.StableRolledOut = false
 	}
 	if !obs.StableRolledOut {

@@ -475,7 +475,8 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 		st.WithGateSince(metav1.NewTime(s.GateSince))
 	}
 	if s.ActedOn != "" {
-		st.WithActedOn(pods.TruncateTo(s.ActedOn, 250))
+		// Whole (canary.MaxAction bounds what acts): compared with the annotation, a cut value would act again.
+		st.WithActedOn(s.ActedOn)
 	}
 	for i, n := range s.Failures {
 		if n > 0 && i < len(plan.Checks) {
