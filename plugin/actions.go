@@ -12,6 +12,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // The person's actions on a canary (promote, abort, retry) are the annotation webappv2.AnnotationAction, which
@@ -37,13 +38,13 @@ func actionValue(app *webappv2.WebApp, verb string, full bool, specRevision stri
 			return "", fmt.Errorf("WebApp %s has no canary to promote: it is %s", app.Name, c.Phase)
 		}
 		if full {
-			return fmt.Sprintf("promote %s/full at %s", c.CanaryRevision, stamp), nil
+			return canary.PromoteFull(c.CanaryRevision) + " at " + stamp, nil
 		}
-		return fmt.Sprintf("promote %s/%d at %s", c.CanaryRevision, c.Step, stamp), nil
+		return canary.PromoteStep(c.CanaryRevision, int(c.Step)) + " at " + stamp, nil
 	case "abort":
 		switch c.Phase {
 		case "Canary":
-			return fmt.Sprintf("abort %s at %s", c.CanaryRevision, stamp), nil
+			return canary.Abort(c.CanaryRevision) + " at " + stamp, nil
 		case "Promoting":
 			return "", fmt.Errorf("WebApp %s's revision %s passed every step and is being promoted: it can no longer be aborted (the stable Deployment already rolls to it); apply the previous spec to go back", app.Name, c.CanaryRevision)
 		}
@@ -55,7 +56,7 @@ func actionValue(app *webappv2.WebApp, verb string, full bool, specRevision stri
 		if specRevision != c.FailedRevision {
 			return "", fmt.Errorf("WebApp %s's spec no longer asks for the rolled-back revision %s (it asks for %s, which the operator starts by itself)", app.Name, c.FailedRevision, specRevision)
 		}
-		return fmt.Sprintf("retry %s at %s", c.FailedRevision, stamp), nil
+		return canary.Retry(c.FailedRevision) + " at " + stamp, nil
 	}
 	return "", fmt.Errorf("unknown action %q", verb)
 }

@@ -123,23 +123,29 @@ type Observation struct {
 // MaxAction is the longest action value that acts (status.canary.actedOn keeps it whole).
 const MaxAction = 256
 
-// action is a person's action, parsed: "promote <revision>/<step>", "promote <revision>/full", "abort <revision>",
-// "retry <revision>", each with anything after it (a time, say) to make it new.
-type action struct {
-	verb, revision, step string
+// The actions (the values of webappv2.AnnotationAction) on the canary of a revision are PromoteStep, PromoteFull,
+// Abort and Retry: what kubectl-webapp writes (with " at <time>" after, to make each new) and what Next acts on.
+
+// PromoteStep is the action that passes the canary of revision at step.
+func PromoteStep(revision string, step int) string {
+	return fmt.Sprintf("promote %s/%d", revision, step)
 }
 
-// parseAction parses an action annotation's value; a value that is none is the zero action (no effect).
-func parseAction(v string) action {
-	f := strings.Fields(v)
-	if len(f) < 2 {
-		return action{}
+// PromoteFull is the action that promotes the canary of revision all the way.
+func PromoteFull(revision string) string { return "promote " + revision + "/full" }
+
+// Abort is the action that rolls the canary of revision back.
+func Abort(revision string) string { return "abort " + revision }
+
+// Retry is the action that starts the rolled-back revision's canary again.
+func Retry(revision string) string { return "retry " + revision }
+
+// actionOf is the action a value says: its first two words (what follows makes a value new, and says nothing).
+func actionOf(v string) string {
+	if f := strings.Fields(v); len(f) >= 2 {
+		return f[0] + " " + f[1]
 	}
-	a := action{verb: f[0], revision: f[1]}
-	if a.verb == "promote" {
-		a.revision, a.step, _ = strings.Cut(f[1], "/")
-	}
-	return a
+	return ""
 }
 
 // CheckResult is one evaluation of a check: its value, or why it could not be had (an error counts as a failure).
@@ -163,10 +169,10 @@ type Decision struct {
 
 // Next decides the rollout's next state from the plan, the state reached and what was observed at now.
 func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
-	act := action{}
+	act := ""
 	if obs.Action != s.ActedOn && len(obs.Action) <= MaxAction {
 		// (A longer value acts on nothing: the status keeps the value acted on whole, to compare it.)
-		act = parseAction(obs.Action)
+		act = actionOf(obs.Action)
 	}
 	switch {
 	case s.Stable == "":
@@ -185,7 +191,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// failed revision stays known, so applying it again still does not loop.
 		s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations = "", 0, time.Time{}, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
-	case obs.Revision == s.Failed && act == action{verb: "retry", revision: s.Failed} && obs.Deployed != "":
+	case obs.Revision == s.Failed && act == Retry(s.Failed) && obs.Deployed != "":
 		// A person retries the version rolled back: its canary starts again, from the first step.
 		s.Failed, s.ActedOn = "", obs.Action
 		return startCanary(plan, s, obs)
@@ -217,7 +223,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if s.Step >= len(plan.Steps) {
 		return promote(plan, s, obs, now)
 	}
-	if act == (action{verb: "abort", revision: s.Canary}) {
+	if act == Abort(s.Canary) {
 		// A person aborts the canary: traffic goes back to stable at once.
 		s.ActedOn = obs.Action
 		return rollBack(plan, s, webappv2.ReasonAborted, "aborted by a person ("+webappv2.AnnotationAction+": "+obs.Action+")", now)
@@ -226,13 +232,13 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// The canary's pods cannot run: traffic goes back to stable at once.
 		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
 	}
-	if act == (action{verb: "promote", revision: s.Canary, step: "full"}) {
+	if act == PromoteFull(s.Canary) {
 		// A person promotes it all the way: from now on each step passes once its pods are ready at its weight
 		// and the gateway has learnt them (never traffic to pods not ready for it), its pause, checks and gate
 		// waived. The action acted on says so for the rest of this canary.
 		s.ActedOn = obs.Action
 	}
-	full := parseAction(s.ActedOn) == action{verb: "promote", revision: s.Canary, step: "full"}
+	full := actionOf(s.ActedOn) == PromoteFull(s.Canary)
 	if obs.Checks != nil && (s.Since.IsZero() || obs.ChecksAt.Before(s.Since)) {
 		// A round begun before this step's pods were ready at its weight (one of an attempt aborted before a
 		// retry, say) measured something else: dropped.
@@ -277,7 +283,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		d.After = warm
 		return d
 	}
-	if act == (action{verb: "promote", revision: s.Canary, step: strconv.Itoa(s.Step)}) {
+	if act == PromoteStep(s.Canary, s.Step) {
 		// A person promotes this step, its pods ready and warmed up at its weight: it passes now, its pause, checks
 		// and gate with it. (Before that, the action waits: it acts once it makes sense.)
 		d.State.ActedOn = obs.Action

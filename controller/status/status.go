@@ -527,8 +527,8 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 	}
 	words := fmt.Sprintf("Canary of revision %s at step %d of %d: %d%% of the traffic (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Weight, s.Stable)
 	if !s.GateSince.IsZero() {
-		words += fmt.Sprintf("; its gate waits for a person since %s: kubectl webapp promote, or annotate %s=\"promote %s/%d\"",
-			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, s.Canary, s.Step)
+		words += fmt.Sprintf("; its gate waits for a person since %s: kubectl webapp promote, or annotate %s=%q",
+			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, canary.PromoteStep(s.Canary, s.Step))
 	}
 	return words
 }
