@@ -32,8 +32,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.CanaryCheckFailuresApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryCheckStatus"):
 		return &apisv2.CanaryCheckStatusApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryCookieMatch"):
+		return &apisv2.CanaryCookieMatchApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryGate"):
 		return &apisv2.CanaryGateApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryHeaderMatch"):
+		return &apisv2.CanaryHeaderMatchApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("CanaryMatch"):
+		return &apisv2.CanaryMatchApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanarySpec"):
 		return &apisv2.CanarySpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryStatus"):

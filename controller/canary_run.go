@@ -68,7 +68,7 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	}
 	var p canary.Plan
 	for _, s := range spec.Steps {
-		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second}
+		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent}
 		if g := s.Gate; g != nil {
 			step.Gate, step.GateTimeout, step.OnTimeout = true, time.Duration(g.TimeoutSeconds)*time.Second, g.OnTimeout
 		}
@@ -176,7 +176,7 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		Action: app.Annotations[webappv2.AnnotationAction]}
 	trying := state.Canary == run.revision && state.Canary != ""
 	if trying && state.Step < len(run.plan.Steps) {
-		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step].Weight, desired.CanaryShared(app))
+		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step].Pods(), desired.CanaryShared(app))
 		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
 		obs.CanaryReady = runs(canaryDep, state.Canary) && status.RolledOut(canaryDep, n) && (desired.CanaryShared(app) || r.hasCanaryService(ctx, app))
 	}
@@ -471,10 +471,10 @@ func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApply
 	return desired.CanaryService(app, d), nil
 }
 
-// canaryWeight is the traffic the route sends to the canary (0: the stable Service alone).
-func canaryWeight(in inputs) (int32, error) {
+// canaryTraffic is the traffic the route sends to the canary (none: the stable Service alone).
+func canaryTraffic(in inputs) (canary.Traffic, error) {
 	d, _, err := in.canary.decided()
-	return d.Weight, err
+	return d.Traffic(), err
 }
 
 // decided is run's decision; ok is false without a strategy (run nil, err nil) or when the canary could not be

@@ -82,12 +82,12 @@ var children = expand([]childKind{
 	// With spec.expose.gateway, an HTTPRoute; without, it must not exist. Only where the Gateway API is served
 	// (servedAPIs): it is often installed after the operator, or not at all.
 	declare("HTTPRoute", gatewayGroup+"/v1", true, func(app *webappv2.WebApp, in inputs) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
-		weight, err := canaryWeight(in)
+		traffic, err := canaryTraffic(in)
 		if err != nil {
 			// The canary's share is not known: the route is left as it is.
 			return nil, err
 		}
-		return desired.HTTPRoute(app, weight), nil
+		return desired.HTTPRoute(app, traffic), nil
 	}, gwv1ac.ExtractHTTPRoute).whereServed(),
 	// With a volume of kind claim, the PersistentVolumeClaim the WebApp owns. Without, it is released, never
 	// deleted: a spec edit never takes data away. On the WebApp's deletion it is released too, unless its

@@ -96,33 +96,44 @@ func orphanCanaryNote(v orphanCanaryView) string {
 	return fmt.Sprintf("%s; a canary's objects are never left running without an owner: revision %s keeps running and serves all the traffic", what, s.StableRevision)
 }
 
-// stableRoute is the route as our manager owns it (owned; nil: not readable, then the spec's) with the stable
-// Service as the only backend of every rule that had the canary's: an Orphan deletion changes the route's traffic
-// and nothing else of it (a spec change not yet applied does not roll out during a deletion). nil: no route.
+// stableRoute is the route as our manager owns it (owned; nil: not readable, then the spec's) with the canary's
+// traffic taken off: the stable Service the only backend of every rule that had the canary's, the rule of a step's
+// matches (whose backends are all the canary's) gone, and a mirror to the canary gone. An Orphan deletion changes
+// the route's traffic and nothing else of it (a spec change not yet applied does not roll out during a deletion).
+// nil: no route.
 func stableRoute(owned *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
 	if owned == nil || owned.Spec == nil {
-		return desired.HTTPRoute(app, 0)
+		return desired.HTTPRoute(app, canary.Traffic{})
 	}
 	out := &gwv1ac.HTTPRouteApplyConfiguration{}
 	if err := desired.RoundTrip(owned, out); err != nil {
-		return desired.HTTPRoute(app, 0)
+		return desired.HTTPRoute(app, canary.Traffic{})
 	}
-	for i := range out.Spec.Rules {
-		if slices.ContainsFunc(out.Spec.Rules[i].BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) }) {
-			out.Spec.Rules[i].BackendRefs = nil
-			out.Spec.Rules[i].WithBackendRefs(desired.RouteBackends(app, 0)...)
+	rules := out.Spec.Rules[:0]
+	for _, r := range out.Spec.Rules {
+		canaryOnly := len(r.BackendRefs) > 0 && !slices.ContainsFunc(r.BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return !toCanary(app, b) })
+		if canaryOnly {
+			continue
 		}
+		r.Filters = slices.DeleteFunc(r.Filters, func(f gwv1ac.HTTPRouteFilterApplyConfiguration) bool { return mirrorsToCanary(app, f) })
+		if slices.ContainsFunc(r.BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) }) {
+			r.BackendRefs = nil
+			r.WithBackendRefs(desired.RouteBackends(app, 0)...)
+		}
+		rules = append(rules, r)
 	}
+	out.Spec.Rules = rules
 	return out
 }
 
-// routesToCanary: a rule of route has a backend of app's canary Service.
+// routesToCanary: a rule of route has a backend of app's canary Service, or mirrors to it.
 func routesToCanary(route *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.WebApp) bool {
 	if route == nil || route.Spec == nil {
 		return false
 	}
 	return slices.ContainsFunc(route.Spec.Rules, func(r gwv1ac.HTTPRouteRuleApplyConfiguration) bool {
-		return slices.ContainsFunc(r.BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) })
+		return slices.ContainsFunc(r.BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) }) ||
+			slices.ContainsFunc(r.Filters, func(f gwv1ac.HTTPRouteFilterApplyConfiguration) bool { return mirrorsToCanary(app, f) })
 	})
 }
 
@@ -131,10 +142,20 @@ func toCanary(app *webappv2.WebApp, b gwv1ac.HTTPBackendRefApplyConfiguration) b
 	return b.Name != nil && string(*b.Name) == desired.CanaryName(app) && (b.Kind == nil || *b.Kind == "Service")
 }
 
-// liveRoutesToCanary: a rule of the route as it is has a backend of app's canary Service.
+// mirrorsToCanary: f mirrors requests to the canary's Service.
+func mirrorsToCanary(app *webappv2.WebApp, f gwv1ac.HTTPRouteFilterApplyConfiguration) bool {
+	m := f.RequestMirror
+	return m != nil && m.BackendRef != nil && m.BackendRef.Name != nil && string(*m.BackendRef.Name) == desired.CanaryName(app) &&
+		(m.BackendRef.Kind == nil || *m.BackendRef.Kind == "Service")
+}
+
+// liveRoutesToCanary: a rule of the route as it is has a backend of app's canary Service, or mirrors to it.
 func liveRoutesToCanary(route *gwv1.HTTPRoute, app *webappv2.WebApp) bool {
 	return slices.ContainsFunc(route.Spec.Rules, func(r gwv1.HTTPRouteRule) bool {
-		return slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return string(b.Name) == desired.CanaryName(app) })
+		return slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return string(b.Name) == desired.CanaryName(app) }) ||
+			slices.ContainsFunc(r.Filters, func(f gwv1.HTTPRouteFilter) bool {
+				return f.RequestMirror != nil && string(f.RequestMirror.BackendRef.Name) == desired.CanaryName(app)
+			})
 	})
 }
 

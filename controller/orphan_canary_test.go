@@ -81,7 +81,9 @@ func TestStableRoute(t *testing.T) {
 		want      []string // fragments of the JSON; none: no route
 		notInJSON []string
 	}{
-		{"mid-canary: the stable Service alone, at weight 1", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desired.HTTPRoute(app, 25) }, &gw, true, []string{
+		{"mid-canary: the stable Service alone, at weight 1", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+			return desired.HTTPRoute(app, canary.Traffic{Weight: 25})
+		}, &gw, true, []string{
 			`"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]`,
 			`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop"`,
 		}, []string{"shop-canary"}},
@@ -89,9 +91,18 @@ func TestStableRoute(t *testing.T) {
 		{"a spec change not yet applied does not roll out", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
 			old := app.DeepCopy()
 			old.Spec.Expose.Hosts = []webappv2.Hostname{"old.example.com"}
-			return desired.HTTPRoute(old, 50)
+			return desired.HTTPRoute(old, canary.Traffic{Weight: 50})
 		}, &gw, true, []string{`"hostnames":["old.example.com"]`, `"name":"shop","port":8080,"weight":1}]`}, []string{"a.example.com", "shop-canary"}},
-		{"no canary backend: as owned", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return desired.HTTPRoute(app, 0) }, &gw, false, []string{`"name":"shop","port":8080,"weight":1}]`}, nil},
+		{"no canary backend: as owned", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+			return desired.HTTPRoute(app, canary.Traffic{})
+		}, &gw, false, []string{`"name":"shop","port":8080,"weight":1}]`}, nil},
+		// A step's matches and mirror go with the canary; expose's rule keeps whatever else it has.
+		{"matches and a mirror: the canary's rule and the mirror gone", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+			return desired.HTTPRoute(app, canary.Traffic{Weight: 10, Mirror: 50, Matches: []webappv2.CanaryMatch{{Headers: []webappv2.CanaryHeaderMatch{{Name: "X-Canary", Value: "1"}}}}})
+		}, &gw, true, []string{`"rules":[{"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]}]`}, []string{"shop-canary", "X-Canary", "filters"}},
+		{"a mirror alone at weight 0", func(app *webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration {
+			return desired.HTTPRoute(app, canary.Traffic{Mirror: 100})
+		}, &gw, true, []string{`"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]`}, []string{"shop-canary", "filters"}},
 		{"what we own unreadable: the spec's at weight 0", func(*webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return nil }, &gw, false, []string{`"hostnames":["a.example.com"]`, `"weight":1}]`}, nil},
 		{"unreadable, and the spec has no route", func(*webappv2.WebApp) *gwv1ac.HTTPRouteApplyConfiguration { return nil }, nil, false, nil, nil},
 	}

@@ -279,6 +279,12 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 				}
 				ws = append(ws, fmt.Sprintf("%s %d", b.Name, w))
 			}
+			if m := headerMatches(rule); m != "" {
+				st.Evidence = append(st.Evidence, Evidence{"HTTPRoute " + r.Name, fmt.Sprintf(".spec.rules[%d].matches", i), m})
+			}
+			if m := mirrors(rule); m != "" {
+				st.Evidence = append(st.Evidence, Evidence{"HTTPRoute " + r.Name, fmt.Sprintf(".spec.rules[%d].filters", i), m})
+			}
 			st.Evidence = append(st.Evidence, Evidence{"HTTPRoute " + r.Name, fmt.Sprintf(".spec.rules[%d].backendRefs", i), strings.Join(ws, ", ")})
 		}
 	}

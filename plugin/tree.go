@@ -254,6 +254,14 @@ func routeState(r *gwv1.HTTPRoute) string {
 		}
 	}
 	words := "backends " + strings.Join(slices.Compact(backends), ", ")
+	for _, rule := range r.Spec.Rules {
+		if m := headerMatches(rule); m != "" {
+			words += ", the requests with " + m + " to " + backendNames(rule)
+		}
+		if m := mirrors(rule); m != "" {
+			words += ", " + m
+		}
+	}
 	if len(r.Spec.Hostnames) > 0 {
 		hosts := make([]string, len(r.Spec.Hostnames))
 		for i, h := range r.Spec.Hostnames {
@@ -323,4 +331,48 @@ func canaryState(c *webappv2.CanaryStatus, spec *webappv2.CanarySpec) string {
 		}
 	}
 	return words
+}
+
+// headerMatches say the header matches of a rule, each once (a rule repeats them for every path prefix): "X-Canary:
+// always or Cookie matching ...".
+func headerMatches(rule gwv1.HTTPRouteRule) string {
+	var ms []string
+	for _, m := range rule.Matches {
+		var hs []string
+		for _, h := range m.Headers {
+			sep := ": "
+			if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
+				sep = " matching "
+			}
+			hs = append(hs, string(h.Name)+sep+h.Value)
+		}
+		if w := strings.Join(hs, " and "); w != "" && !slices.Contains(ms, w) {
+			ms = append(ms, w)
+		}
+	}
+	return strings.Join(ms, " or ")
+}
+
+// mirrors say a rule's mirror filters: "mirror 30% to shop-canary".
+func mirrors(rule gwv1.HTTPRouteRule) string {
+	var ms []string
+	for _, f := range rule.Filters {
+		if m := f.RequestMirror; m != nil {
+			pct := "100%"
+			if m.Percent != nil {
+				pct = fmt.Sprintf("%d%%", *m.Percent)
+			}
+			ms = append(ms, "mirror "+pct+" to "+string(m.BackendRef.Name))
+		}
+	}
+	return strings.Join(ms, ", ")
+}
+
+// backendNames are a rule's backends' names.
+func backendNames(rule gwv1.HTTPRouteRule) string {
+	var ns []string
+	for _, b := range rule.BackendRefs {
+		ns = append(ns, string(b.Name))
+	}
+	return strings.Join(ns, ", ")
 }

@@ -56,6 +56,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || (has(n.claim.accessMode) ? n.claim.accessMode : 'ReadWriteOnce') == (has(o.claim.accessMode) ? o.claim.accessMode : 'ReadWriteOnce')))",message="claim.accessMode cannot change, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim's access modes are immutable (remove the claim volume and delete the released claim first, or use a new WebApp)"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || !quantity(n.claim.size).isLessThan(quantity(o.claim.size))))",message="claim.size cannot shrink, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim is never resized down"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
 	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
@@ -602,11 +603,31 @@ type CanarySpec struct {
 }
 
 // CanaryStep sends weight percent of the traffic to the canary, then pauses once the canary serves it.
+// +kubebuilder:validation:XValidation:rule="self.weight > 0 || has(self.matches) || has(self.mirrorPercent)",message="a step with weight 0 sends the canary only the requests of its matches or mirrorPercent: set one of them, or a weight"
 type CanaryStep struct {
-	// Weight is the canary's share of the traffic, in percent.
-	// +kubebuilder:validation:Minimum=1
+	// Weight is the canary's share of the traffic, in percent (0: only the requests that meet matches, and the
+	// mirrored ones).
+	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=99
 	Weight int32 `json:"weight"`
+
+	// Matches send every request that meets one of them to the canary, whatever the weight (A/B testing: a
+	// header such as X-Canary: always, or a cookie), from the moment the canary serves this step until the next
+	// step's: they are the operator's own rules in the WebApp's HTTPRoute, beside expose's, and are gone with the
+	// step (and after a promotion or a rollback). Through expose.gateway only.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	// +optional
+	Matches []CanaryMatch `json:"matches,omitempty"`
+
+	// MirrorPercent copies this share of the requests expose's rule serves to the canary as well; the copies'
+	// answers are dropped, so the canary meets real requests that no client waits for. Through expose.gateway
+	// only (the Gateway API's RequestMirror filter).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MirrorPercent int32 `json:"mirrorPercent,omitempty"`
 
 	// PauseSeconds is how long the step lasts once the canary serves its weight (0: it passes as soon as the
 	// canary is ready and the checks pass).
@@ -620,6 +641,70 @@ type CanaryStep struct {
 	// status.canary.gateSince says since when. With timeoutSeconds the wait ends on its own, as onTimeout says.
 	// +optional
 	Gate *CanaryGate `json:"gate,omitempty"`
+}
+
+// CanaryMatch is what a request must carry, all of it, to go to the canary.
+// +kubebuilder:validation:XValidation:rule="has(self.headers) || has(self.cookie)",message="a match needs headers or a cookie"
+// +kubebuilder:validation:XValidation:rule="!has(self.cookie) || !has(self.headers) || !self.headers.exists(h, h.name.lowerAscii() == 'cookie')",message="a match with a cookie matches the Cookie header: it cannot match a header named Cookie too"
+type CanaryMatch struct {
+	// Headers must each be present with their value (header names are case-insensitive).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, a.name.lowerAscii() == b.name.lowerAscii()))",message="a match names a header once (header names are case-insensitive)"
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Headers []CanaryHeaderMatch `json:"headers,omitempty"`
+
+	// Cookie must be sent with its value (in the Cookie header, among others).
+	// +optional
+	Cookie *CanaryCookieMatch `json:"cookie,omitempty"`
+}
+
+// CanaryHeaderMatch is a request header and its value.
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'RegularExpression' || (”.matches(self.value) ? true : true)",message="a header's value of type RegularExpression must be a regular expression (RE2 syntax)"
+type CanaryHeaderMatch struct {
+	// Name is the header's name, e.g. X-Canary.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+\-.^_\x60|~]+$`
+	Name string `json:"name"`
+
+	// Value is the value the header must have (Exact), or a regular expression (RE2 syntax) its whole value must
+	// match (RegularExpression).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
+
+	// Type is Exact (the default) or RegularExpression.
+	// +kubebuilder:validation:Enum=Exact;RegularExpression
+	// +optional
+	Type HeaderMatchType `json:"type,omitempty"`
+}
+
+// HeaderMatchType is how a header's value is matched.
+type HeaderMatchType string
+
+const (
+	// HeaderExact matches a header's value exactly.
+	HeaderExact HeaderMatchType = "Exact"
+	// HeaderRegularExpression matches a header's whole value against a regular expression.
+	HeaderRegularExpression HeaderMatchType = "RegularExpression"
+)
+
+// CanaryCookieMatch is a cookie and its value.
+type CanaryCookieMatch struct {
+	// Name is the cookie's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+\-.^_\x60|~]+$`
+	Name string `json:"name"`
+
+	// Value is the cookie's value, exactly.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[!#-+\--:<-\[\]-~]+$`
+	Value string `json:"value"`
 }
 
 // CanaryGate is a step's wait for a person.

@@ -121,6 +121,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: value
       type:
         scalar: string
+- name: com.github.example.webapp-operator.apis.v2.CanaryCookieMatch
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+    - name: value
+      type:
+        scalar: string
 - name: com.github.example.webapp-operator.apis.v2.CanaryGate
   map:
     fields:
@@ -130,6 +139,32 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: timeoutSeconds
       type:
         scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.CanaryHeaderMatch
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+    - name: type
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.HeaderMatchType
+    - name: value
+      type:
+        scalar: string
+- name: com.github.example.webapp-operator.apis.v2.CanaryMatch
+  map:
+    fields:
+    - name: cookie
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.CanaryCookieMatch
+    - name: headers
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.CanaryHeaderMatch
+          elementRelationship: associative
+          keys:
+          - name
 - name: com.github.example.webapp-operator.apis.v2.CanarySpec
   map:
     fields:
@@ -208,6 +243,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: gate
       type:
         namedType: com.github.example.webapp-operator.apis.v2.CanaryGate
+    - name: matches
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.CanaryMatch
+          elementRelationship: atomic
+    - name: mirrorPercent
+      type:
+        scalar: numeric
     - name: pauseSeconds
       type:
         scalar: numeric
@@ -433,6 +477,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: sectionName
       type:
         scalar: string
+- name: com.github.example.webapp-operator.apis.v2.HeaderMatchType
+  scalar: string
 - name: com.github.example.webapp-operator.apis.v2.Hostname
   scalar: string
 - name: com.github.example.webapp-operator.apis.v2.IngressRef

@@ -31,7 +31,15 @@ type Step struct {
 	Gate        bool
 	GateTimeout time.Duration
 	OnTimeout   webappv2.GateTimeout
+	// Matches send the requests that meet one of them to the canary, whatever the weight; Mirror copies that
+	// percent of the requests to it as well.
+	Matches []webappv2.CanaryMatch
+	Mirror  int32
 }
+
+// Pods is the share of the traffic the step's canary pods are counted for: its weight, or the mirrored share
+// when that is more, and one pod's worth at least (a step of matches alone still needs a canary to answer).
+func (s Step) Pods() int32 { return max(s.Weight, s.Mirror, 1) }
 
 // Check is a query whose value must not exceed max; failuresAllowed failures are tolerated within one canary.
 type Check struct {
@@ -161,10 +169,69 @@ type Decision struct {
 	// weight is the canary's share of the traffic, in percent: its step's once it is ready there, the step
 	// before's until then (so a route never sends traffic to pods not ready for it).
 	Weight int32
+	// Matches and Mirror are the requests the route sends the canary beyond its weight: those of the step whose
+	// weight it has (none with weight 0 outside a step).
+	Matches []webappv2.CanaryMatch
+	Mirror  int32
 	// replicaWeight is the share the canary's pods are counted for (0: no canary Deployment).
 	ReplicaWeight int32
 	// after is when to look again without an event (a pause's end, a check's interval); zero: on events only.
 	After time.Duration
+}
+
+// Traffic is what the route sends the canary: weight percent, every request of its matches, and a copy of mirror
+// percent of the requests.
+type Traffic struct {
+	Weight  int32
+	Matches []webappv2.CanaryMatch
+	Mirror  int32
+}
+
+// Traffic is what d has the route send the canary.
+func (d Decision) Traffic() Traffic {
+	return Traffic{Weight: d.Weight, Matches: d.Matches, Mirror: d.Mirror}
+}
+
+// None: the route sends the canary nothing.
+func (t Traffic) None() bool { return t.Weight == 0 && len(t.Matches) == 0 && t.Mirror == 0 }
+
+// Words say what the route sends the canary, e.g. "10% of the traffic, the requests with header X-Canary: always,
+// and a copy of 50% of the requests".
+func (t Traffic) Words() string {
+	var parts []string
+	if t.Weight > 0 || (len(t.Matches) == 0 && t.Mirror == 0) {
+		parts = append(parts, fmt.Sprintf("%d%% of the traffic", t.Weight))
+	}
+	if len(t.Matches) > 0 {
+		var ms []string
+		for _, m := range t.Matches {
+			ms = append(ms, MatchWords(m))
+		}
+		parts = append(parts, "the requests with "+strings.Join(ms, " or with "))
+	}
+	if t.Mirror > 0 {
+		parts = append(parts, fmt.Sprintf("a copy of %d%% of the requests", t.Mirror))
+	}
+	if len(parts) > 1 {
+		parts[len(parts)-1] = "and " + parts[len(parts)-1]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// MatchWords say what a request must carry to meet m: "header X-Canary: always and cookie canary=always".
+func MatchWords(m webappv2.CanaryMatch) string {
+	var ws []string
+	for _, h := range m.Headers {
+		sep := ": "
+		if h.Type == webappv2.HeaderRegularExpression {
+			sep = " matching "
+		}
+		ws = append(ws, "header "+h.Name+sep+h.Value)
+	}
+	if c := m.Cookie; c != nil {
+		ws = append(ws, "cookie "+c.Name+"="+c.Value)
+	}
+	return strings.Join(ws, " and ")
 }
 
 // Next decides the rollout's next state from the plan, the state reached and what was observed at now.
@@ -200,7 +267,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// Retire after the traffic left them, counted from since.
 		if !s.Since.IsZero() {
 			if left := s.Since.Add(Retire).Sub(now); left > 0 {
-				return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Weight, After: left}
+				return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: left}
 			}
 			s.Step, s.Since = 0, time.Time{}
 		}
@@ -267,11 +334,12 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		}
 	}
 	step := plan.Steps[s.Step]
-	d := Decision{State: s, Phase: PhaseCanary, Weight: step.Weight, ReplicaWeight: step.Weight}
+	d := Decision{State: s, Phase: PhaseCanary, ReplicaWeight: step.Pods()}
+	d.routeAs(plan, s.Step)
 	if !obs.CanaryReady {
 		// The pause starts once the canary serves its weight; until then, its pods' events bring us back, and the
-		// traffic stays at the step before's.
-		d.Weight = weightBefore(plan, s.Step)
+		// traffic stays the step before's.
+		d.routeAs(plan, s.Step-1)
 		return d
 	}
 	if s.Since.IsZero() {
@@ -279,7 +347,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	if warm := d.State.Since.Add(warmup).Sub(now); warm > 0 {
 		// Ready just now: the gateway learns the new pods' endpoints first, then gets the route's new weight.
-		d.Weight = weightBefore(plan, s.Step)
+		d.routeAs(plan, s.Step-1)
 		d.After = warm
 		return d
 	}
@@ -335,17 +403,17 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 		return promote(plan, d.State, obs, now)
 	}
 	// The next step's pods are not there yet: the traffic stays until they are ready.
-	d.ReplicaWeight = plan.Steps[d.State.Step].Weight
+	d.ReplicaWeight = plan.Steps[d.State.Step].Pods()
 	d.After = 0
 	return d
 }
 
-// weightBefore is the traffic of the step before step i (none before the first).
-func weightBefore(plan Plan, i int) int32 {
-	if i <= 0 {
-		return 0
+// routeAs sends the canary the traffic of step i: its weight, matches and mirror (none before the first).
+func (d *Decision) routeAs(plan Plan, i int) {
+	d.Weight, d.Matches, d.Mirror = 0, nil, 0
+	if i >= 0 && i < len(plan.Steps) {
+		d.Weight, d.Matches, d.Mirror = plan.Steps[i].Weight, plan.Steps[i].Matches, plan.Steps[i].Mirror
 	}
-	return plan.Steps[i-1].Weight
 }
 
 // startCanary starts a canary of obs.revision at the first step.
@@ -355,7 +423,7 @@ func startCanary(plan Plan, s State, obs Observation) Decision {
 	if len(plan.Steps) == 0 {
 		return promote(plan, s, Observation{}, time.Time{})
 	}
-	return Decision{State: s, Phase: PhaseCanary, ReplicaWeight: plan.Steps[0].Weight}
+	return Decision{State: s, Phase: PhaseCanary, ReplicaWeight: plan.Steps[0].Pods()}
 }
 
 // warmup is how long after a canary's pods are ready at a step's count its weight reaches the route: the
@@ -373,7 +441,7 @@ const Retire = 10 * time.Second
 func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	var w int32
 	if n := len(plan.Steps); n > 0 {
-		w = plan.Steps[n-1].Weight
+		w = plan.Steps[n-1].Pods()
 	}
 	if s.Step < len(plan.Steps) {
 		// Just promoted: the stable Deployment rolls from now on.
@@ -381,7 +449,10 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 		obs.StableRolledOut = false
 	}
 	if !obs.StableRolledOut {
-		return Decision{State: s, Phase: PhasePromoting, Weight: w, ReplicaWeight: w}
+		// The last step's traffic, until the stable Deployment serves the same version.
+		d := Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w}
+		d.routeAs(plan, len(plan.Steps)-1)
+		return d
 	}
 	if s.Since.IsZero() {
 		s.Since = now
@@ -398,7 +469,7 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 func rollBack(plan Plan, s State, reason, message string, now time.Time) Decision {
 	s.Failed, s.Canary, s.Since, s.GateSince, s.Failures = s.Canary, "", now, time.Time{}, nil
 	s.Reason, s.Message = reason, message
-	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Weight, After: Retire}
+	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: Retire}
 }
 
 // passes reports whether a check's result passes, and what it said. No value passes only under NoDataPass (and

@@ -458,6 +458,77 @@ func TestNextCanary(t *testing.T) {
 	}
 }
 
+// TestCanaryTrafficByRequest: a step's matches and mirror reach the route when its weight does (once its pods are
+// ready and warmed up), stay while the next step's pods come up and through the promotion, and are gone after it
+// and after a rollback. A step of matches or mirror alone still runs canary pods.
+func TestCanaryTrafficByRequest(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	ab := []webappv2.CanaryMatch{{Headers: []webappv2.CanaryHeaderMatch{{Name: "X-Canary", Value: "always"}}}}
+	plan := Plan{Steps: []Step{{Matches: ab, Pause: time.Minute}, {Weight: 10, Mirror: 50, Pause: time.Minute}}}
+	tests := []struct {
+		name  string
+		state State
+		obs   Observation
+		now   time.Time
+		want  Decision
+	}{{
+		name:  "matches alone, pods not ready: no traffic yet, one pod's worth asked for",
+		state: State{Stable: "a", Canary: "b"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 1},
+	}, {
+		name:  "matches alone, ready and warming up: still no traffic",
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 1, After: warmup - time.Second},
+	}, {
+		name:  "matches alone, warmed up: the matching requests, and no share by weight",
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(warmup),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Matches: ab, ReplicaWeight: 1, After: time.Minute - warmup},
+	}, {
+		name:  "the next step's pods not ready: the matches stay, the pods are counted for the mirror's share",
+		state: State{Stable: "a", Canary: "b", Step: 1},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		now:   t0.Add(2 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Matches: ab, ReplicaWeight: 50},
+	}, {
+		name:  "the next step warmed up: its weight and mirror, the matches gone",
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(warmup),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0}, Phase: PhaseCanary, Weight: 10, Mirror: 50, ReplicaWeight: 50, After: time.Minute - warmup},
+	}, {
+		name:  "promoting: the last step's traffic until the stable Deployment has rolled",
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "b", Deployed: "b"},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, Mirror: 50, ReplicaWeight: 50},
+	}, {
+		name:  "promoted, the pods retiring: no traffic",
+		state: State{Stable: "a", Canary: "b", Step: 2, Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
+		now:   t0.Add(time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t0}, Phase: PhasePromoting, ReplicaWeight: 50, After: Retire - time.Second},
+	}, {
+		name:  "aborted at the step of matches: no traffic, the pods retire",
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: Abort("b")},
+		now:   t0.Add(time.Minute),
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(time.Minute), ActedOn: Abort("b"), Reason: webappv2.ReasonAborted,
+			Message: "aborted by a person (" + webappv2.AnnotationAction + ": abort b)"}, Phase: PhaseRolledBack, ReplicaWeight: 1, After: Retire},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Next(plan, tt.state, tt.obs, tt.now)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Next:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestCanaryRestartResumes: the state alone (as the status keeps it) carries a canary through its steps, each
 // pause counted from the state's own start, so a reconcile after a restart continues where the last one left.
 func TestCanaryRestartResumes(t *testing.T) {
@@ -502,6 +573,11 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 		var plan Plan
 		for i := range 1 + rng.IntN(3) {
 			st := Step{Weight: int32(10 * (i + 1)), Pause: time.Duration(rng.IntN(3)) * time.Minute, Gate: rng.IntN(2) == 0}
+			if rng.IntN(3) == 0 {
+				// A step of matches or a mirror alone (weight 0) passes the same way.
+				st.Weight, st.Mirror = 0, int32(rng.IntN(101))
+				st.Matches = []webappv2.CanaryMatch{{Cookie: &webappv2.CanaryCookieMatch{Name: "c", Value: "1"}}}
+			}
 			if st.Gate && rng.IntN(2) == 0 {
 				st.GateTimeout, st.OnTimeout = time.Duration(1+rng.IntN(10))*time.Minute, webappv2.GateTimeout([]string{"", "RollBack", "Promote"}[rng.IntN(3)])
 			}
@@ -550,6 +626,28 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			}
 		default:
 			t.Fatalf("held without a person to wait for: %s", at())
+		}
+	}
+}
+
+func TestTrafficWords(t *testing.T) {
+	ab := webappv2.CanaryMatch{Headers: []webappv2.CanaryHeaderMatch{{Name: "X-Canary", Value: "always"}, {Name: "User-Agent", Value: ".*Firefox.*", Type: webappv2.HeaderRegularExpression}}}
+	cookie := webappv2.CanaryMatch{Cookie: &webappv2.CanaryCookieMatch{Name: "canary", Value: "yes"}}
+	for _, tc := range []struct {
+		traffic Traffic
+		want    string
+	}{
+		{Traffic{}, "0% of the traffic"},
+		{Traffic{Weight: 10}, "10% of the traffic"},
+		{Traffic{Matches: []webappv2.CanaryMatch{ab, cookie}}, "the requests with header X-Canary: always and header User-Agent matching .*Firefox.* or with cookie canary=yes"},
+		{Traffic{Mirror: 30}, "a copy of 30% of the requests"},
+		{Traffic{Weight: 5, Matches: []webappv2.CanaryMatch{cookie}, Mirror: 100}, "5% of the traffic, the requests with cookie canary=yes, and a copy of 100% of the requests"},
+	} {
+		if got := tc.traffic.Words(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.traffic, got, tc.want)
+		}
+		if tc.traffic.None() != (tc.want == "0% of the traffic") {
+			t.Errorf("%+v: None() = %v", tc.traffic, tc.traffic.None())
 		}
 	}
 }

@@ -1,12 +1,15 @@
 package desired
 
 import (
+	"regexp"
+
 	networkingv1 "k8s.io/api/networking/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // exposePaths are spec.expose's path prefixes, or "/" when it names none.
@@ -54,9 +57,9 @@ func Ingress(app *webappv2.WebApp) *networkingv1ac.IngressApplyConfiguration {
 
 // HTTPRoute is the complete HTTPRoute we mean to own for app, or nil when app is not exposed through a
 // Gateway: attached to the Gateway (and listener) it names, for its hosts, one rule matching its path prefixes
-// to the Service's primary port. The fields the Gateway API's CRD defaults are set to those defaults, so what we
-// own compares equal.
-func HTTPRoute(app *webappv2.WebApp, canaryWeight int32) *gwv1ac.HTTPRouteApplyConfiguration {
+// to the Service's primary port, and while a canary runs, the canary's traffic t (CanaryRule, a mirror on expose's
+// rule). The fields the Gateway API's CRD defaults are set to those defaults, so what we own compares equal.
+func HTTPRoute(app *webappv2.WebApp, t canary.Traffic) *gwv1ac.HTTPRouteApplyConfiguration {
 	e := app.Spec.Expose
 	if e == nil || e.Gateway == nil {
 		return nil
@@ -69,11 +72,20 @@ func HTTPRoute(app *webappv2.WebApp, canaryWeight int32) *gwv1ac.HTTPRouteApplyC
 		parent.WithSectionName(gwv1.SectionName(e.Gateway.SectionName))
 	}
 	// The stable Service, and while a canary runs, the canary's by its weight.
-	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(RouteBackends(app, canaryWeight)...)
+	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(RouteBackends(app, t.Weight)...)
 	for _, p := range exposePaths(e) {
 		rule.WithMatches(gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p)))
 	}
+	if t.Mirror > 0 {
+		// A copy of that share of the requests to the canary, whose answers the gateway drops.
+		rule.WithFilters(gwv1ac.HTTPRouteFilter().WithType(gwv1.HTTPRouteFilterRequestMirror).WithRequestMirror(
+			gwv1ac.HTTPRequestMirrorFilter().WithPercent(t.Mirror).WithBackendRef(gwv1ac.BackendObjectReference().
+				WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(CanaryName(app))).WithPort(ports(app)[0].Port))))
+	}
 	spec := gwv1ac.HTTPRouteSpec().WithParentRefs(parent).WithRules(rule)
+	if r := CanaryRule(app, t.Matches); r != nil {
+		spec.WithRules(r)
+	}
 	for _, h := range e.Hosts {
 		spec.WithHostnames(gwv1.Hostname(h))
 	}
@@ -81,6 +93,41 @@ func HTTPRoute(app *webappv2.WebApp, canaryWeight int32) *gwv1ac.HTTPRouteApplyC
 		WithLabels(CommonLabels(app)).
 		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec)
+}
+
+// CanaryRule is the route's rule that sends the requests meeting one of matches to the canary alone, on expose's
+// path prefixes (nil: no matches). A gateway prefers it to expose's rule for those requests: of the rules that
+// match a request, the Gateway API picks the one with the most header matches first when their paths are the same.
+func CanaryRule(app *webappv2.WebApp, matches []webappv2.CanaryMatch) *gwv1ac.HTTPRouteRuleApplyConfiguration {
+	if len(matches) == 0 {
+		return nil
+	}
+	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(gwv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").
+		WithName(gwv1.ObjectName(CanaryName(app))).WithPort(ports(app)[0].Port).WithWeight(1))
+	for _, m := range matches {
+		for _, p := range exposePaths(app.Spec.Expose) {
+			match := gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p))
+			for _, h := range m.Headers {
+				typ := gwv1.HeaderMatchExact
+				if h.Type == webappv2.HeaderRegularExpression {
+					typ = gwv1.HeaderMatchRegularExpression
+				}
+				match.WithHeaders(gwv1ac.HTTPHeaderMatch().WithType(typ).WithName(gwv1.HTTPHeaderName(h.Name)).WithValue(h.Value))
+			}
+			if c := m.Cookie; c != nil {
+				match.WithHeaders(gwv1ac.HTTPHeaderMatch().WithType(gwv1.HeaderMatchRegularExpression).WithName("Cookie").WithValue(CookieRegexp(c)))
+			}
+			rule.WithMatches(match)
+		}
+	}
+	return rule
+}
+
+// CookieRegexp is a regular expression that a Cookie header's whole value matches when it carries cookie c with
+// its value, among others or alone (anchored, so a gateway that finds it anywhere in the value, as Traefik does,
+// and one that matches the whole value, as Envoy does, agree).
+func CookieRegexp(c *webappv2.CanaryCookieMatch) string {
+	return `^(.*;\s*)?` + regexp.QuoteMeta(c.Name) + "=" + regexp.QuoteMeta(c.Value) + `(\s*;.*)?$`
 }
 
 // ExposedURLs are the URLs spec.expose routes, host by host and path by path (https with a TLS Secret); a

@@ -1,10 +1,12 @@
 package desired
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
@@ -75,7 +77,7 @@ func TestDesiredHTTPRoute(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := apptest.Exposed(webappv2.Expose{})
 			app.Spec.Expose = tc.expose
-			route := HTTPRoute(app, 0)
+			route := HTTPRoute(app, canary.Traffic{})
 			if tc.want == nil {
 				if route != nil {
 					t.Fatalf("an HTTPRoute: %s", apptest.JSON(t, route))
@@ -89,6 +91,82 @@ func TestDesiredHTTPRoute(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCanaryTrafficInTheRoute(t *testing.T) {
+	header := []webappv2.CanaryMatch{{Headers: []webappv2.CanaryHeaderMatch{{Name: "X-Canary", Value: "always"}, {Name: "User-Agent", Value: ".*Firefox.*", Type: webappv2.HeaderRegularExpression}}}}
+	cookie := []webappv2.CanaryMatch{{Cookie: &webappv2.CanaryCookieMatch{Name: "canary", Value: "a.b"}}}
+	canaryBackend := `"backendRefs":[{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":1}]`
+	cases := []struct {
+		name    string
+		paths   []webappv2.PathPrefix
+		traffic canary.Traffic
+		want    []string // fragments of the route's JSON
+		not     []string
+	}{
+		{"no canary: one rule, the stable Service", nil, canary.Traffic{}, []string{
+			`"rules":[{"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]}]`,
+		}, []string{"shop-canary", "filters"}},
+		{"a weight: both Services by it", nil, canary.Traffic{Weight: 10}, []string{
+			`"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":90},{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":10}]}]`,
+		}, []string{"filters"}},
+		// Every header of a match, on every path prefix of expose, is one match of the canary's rule.
+		{"headers, two paths: a second rule, to the canary alone", []webappv2.PathPrefix{"/api", "/web"}, canary.Traffic{Matches: header}, []string{
+			`{"matches":[{"path":{"type":"PathPrefix","value":"/api"},"headers":[{"type":"Exact","name":"X-Canary","value":"always"},{"type":"RegularExpression","name":"User-Agent","value":".*Firefox.*"}]},` +
+				`{"path":{"type":"PathPrefix","value":"/web"},"headers":[{"type":"Exact","name":"X-Canary","value":"always"},{"type":"RegularExpression","name":"User-Agent","value":".*Firefox.*"}]}],` + canaryBackend + `}]`,
+			`"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]}`,
+		}, nil},
+		{"a cookie: a regular expression on the Cookie header", nil, canary.Traffic{Weight: 5, Matches: cookie}, []string{
+			`"headers":[{"type":"RegularExpression","name":"Cookie","value":"^(.*;\\s*)?canary=a\\.b(\\s*;.*)?$"}]}],` + canaryBackend,
+		}, nil},
+		{"a mirror: a filter on expose's rule", nil, canary.Traffic{Mirror: 30}, []string{
+			`"filters":[{"type":"RequestMirror","requestMirror":{"backendRef":{"group":"","kind":"Service","name":"shop-canary","port":8080},"percent":30}}],"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]}]`,
+		}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := apptest.Exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Paths: tc.paths, Gateway: &webappv2.GatewayRef{Name: "public"}})
+			got := apptest.JSON(t, HTTPRoute(app, tc.traffic))
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s\ndoes not contain\n%s", got, w)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(got, w) {
+					t.Errorf("%s\ncontains\n%s", got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestCookieRegexp: the cookie's regular expression finds the cookie and its value among others, and nothing else,
+// whether a gateway matches it anywhere in the header or against the whole of it.
+func TestCookieRegexp(t *testing.T) {
+	re := regexp.MustCompile(CookieRegexp(&webappv2.CanaryCookieMatch{Name: "canary", Value: "a.b+"}))
+	whole := regexp.MustCompile(`^(?:` + CookieRegexp(&webappv2.CanaryCookieMatch{Name: "canary", Value: "a.b+"}) + `)$`)
+	for header, want := range map[string]bool{
+		"canary=a.b+":                   true,
+		"x=1; canary=a.b+":              true,
+		"canary=a.b+; x=1":              true,
+		"x=1;canary=a.b+;y=2":           true,
+		"canary=axb+":                   false,
+		"canary=a.bb":                   false,
+		"xcanary=a.b+":                  false,
+		"canary=a.b+x":                  false,
+		"canary=a.b+x; y=canary=a.b+":   false,
+		"x=canary=a.b+":                 false,
+		"":                              false,
+		"canary-other=1; canary=a.b+ ;": true,
+	} {
+		if got := re.MatchString(header); got != want {
+			t.Errorf("Cookie: %q: found %v, want %v", header, got, want)
+		}
+		if got := whole.MatchString(header); got != want {
+			t.Errorf("Cookie: %q: the whole value matched %v, want %v", header, got, want)
+		}
 	}
 }
 

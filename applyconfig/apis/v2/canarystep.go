@@ -13,8 +13,18 @@ package v2
 //
 // CanaryStep sends weight percent of the traffic to the canary, then pauses once the canary serves it.
 type CanaryStepApplyConfiguration struct {
-	// Weight is the canary's share of the traffic, in percent.
+	// Weight is the canary's share of the traffic, in percent (0: only the requests that meet matches, and the
+	// mirrored ones).
 	Weight *int32 `json:"weight,omitempty"`
+	// Matches send every request that meets one of them to the canary, whatever the weight (A/B testing: a
+	// header such as X-Canary: always, or a cookie), from the moment the canary serves this step until the next
+	// step's: they are the operator's own rules in the WebApp's HTTPRoute, beside expose's, and are gone with the
+	// step (and after a promotion or a rollback). Through expose.gateway only.
+	Matches []CanaryMatchApplyConfiguration `json:"matches,omitempty"`
+	// MirrorPercent copies this share of the requests expose's rule serves to the canary as well; the copies'
+	// answers are dropped, so the canary meets real requests that no client waits for. Through expose.gateway
+	// only (the Gateway API's RequestMirror filter).
+	MirrorPercent *int32 `json:"mirrorPercent,omitempty"`
 	// PauseSeconds is how long the step lasts once the canary serves its weight (0: it passes as soon as the
 	// canary is ready and the checks pass).
 	PauseSeconds *int32 `json:"pauseSeconds,omitempty"`
@@ -35,6 +45,27 @@ func CanaryStep() *CanaryStepApplyConfiguration {
 // If called multiple times, the Weight field is set to the value of the last call.
 func (b *CanaryStepApplyConfiguration) WithWeight(value int32) *CanaryStepApplyConfiguration {
 	b.Weight = &value
+	return b
+}
+
+// WithMatches adds the given value to the Matches field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Matches field.
+func (b *CanaryStepApplyConfiguration) WithMatches(values ...*CanaryMatchApplyConfiguration) *CanaryStepApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithMatches")
+		}
+		b.Matches = append(b.Matches, *values[i])
+	}
+	return b
+}
+
+// WithMirrorPercent sets the MirrorPercent field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MirrorPercent field is set to the value of the last call.
+func (b *CanaryStepApplyConfiguration) WithMirrorPercent(value int32) *CanaryStepApplyConfiguration {
+	b.MirrorPercent = &value
 	return b
 }
 
