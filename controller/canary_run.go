@@ -66,7 +66,7 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	if spec.CheckIntervalSeconds > 0 {
 		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
 	}
-	var p canary.Plan
+	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second}
 	for _, s := range spec.Steps {
 		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent}
 		if g := s.Gate; g != nil {
@@ -111,7 +111,10 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 	if st.GateSince != nil {
 		s.GateSince = st.GateSince.Time
 	}
-	s.ActedOn = st.ActedOn
+	s.ActedOn, s.Previous = st.ActedOn, st.PreviousRevision
+	if st.PreviousUntil != nil {
+		s.PreviousUntil = st.PreviousUntil.Time
+	}
 	for _, f := range st.Failures {
 		for i, c := range plan.Checks {
 			if c.Name == f.Name && f.Count > 0 {
@@ -187,6 +190,13 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		podList = slices.DeleteFunc(slices.Clone(podList), func(p *pods.Pod) bool { return p.Labels[webappv2.LabelCanaryRevision] != state.Canary })
 		probes, _ := r.probeFailures(ctx, app.Namespace, podList)
 		obs.TroubleReason, obs.TroubleMessage = pods.Trouble(settledPods(podList, now), settledProbes(podList, probes, now))
+	}
+	if trying && state.Step < len(run.plan.Steps) {
+		// What the plan's route needs beyond the core, asked of the Gateway's class before the route asks for it.
+		if obs.GatewayLacks, err = r.gatewayLacks(ctx, app, run.plan.GatewayFeatures()); err != nil {
+			run.err = err
+			return run
+		}
 	}
 	if trying && state.Step >= len(run.plan.Steps) {
 		obs.StableRolledOut = runs(stable, state.Canary) && status.RolledOut(stable, run.stableReplicas)
@@ -408,6 +418,8 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
 	switch {
 	case d.Phase == canary.PhaseRolledBack && was.Canary != "":
 		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.Failed, s.Reason, pods.TruncateTo(s.Message, 800))
+	case d.Phase == canary.PhaseStable && s.Reason == webappv2.ReasonRolledBackToPrevious && s.Stable != was.Stable:
+		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back to revision %s: %s", s.Stable, s.Message)
 	case d.Phase == canary.PhaseStable && was.Canary != "" && s.Stable == was.Canary:
 		r.event(app, nil, corev1.EventTypeNormal, "Promoted", "Canary", "Revision %s is promoted: it serves all the traffic", s.Stable)
 	case d.Phase == canary.PhaseCanary && s.Canary != was.Canary:

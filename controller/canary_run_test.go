@@ -76,6 +76,38 @@ func TestCanaryReplaced(t *testing.T) {
 
 // TestChecksValuesRoundTripThroughTheStatus: the checks' last values the status keeps read back as the same state,
 // so a reconcile that saw no new round writes nothing (the values are the status's words, times to the second).
+// TestThePreviousVersionRoundTripsThroughTheStatus: the version a promotion replaced, and its window's end, read
+// back from the status as the state that wrote them (so a restart keeps the window, and costs no write).
+func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
+	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}}, RollbackWindowSeconds: 600}
+	plan := planOf(spec)
+	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
+	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Step: 1, Since: at.Add(-time.Minute)},
+		canary.Observation{Revision: "b", Deployed: "b", StableRolledOut: true}, at)
+	if d.State.Previous != "a" {
+		t.Fatalf("promoted without the previous version: %+v", d.State)
+	}
+	var st webappv2.CanaryStatus
+	if err := desired.RoundTrip(status.CanaryStatus(d, plan), &st); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored webappv2.CanaryStatus
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	back := stateOf(&stored, plan)
+	if back.Previous != "a" || !back.PreviousUntil.Equal(at.Add(10*time.Minute).Truncate(time.Second)) {
+		t.Errorf("read back: previous %q until %v, want a until %v", back.Previous, back.PreviousUntil, at.Add(10*time.Minute).Truncate(time.Second))
+	}
+	if again := status.CanaryStatus(canary.Decision{State: back, Phase: d.Phase}, plan); apptest.JSON(t, again) != apptest.JSON(t, status.CanaryStatus(d, plan)) {
+		t.Errorf("the status read back is written again differently:\n%s\n%s", apptest.JSON(t, again), apptest.JSON(t, status.CanaryStatus(d, plan)))
+	}
+}
+
 func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20, PauseSeconds: 60}},
 		Checks: []webappv2.CanaryCheck{

@@ -256,6 +256,19 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			Evidence{"WebApp " + app.Name, ".status.canary.failedRevision", c.FailedRevision + ": applying it again does not start it again; another revision does"})
 	default:
 		st.Says = fmt.Sprintf("All the traffic goes to revision %s (%s): no canary runs", c.StableRevision, app.Name)
+		if c.Reason == webappv2.ReasonRolledBackToPrevious {
+			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.reason / message", c.Reason + ": " + c.Message})
+		}
+	}
+	if c.PreviousRevision != "" && c.PreviousUntil != nil {
+		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
+		switch left := c.PreviousUntil.Sub(now).Round(time.Second); {
+		case left > 0 && c.Phase == "Stable":
+			words = fmt.Sprintf("the version before the last promotion: setting the spec back to it within %s (until %s) rolls back to it at once, without a canary", left, c.PreviousUntil.UTC().Format(time.RFC3339))
+		case left > 0:
+			words = fmt.Sprintf("the version before the last promotion: while a canary runs, setting the spec back to it starts a canary of it; its rollback window (until %s) applies once none runs", c.PreviousUntil.UTC().Format(time.RFC3339))
+		}
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.previousRevision", c.PreviousRevision + ": " + words})
 	}
 	for _, f := range c.Failures {
 		allowed := int32(0)

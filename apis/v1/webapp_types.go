@@ -386,6 +386,17 @@ type CanaryStatus struct {
 	// +optional
 	GateSince *metav1.Time `json:"gateSince,omitempty"`
 
+	// PreviousRevision is the version the last promotion replaced, while spec.rollout.canary.rollbackWindowSeconds
+	// keeps it known: setting the spec back to it until previousUntil rolls the stable Deployment straight back to
+	// it, without a canary.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	PreviousRevision string `json:"previousRevision,omitempty"`
+
+	// PreviousUntil is when the rollback window of previousRevision ends.
+	// +optional
+	PreviousUntil *metav1.Time `json:"previousUntil,omitempty"`
+
 	// ActedOn is the last value of the annotation webapp.example.com/action that took effect: a value acts once.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional

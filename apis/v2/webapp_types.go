@@ -600,6 +600,15 @@ type CanarySpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	CheckIntervalSeconds int32 `json:"checkIntervalSeconds,omitempty"`
+
+	// RollbackWindowSeconds keeps the version a promotion replaced known for that long: setting the spec back to it
+	// meanwhile (as reverting a commit does) rolls the stable Deployment straight back to it, without a canary's
+	// steps, pauses, gates or checks (status.canary.previousRevision and previousUntil say which, and until when).
+	// Unset: a change back is a new version like any other, tried by a canary.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2592000
+	// +optional
+	RollbackWindowSeconds int32 `json:"rollbackWindowSeconds,omitempty"`
 }
 
 // CanaryStep sends weight percent of the traffic to the canary, then pauses once the canary serves it.
@@ -662,7 +671,7 @@ type CanaryMatch struct {
 }
 
 // CanaryHeaderMatch is a request header and its value.
-// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'RegularExpression' || (”.matches(self.value) ? true : true)",message="a header's value of type RegularExpression must be a regular expression (RE2 syntax)"
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'RegularExpression' || (\"\".matches(self.value) ? true : true)",message="a header's value of type RegularExpression must be a regular expression (RE2 syntax)"
 type CanaryHeaderMatch struct {
 	// Name is the header's name, e.g. X-Canary.
 	// +kubebuilder:validation:MinLength=1
@@ -670,8 +679,9 @@ type CanaryHeaderMatch struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+\-.^_\x60|~]+$`
 	Name string `json:"name"`
 
-	// Value is the value the header must have (Exact), or a regular expression (RE2 syntax) its whole value must
-	// match (RegularExpression).
+	// Value is the value the header must have (Exact), or a regular expression (RE2 syntax) for it
+	// (RegularExpression): some gateways match it against the whole value, others anywhere in it (Traefik), so
+	// anchor it with ^ and $ to mean the same on every one.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Value string `json:"value"`
@@ -1020,6 +1030,17 @@ type CanaryStatus struct {
 	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
 	// +optional
 	GateSince *metav1.Time `json:"gateSince,omitempty"`
+
+	// PreviousRevision is the version the last promotion replaced, while spec.rollout.canary.rollbackWindowSeconds
+	// keeps it known: setting the spec back to it until previousUntil rolls the stable Deployment straight back to
+	// it, without a canary.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	PreviousRevision string `json:"previousRevision,omitempty"`
+
+	// PreviousUntil is when the rollback window of previousRevision ends.
+	// +optional
+	PreviousUntil *metav1.Time `json:"previousUntil,omitempty"`
 
 	// ActedOn is the last value of the annotation webapp.example.com/action that took effect: a value acts once.
 	// +kubebuilder:validation:MaxLength=256

@@ -84,6 +84,12 @@ const (
 	// ReasonAborted ends a canary a person aborted; ReasonGateTimedOut one whose gate's timeout rolled it back.
 	ReasonAborted      = "Aborted"
 	ReasonGateTimedOut = "GateTimedOut"
+	// ReasonGatewayUnsupported ends a canary whose plan needs what the class of its Gateway does not list as
+	// supported (a mirror).
+	ReasonGatewayUnsupported = "GatewayUnsupported"
+	// ReasonRolledBackToPrevious says a spec set back to the version before a promotion, within the rollback
+	// window, was rolled back to at once.
+	ReasonRolledBackToPrevious = "RolledBackToPrevious"
 	// ReasonCanaryRemoved is the event of an Orphan deletion that deleted a canary's objects.
 	ReasonCanaryRemoved = "CanaryRemoved"
 )

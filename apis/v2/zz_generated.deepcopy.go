@@ -248,6 +248,10 @@ func (in *CanaryStatus) DeepCopyInto(out *CanaryStatus) {
 		in, out := &in.GateSince, &out.GateSince
 		*out = (*in).DeepCopy()
 	}
+	if in.PreviousUntil != nil {
+		in, out := &in.PreviousUntil, &out.PreviousUntil
+		*out = (*in).DeepCopy()
+	}
 	if in.Failures != nil {
 		in, out := &in.Failures, &out.Failures
 		*out = make([]CanaryCheckFailures, len(*in))

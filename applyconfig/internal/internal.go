@@ -179,6 +179,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: rollbackWindowSeconds
+      type:
+        scalar: numeric
     - name: steps
       type:
         list:
@@ -222,6 +225,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: previousRevision
+      type:
+        scalar: string
+    - name: previousUntil
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: reason
       type:
         scalar: string

@@ -9,6 +9,7 @@ package canary
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,9 @@ import (
 type Plan struct {
 	Steps  []Step
 	Checks []Check
+	// RollbackWindow is how long after a promotion a spec set back to the version it replaced is rolled back to at
+	// once, without a canary (0: never).
+	RollbackWindow time.Duration
 }
 
 // Step sends weight percent of the traffic to the canary, then pauses: the canary must be ready at that
@@ -36,6 +40,27 @@ type Step struct {
 	Matches []webappv2.CanaryMatch
 	Mirror  int32
 }
+
+// GatewayFeatures are the Gateway API's features (as a GatewayClass's status.supportedFeatures names them) that the
+// plan's route needs beyond the core: a mirror, and a mirror of a share when a step mirrors less than every request.
+func (p Plan) GatewayFeatures() []string {
+	var out []string
+	for _, s := range p.Steps {
+		if s.Mirror > 0 && !slices.Contains(out, FeatureMirror) {
+			out = append(out, FeatureMirror)
+		}
+		if s.Mirror > 0 && s.Mirror < 100 && !slices.Contains(out, FeaturePercentageMirror) {
+			out = append(out, FeaturePercentageMirror)
+		}
+	}
+	return out
+}
+
+// The Gateway API's names of the features a mirror needs.
+const (
+	FeatureMirror           = "HTTPRouteRequestMirror"
+	FeaturePercentageMirror = "HTTPRouteRequestPercentageMirror"
+)
 
 // Pods is the share of the traffic the step's canary pods are counted for: its weight, or the mirrored share
 // when that is more, and one pod's worth at least (a step of matches alone still needs a canary to answer).
@@ -104,6 +129,9 @@ type State struct {
 	// ActedOn is the last action (the annotation's value) that took effect: a value acts once, so an action left in
 	// place (or applied again from Git) never acts twice.
 	ActedOn string
+	// Previous is the version the last promotion replaced, known until PreviousUntil (the plan's rollback window).
+	Previous      string
+	PreviousUntil time.Time
 	// Evaluations are each check's last result in this canary (the one rolled back, after a rollback), in the
 	// plan's order at the time. They change when a round of checks ends, so a pause without checks costs no write.
 	Evaluations []Evaluation
@@ -123,6 +151,9 @@ type Observation struct {
 	ChecksAt time.Time
 	// stableRolledOut: the stable Deployment runs the canary's revision and its rollout is complete.
 	StableRolledOut bool
+	// GatewayLacks says what the plan needs of the Gateway that its class does not list as supported ("": it lists
+	// all of it, or the plan needs nothing beyond the core): the canary is rolled back before the route asks for it.
+	GatewayLacks string
 	// Action is a person's action, as the WebApp's annotation webappv2.AnnotationAction says it: acted on once
 	// (State.ActedOn), and only where it makes sense for the revision (and step) it names.
 	Action string
@@ -192,7 +223,7 @@ func (d Decision) Traffic() Traffic {
 	return Traffic{Weight: d.Weight, Matches: d.Matches, Mirror: d.Mirror}
 }
 
-// None: the route sends the canary nothing.
+// None reports that the route sends the canary nothing.
 func (t Traffic) None() bool { return t.Weight == 0 && len(t.Matches) == 0 && t.Mirror == 0 }
 
 // Words say what the route sends the canary, e.g. "10% of the traffic, the requests with header X-Canary: always,
@@ -258,6 +289,12 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// failed revision stays known, so applying it again still does not loop.
 		s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations = "", 0, time.Time{}, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
+	case s.Canary == "" && s.Previous != "" && obs.Revision == s.Previous && plan.RollbackWindow > 0 && now.Before(s.PreviousUntil):
+		// The spec set back to the version the last promotion replaced, within the window (a reverted commit): it
+		// is stable again at once, and the stable Deployment rolls back to it without a canary's steps or checks.
+		s.Reason, s.Message = webappv2.ReasonRolledBackToPrevious, fmt.Sprintf("the spec was set back to revision %s, the version before revision %s, within the rollback window: rolled back to it at once, without a canary", s.Previous, s.Stable)
+		s.Stable, s.Previous, s.PreviousUntil, s.Step, s.Since, s.Failures, s.Evaluations = s.Previous, "", time.Time{}, 0, time.Time{}, nil, nil
+		return Decision{State: s, Phase: PhaseStable}
 	case obs.Revision == s.Failed && act == Retry(s.Failed) && obs.Deployed != "":
 		// A person retries the version rolled back: its canary starts again, from the first step.
 		s.Failed, s.ActedOn = "", obs.Action
@@ -298,6 +335,11 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if obs.TroubleReason != "" {
 		// The canary's pods cannot run: traffic goes back to stable at once.
 		return rollBack(plan, s, obs.TroubleReason, obs.TroubleMessage, now)
+	}
+	if obs.GatewayLacks != "" {
+		// The Gateway may not do what the plan asks of the route (a gateway that lacks a filter answers the rule's
+		// requests with errors): back before the route asks it.
+		return rollBack(plan, s, webappv2.ReasonGatewayUnsupported, obs.GatewayLacks, now)
 	}
 	if act == PromoteFull(s.Canary) {
 		// A person promotes it all the way: from now on each step passes once its pods are ready at its weight
@@ -459,6 +501,11 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	}
 	if left := s.Since.Add(Retire).Sub(now); left > 0 {
 		return Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w, After: left}
+	}
+	// The version replaced stays known for the rollback window: set back to, it is rolled back to at once.
+	s.Previous, s.PreviousUntil = "", time.Time{}
+	if plan.RollbackWindow > 0 {
+		s.Previous, s.PreviousUntil = s.Stable, now.Add(plan.RollbackWindow).Truncate(time.Second)
 	}
 	s.Stable, s.Canary, s.Failed, s.Step, s.Since, s.Failures, s.Evaluations = s.Canary, "", "", 0, time.Time{}, nil, nil
 	return Decision{State: s, Phase: PhaseStable}

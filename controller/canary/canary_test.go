@@ -512,6 +512,13 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		now:   t0.Add(time.Second),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t0}, Phase: PhasePromoting, ReplicaWeight: 50, After: Retire - time.Second},
 	}, {
+		name:  "the Gateway's class lacks what the plan's mirror needs: rolled back before the route asks for it",
+		state: State{Stable: "a", Canary: "b"},
+		obs:   Observation{Revision: "b", Deployed: "a", GatewayLacks: "GatewayClass x does not list HTTPRouteRequestMirror"},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonGatewayUnsupported,
+			Message: "GatewayClass x does not list HTTPRouteRequestMirror"}, Phase: PhaseRolledBack, ReplicaWeight: 1, After: Retire},
+	}, {
 		name:  "aborted at the step of matches: no traffic, the pods retire",
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: Abort("b")},
@@ -630,6 +637,21 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 	}
 }
 
+func TestGatewayFeatures(t *testing.T) {
+	for _, tc := range []struct {
+		steps []Step
+		want  []string
+	}{
+		{[]Step{{Weight: 10}, {Weight: 50, Matches: []webappv2.CanaryMatch{{}}}}, nil},
+		{[]Step{{Mirror: 100}, {Weight: 50}}, []string{FeatureMirror}},
+		{[]Step{{Mirror: 100}, {Weight: 50, Mirror: 20}}, []string{FeatureMirror, FeaturePercentageMirror}},
+	} {
+		if got := (Plan{Steps: tc.steps}).GatewayFeatures(); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.steps, got, tc.want)
+		}
+	}
+}
+
 func TestTrafficWords(t *testing.T) {
 	ab := webappv2.CanaryMatch{Headers: []webappv2.CanaryHeaderMatch{{Name: "X-Canary", Value: "always"}, {Name: "User-Agent", Value: ".*Firefox.*", Type: webappv2.HeaderRegularExpression}}}
 	cookie := webappv2.CanaryMatch{Cookie: &webappv2.CanaryCookieMatch{Name: "canary", Value: "yes"}}
@@ -649,5 +671,72 @@ func TestTrafficWords(t *testing.T) {
 		if tc.traffic.None() != (tc.want == "0% of the traffic") {
 			t.Errorf("%+v: None() = %v", tc.traffic, tc.traffic.None())
 		}
+	}
+}
+
+// TestRollbackWithinTheWindow: a promotion keeps the version it replaced known for the plan's window; the spec set
+// back to it meanwhile makes it stable at once, with no canary; after the window, without one, or while another
+// canary runs, it is a new version like any other.
+func TestRollbackWithinTheWindow(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	steps := []Step{{Weight: 10, Pause: time.Minute}}
+	windowed := Plan{Steps: steps, RollbackWindow: time.Hour}
+	back := "the spec was set back to revision a, the version before revision b, within the rollback window: rolled back to it at once, without a canary"
+	tests := []struct {
+		name  string
+		plan  Plan
+		state State
+		obs   Observation
+		now   time.Time
+		want  Decision
+	}{{
+		name:  "a promotion completes: the version it replaced is kept known for the window",
+		plan:  windowed,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
+		now:   t0.Add(Retire),
+		want:  Decision{State: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(Retire + time.Hour)}, Phase: PhaseStable},
+	}, {
+		name:  "without a window, nothing is kept",
+		plan:  Plan{Steps: steps},
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, Previous: "z", PreviousUntil: t0},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
+		now:   t0.Add(Retire),
+		want:  Decision{State: State{Stable: "b"}, Phase: PhaseStable},
+	}, {
+		name:  "the spec set back within the window: stable at once, no canary",
+		plan:  windowed,
+		state: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(time.Hour)},
+		obs:   Observation{Revision: "a", Deployed: "b"},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Reason: webappv2.ReasonRolledBackToPrevious, Message: back}, Phase: PhaseStable},
+	}, {
+		name:  "after the window: a canary like any new version",
+		plan:  windowed,
+		state: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(time.Hour)},
+		obs:   Observation{Revision: "a", Deployed: "b"},
+		now:   t0.Add(time.Hour),
+		want:  Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "the window taken out of the plan: a canary",
+		plan:  Plan{Steps: steps},
+		state: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(time.Hour)},
+		obs:   Observation{Revision: "a", Deployed: "b"},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "while another version's canary runs: the previous one is tried by a canary too",
+		plan:  windowed,
+		state: State{Stable: "b", Canary: "c", Since: t0, Previous: "a", PreviousUntil: t0.Add(time.Hour)},
+		obs:   Observation{Revision: "a", Deployed: "b"},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Next(tt.plan, tt.state, tt.obs, tt.now); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Next:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
 	}
 }

@@ -77,10 +77,14 @@ func HTTPRoute(app *webappv2.WebApp, t canary.Traffic) *gwv1ac.HTTPRouteApplyCon
 		rule.WithMatches(gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p)))
 	}
 	if t.Mirror > 0 {
-		// A copy of that share of the requests to the canary, whose answers the gateway drops.
-		rule.WithFilters(gwv1ac.HTTPRouteFilter().WithType(gwv1.HTTPRouteFilterRequestMirror).WithRequestMirror(
-			gwv1ac.HTTPRequestMirrorFilter().WithPercent(t.Mirror).WithBackendRef(gwv1ac.BackendObjectReference().
-				WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(CanaryName(app))).WithPort(ports(app)[0].Port))))
+		// A copy of that share of the requests to the canary, whose answers the gateway drops (every request
+		// without a percent, so a gateway that mirrors but not by a share can do it).
+		mirror := gwv1ac.HTTPRequestMirrorFilter().WithBackendRef(gwv1ac.BackendObjectReference().
+			WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(CanaryName(app))).WithPort(ports(app)[0].Port))
+		if t.Mirror < 100 {
+			mirror.WithPercent(t.Mirror)
+		}
+		rule.WithFilters(gwv1ac.HTTPRouteFilter().WithType(gwv1.HTTPRouteFilterRequestMirror).WithRequestMirror(mirror))
 	}
 	spec := gwv1ac.HTTPRouteSpec().WithParentRefs(parent).WithRules(rule)
 	if r := CanaryRule(app, t.Matches); r != nil {

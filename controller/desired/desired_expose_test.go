@@ -123,6 +123,10 @@ func TestCanaryTrafficInTheRoute(t *testing.T) {
 		{"a mirror: a filter on expose's rule", nil, canary.Traffic{Mirror: 30}, []string{
 			`"filters":[{"type":"RequestMirror","requestMirror":{"backendRef":{"group":"","kind":"Service","name":"shop-canary","port":8080},"percent":30}}],"backendRefs":[{"group":"","kind":"Service","name":"shop","port":8080,"weight":1}]}]`,
 		}, nil},
+		// Every request: no percent, so a gateway that mirrors but not a share (no HTTPRouteRequestPercentageMirror) can.
+		{"a mirror of every request: no percent", nil, canary.Traffic{Weight: 1, Mirror: 100}, []string{
+			`"filters":[{"type":"RequestMirror","requestMirror":{"backendRef":{"group":"","kind":"Service","name":"shop-canary","port":8080}}}]`,
+		}, []string{"percent"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

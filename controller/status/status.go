@@ -474,6 +474,9 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 	if !s.GateSince.IsZero() {
 		st.WithGateSince(metav1.NewTime(s.GateSince))
 	}
+	if s.Previous != "" {
+		st.WithPreviousRevision(s.Previous).WithPreviousUntil(metav1.NewTime(s.PreviousUntil))
+	}
 	if s.ActedOn != "" {
 		// Whole (canary.MaxAction bounds what acts): compared with the annotation, a cut value would act again.
 		st.WithActedOn(s.ActedOn)

@@ -92,7 +92,9 @@ type app struct {
 	exports  map[string]*unstructured.Unstructured
 	plan     map[string]any // the canary strategy last applied through v2 (nil: none)
 	exposed  bool           // spec.expose.gateway is set (actExpose)
-	claim    *claimVol      // the claim volume last applied through v2 (nil: none)
+	// prevImage is the image before the last image change (actStartCanary), to set the spec back to it.
+	prevImage string
+	claim     *claimVol // the claim volume last applied through v2 (nil: none)
 }
 
 // deletion is what the test knew when it deleted a WebApp, to check afterwards.
@@ -174,6 +176,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 			t.Fatalf("installing the HTTPRoute CRD: %v", err)
 		}
 	}
+	s.gatewayOfClass(t)
 	s.hist = watchHistory(t, s.ns)
 	s.hist.createMarkers(t, s.ns)
 	s.op = startOperator(t, s.ns, requeue, s.writes, &s.faults)
@@ -242,6 +245,7 @@ var actions = []struct {
 	{6, (*seq).actDeleteMidCanary},
 	{12, (*seq).actPersonActs},
 	{4, (*seq).actExpose},
+	{2, (*seq).actGatewayFeatures},
 	{5, (*seq).actStorage},
 	{3, (*seq).actCreateForeignClaim},
 }
@@ -299,7 +303,7 @@ func (s *seq) createWebApp(a *app) {
 	if u == nil {
 		return
 	}
-	a.state, a.uid, a.plan, a.exposed, a.claim = alive, u.GetUID(), nil, false, nil
+	a.state, a.uid, a.plan, a.exposed, a.claim, a.prevImage = alive, u.GetUID(), nil, false, nil, ""
 	s.created[a.uid] = time.Now()
 	// A new WebApp of the name may create children of the name again.
 	s.clearMarks("", a.name, rv(u))

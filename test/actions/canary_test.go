@@ -104,7 +104,7 @@ func startPrometheus(t *testing.T) {
 
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
 // up to 5 s, and in half of them a check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
-func (s *seq) randomPlan() map[string]any {
+func (s *seq) randomPlan(routed bool) map[string]any {
 	n := 1 + s.rng.IntN(3)
 	weights := map[int]bool{}
 	for len(weights) < n {
@@ -127,9 +127,16 @@ func (s *seq) randomPlan() map[string]any {
 			}
 			step["gate"] = gate
 		}
+		if routed {
+			s.routeByRequest(step, len(steps) == 0)
+		}
 		steps = append(steps, step)
 	}
 	plan := map[string]any{"steps": steps}
+	if s.chance(0.4) {
+		// A rollback window: a spec set back to the version a promotion replaced is stable at once, no canary.
+		plan["rollbackWindowSeconds"] = pick(s, int64(5), int64(600))
+	}
 	if s.chance(0.5) {
 		plan["checkIntervalSeconds"] = int64(1)
 		check := map[string]any{"name": "errors", "max": "0.5", "failuresAllowed": int64(s.rng.IntN(2))}
@@ -152,6 +159,38 @@ func (s *seq) randomPlan() map[string]any {
 		plan["checks"] = []any{check}
 	}
 	return plan
+}
+
+// routeByRequest gives a step behind a route, maybe, matches (a header, exact or by a regular expression, or a
+// cookie) and a mirror; the first step may then have weight 0 (only there, so the weights still increase).
+func (s *seq) routeByRequest(step map[string]any, first bool) {
+	if s.chance(0.3) {
+		var m map[string]any
+		switch pick(s, "exact", "regexp", "cookie") {
+		case "exact":
+			m = map[string]any{"headers": []any{map[string]any{"name": "X-Canary", "value": "always"}}}
+		case "regexp":
+			m = map[string]any{"headers": []any{map[string]any{"name": "User-Agent", "value": ".*Firefox.*", "type": "RegularExpression"}}}
+		default:
+			m = map[string]any{"cookie": map[string]any{"name": "canary", "value": "yes"}}
+		}
+		step["matches"] = []any{m}
+	}
+	if s.chance(0.2) {
+		step["mirrorPercent"] = int64(1 + s.rng.IntN(100))
+	}
+	if _, m := step["matches"]; first && (m || step["mirrorPercent"] != nil) && s.chance(0.5) {
+		step["weight"] = int64(0)
+	}
+}
+
+// routesByRequest: plan has a step with matches or a mirror (the API refuses it without spec.expose.gateway).
+func routesByRequest(plan map[string]any) bool {
+	steps, _ := plan["steps"].([]any)
+	return slices.ContainsFunc(steps, func(st any) bool {
+		m := st.(map[string]any)
+		return m["matches"] != nil || m["mirrorPercent"] != nil
+	})
 }
 
 // changedPlan is plan with one step added, one removed, or one weight changed, the weights still increasing.
@@ -179,6 +218,10 @@ func (s *seq) changedPlan(plan map[string]any) (map[string]any, string) {
 		}
 		if i < len(steps)-1 {
 			hi = weight(i+1) - 1
+		}
+		if hi < lo {
+			// A first step of weight 0 (it has matches or a mirror) before one of weight 1: it stays at 0.
+			lo = hi
 		}
 		st := map[string]any{}
 		for k, v := range steps[i].(map[string]any) {
@@ -213,7 +256,7 @@ func (s *seq) setCanary(a *app) {
 		plan, change = s.changedPlan(a.plan)
 		what = "change the canary plan of WebApp %s: " + change
 	default:
-		plan = s.randomPlan()
+		plan = s.randomPlan(a.exposed)
 	}
 	what = fmt.Sprintf(what, a.name) + s.phaseNote(a.name)
 	sp := map[string]any{}
@@ -651,8 +694,14 @@ func (s *seq) actStartCanary(a *app) bool {
 	}
 	spec := *a.spec.DeepCopy()
 	images := slices.DeleteFunc([]string{"nginx:1.25", "nginx:1.27", "web:1", "web:2", "web:3"}, func(i string) bool { return i == spec.Image })
+	what := "set the image of WebApp %s to %s%s"
 	spec.Image = pick(s, images...)
-	s.record(fmt.Sprintf("set the image of WebApp %s to %s%s", a.name, spec.Image, s.phaseNote(a.name)))
+	if a.prevImage != "" && a.prevImage != spec.Image && a.prevImage != a.spec.Image && s.chance(0.4) {
+		// A reverted commit: the image before, which a promotion's rollback window may roll back to at once.
+		what, spec.Image = "set the image of WebApp %s back to %s%s", a.prevImage
+	}
+	a.prevImage = a.spec.Image
+	s.record(fmt.Sprintf(what, a.name, spec.Image, s.phaseNote(a.name)))
 	s.applySpec(a, spec)
 	return true
 }

@@ -2,17 +2,27 @@ package actions
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/test/cluster"
 )
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
 
 // Exposure through a Gateway in the actions test: some WebApps get v2 spec.expose.gateway from another client
 // ("net"), so a canary runs behind an HTTPRoute with a Service of its own, and the route's weights carry its traffic.
@@ -25,6 +35,76 @@ var httpRouteKind = kind{"HTTPRoute", "httproute", schema.GroupVersionResource{G
 // gatewayName is the Gateway every exposed WebApp's route names (none exists: no controller judges the routes).
 const gatewayName = "public"
 
+var (
+	gatewayGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+	gatewayClassGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
+	// mirrorFeatures are what a class lists when its gateways mirror, a share of the requests too.
+	mirrorFeatures = []any{map[string]any{"name": "HTTPRouteRequestMirror"}, map[string]any{"name": "HTTPRouteRequestPercentageMirror"}}
+)
+
+// gatewayOfClass installs the Gateway and GatewayClass CRDs (once; never uninstalled) and creates Gateway
+// gatewayName in the sequence's namespace, of a class of its own whose status, as its controller would write it,
+// says its gateways mirror: a plan's mirror then reaches the route. actGatewayFeatures takes that away and back.
+func (s *seq) gatewayOfClass(t *testing.T) {
+	module, err := cluster.ModuleDir(cluster.RepoRoot(), "sigs.k8s.io/gateway-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, r := range []string{"gateways", "gatewayclasses"} {
+		paths = append(paths, filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_"+r+".yaml"))
+	}
+	if _, err := envtest.InstallCRDs(lc.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+		t.Fatalf("installing the Gateway and GatewayClass CRDs: %v", err)
+	}
+	ctx := context.Background()
+	class := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+		"metadata": map[string]any{"name": s.gatewayClass()}, "spec": map[string]any{"controllerName": "example.com/actions-test"}}}
+	created, err := dyn.Resource(gatewayClassGVR).Create(ctx, class, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating GatewayClass %s: %v", s.gatewayClass(), err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(gatewayClassGVR).Delete(context.Background(), s.gatewayClass(), metav1.DeleteOptions{})
+	})
+	_ = unstructured.SetNestedSlice(created.Object, mirrorFeatures, "status", "supportedFeatures")
+	if _, err := dyn.Resource(gatewayClassGVR).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("writing GatewayClass %s's status: %v", s.gatewayClass(), err)
+	}
+	gw := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": gatewayName}, "spec": map[string]any{"gatewayClassName": s.gatewayClass(),
+			"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}}}}}
+	if _, err := dyn.Resource(gatewayGVR).Namespace(s.ns).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Gateway %s: %v", gatewayName, err)
+	}
+}
+
+// gatewayClass names the sequence's GatewayClass.
+func (s *seq) gatewayClass() string { return "actions-" + s.ns }
+
+// actGatewayFeatures is the Gateway's controller, replaced by one that does not mirror (its class's status lists
+// no feature), or back: a canary whose plan mirrors is rolled back before the route gets the mirror, in whatever
+// phase it is; one that does not mirror goes on.
+func (s *seq) actGatewayFeatures(*app) bool {
+	ctx := context.Background()
+	class, err := dyn.Resource(gatewayClassGVR).Get(ctx, s.gatewayClass(), metav1.GetOptions{})
+	if err != nil {
+		s.fail("reading GatewayClass %s: %v", s.gatewayClass(), err)
+	}
+	features, _, _ := unstructured.NestedSlice(class.Object, "status", "supportedFeatures")
+	what := "the Gateway's controller no longer mirrors: its class's status lists no feature"
+	next := []any{}
+	if len(features) == 0 {
+		what, next = "the Gateway's controller mirrors, a share of the requests too (its class's status says so)", mirrorFeatures
+	}
+	_ = unstructured.SetNestedSlice(class.Object, next, "status", "supportedFeatures")
+	s.record(what, fmt.Sprintf("kubectl patch gatewayclass %s --subresource=status --type=merge -p '{\"status\":{\"supportedFeatures\":%s}}'", s.gatewayClass(), toJSON(next)))
+	if _, err := dyn.Resource(gatewayClassGVR).UpdateStatus(ctx, class, metav1.UpdateOptions{}); err != nil {
+		s.fail("writing GatewayClass %s's status: %v", s.gatewayClass(), err)
+	}
+	return true
+}
+
 // actExpose exposes a live WebApp through the Gateway, changes its hosts or paths, or removes spec.expose, as
 // another client ("net") through v2, in whatever phase its canary is.
 func (s *seq) actExpose(a *app) bool {
@@ -34,7 +114,8 @@ func (s *seq) actExpose(a *app) bool {
 	var expose map[string]any
 	what := "expose WebApp %s through Gateway " + gatewayName
 	switch {
-	case a.exposed && s.chance(0.3):
+	case a.exposed && s.chance(0.3) && (a.plan == nil || !routesByRequest(a.plan)):
+		// (Not while the canary's plan routes by request: the API refuses it, tested in TestCanaryRouteRefusals.)
 		what = "stop exposing WebApp %s"
 	case a.exposed:
 		what = "change the hosts or paths WebApp %s is exposed at"
@@ -122,6 +203,21 @@ func routeBackends(u *unstructured.Unstructured) []string {
 	return out
 }
 
+// routeMirrors are the Services route u's rules mirror requests to.
+func routeMirrors(u *unstructured.Unstructured) []string {
+	var out []string
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	for _, r := range rules {
+		filters, _, _ := unstructured.NestedSlice(r.(map[string]any), "filters")
+		for _, f := range filters {
+			if name, ok, _ := unstructured.NestedString(f.(map[string]any), "requestMirror", "backendRef", "name"); ok {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
 // checkRouteAtRest: invariant 11, at rest. A WebApp exposed through a Gateway, where the cluster serves HTTPRoute,
 // has its route (controlled by it) sending every request to the stable Service, whatever the actors did to the
 // route (its weights edited, the route deleted) or to the canary (a canary the Deployment API refuses included: it
@@ -150,6 +246,10 @@ func (s *seq) checkRouteAtRest(a *app) {
 		s.fail("invariant 11 (the stable version gets the traffic at rest): WebApp %s's route sends requests to %s, want %s:\n%s\nThe WebApp:\n%s",
 			a.name, strings.Join(got, ", "), strings.Join(want, ", "), toYAML(route.Object), toYAML(app))
 	}
+	if m := routeMirrors(route); len(m) > 0 {
+		s.fail("invariant 11 (the stable version gets the traffic at rest): WebApp %s's route still mirrors requests to %s:\n%s\nThe WebApp:\n%s",
+			a.name, strings.Join(m, ", "), toYAML(route.Object), toYAML(app))
+	}
 	if refused(a.spec) {
 		// A version the Deployment API refuses stays a canary at 0% (Ready says why), its Service waiting for it.
 		return
@@ -167,6 +267,9 @@ func (s *seq) releasedRouteLeftover(name string) error {
 	u := s.get(httpRouteKind, name)
 	if u == nil || s.ours[u.GetUID()] || metav1.GetControllerOfNoCopy(u) != nil {
 		return nil
+	}
+	if m := routeMirrors(u); slices.Contains(m, canaryName(name)) {
+		return fmt.Errorf("the released HTTPRoute %s still mirrors requests to the canary's Service:\n%s", name, toYAML(u.Object))
 	}
 	for _, b := range routeBackends(u) {
 		svc, w, _ := strings.Cut(b, ":")

@@ -357,6 +357,9 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	}
 	if g.chance(0.3) {
 		hub.Spec.Rollout.Canary = g.Canary()
+		if e := hub.Spec.Expose; e != nil && e.Gateway != nil {
+			g.RouteByRequest(hub.Spec.Rollout.Canary)
+		}
 	}
 	if g.chance(0.6) {
 		g.Pod(&hub.Spec)
@@ -407,7 +410,55 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 	if g.chance(0.5) {
 		c.CheckIntervalSeconds = g.between(1, 3600)
 	}
+	if g.chance(0.3) {
+		c.RollbackWindowSeconds = int32(g.pick2(1, 60, 3600, 2592000))
+	}
 	return c
+}
+
+// RouteByRequest draws, for a canary behind a Gateway, steps that route by request: header matches (exact or by a
+// regular expression, up to eight in a match), cookies, up to four matches in a step, a mirror of 1 to 100
+// percent, and a weight of 0 beside either.
+func (g *Gen) RouteByRequest(c *webappv2.CanarySpec) {
+	for i := range c.Steps {
+		step := &c.Steps[i]
+		if g.chance(0.4) {
+			for range 1 + g.intn(4) {
+				step.Matches = append(step.Matches, g.match())
+			}
+		}
+		if g.chance(0.3) {
+			step.MirrorPercent = int32(g.pick2(1, 25, 50, 100))
+		}
+		if (step.Matches != nil || step.MirrorPercent > 0) && g.chance(0.4) {
+			step.Weight = 0
+		}
+	}
+}
+
+// match draws a request match: headers, a cookie, or both (never a Cookie header beside a cookie).
+func (g *Gen) match() webappv2.CanaryMatch {
+	var m webappv2.CanaryMatch
+	cookie := g.chance(0.4)
+	if cookie {
+		m.Cookie = &webappv2.CanaryCookieMatch{Name: g.pick("canary", "ab_group", "__Host-v"), Value: g.pick("always", "b", "1.2+x", "a|b(c)")}
+	}
+	if !cookie || g.chance(0.3) {
+		names := g.subset("X-Canary", "user-agent", "X-Region", "Accept-Language", "x-b", "X-Tenant-Id", "X-C", "X-Debug")
+		if len(names) == 0 {
+			names = []string{"X-Canary"}
+		}
+		for _, n := range names {
+			h := webappv2.CanaryHeaderMatch{Name: n, Value: g.pick("always", "1", "eu-west", "fr;q=0.9, en")}
+			if g.chance(0.3) {
+				h.Type, h.Value = webappv2.HeaderRegularExpression, g.pick(".*Firefox.*", "^(eu|us)-[a-z]+$", `\d+`, "a|b")
+			} else if g.chance(0.3) {
+				h.Type = webappv2.HeaderExact
+			}
+			m.Headers = append(m.Headers, h)
+		}
+	}
+	return m
 }
 
 // Spoke is hub's v1 form, with what v1 cannot say in the conversion data of its status (Manifest prints it whole).

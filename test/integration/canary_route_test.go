@@ -58,11 +58,11 @@ func routeRules(ctx context.Context, ns, name string) (string, error) {
 	return strings.Join(rules, " | "), nil
 }
 
-// waitRoute waits until the WebApp name's route's rules read want (routeRules).
-func waitRoute(t *testing.T, ns, name, want string) {
+// waitRoute waits until the WebApp web's route's rules read want (routeRules).
+func waitRoute(t *testing.T, ns, want string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, "the route "+want, func(ctx context.Context) error {
-		got, err := routeRules(ctx, ns, name)
+		got, err := routeRules(ctx, ns, "web")
 		if err == nil && got != want {
 			err = fmt.Errorf("the route is %s", got)
 		}
@@ -92,6 +92,8 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 			{Weight: 10, MirrorPercent: 50, Gate: &webappv2.CanaryGate{}},
 		}}},
 	}}
+	// The Gateway's class says it mirrors, a share too, as its controller would (none runs here).
+	gatewayOfClass(t, ns, "public", "mirrors-"+ns, canary.FeatureMirror, canary.FeaturePercentageMirror)
 	if err := k8s.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 	markAvailable(t, ns, "web")
 	canaryPhase(t, ns, "web", "Stable/0/0")
 	stableOnly := "[/api, /web] web=1"
-	waitRoute(t, ns, "web", stableOnly)
+	waitRoute(t, ns, stableOnly)
 	applyTheirs(t, "gateway.networking.k8s.io/v1", "HTTPRoute", ns, "web", "annotations", "team.example/owner", "shop")
 
 	// Step 1, matches alone: one canary pod; no rule for it until it is ready and warmed up.
@@ -113,10 +115,10 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		t.Errorf("the route before the canary is ready: %s %v, want %s", got, err, stableOnly)
 	}
 	markAvailable(t, ns, "web-canary")
-	held := status(t, ns, "web", "held at step 1's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+	held := status(t, ns, "held at step 1's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
 	ab := " X-Canary=always User-Agent~.*Firefox.*"
 	cookie := ` Cookie~^(.*;\s*)?canary=yes(\s*;.*)?$`
-	waitRoute(t, ns, "web", stableOnly+" | [/api"+ab+", /web"+ab+", /api"+cookie+", /web"+cookie+"] web-canary=1")
+	waitRoute(t, ns, stableOnly+" | [/api"+ab+", /web"+ab+", /api"+cookie+", /web"+cookie+"] web-canary=1")
 	if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil ||
 		!strings.Contains(ready.Message, "step 1 of 2: the requests with header X-Canary: always and header User-Agent matching .*Firefox.* or with cookie canary=yes (revision") {
 		t.Errorf("Ready does not say which requests the canary serves: %+v", ready)
@@ -142,8 +144,8 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		return nil
 	})
 	markAvailable(t, ns, "web-canary")
-	status(t, ns, "web", "held at step 2's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 1 && c.GateSince != nil && c.Weight == 10 })
-	waitRoute(t, ns, "web", "[/api, /web] mirror web-canary 50% web=90,web-canary=10")
+	status(t, ns, "held at step 2's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 1 && c.GateSince != nil && c.Weight == 10 })
+	waitRoute(t, ns, "[/api, /web] mirror web-canary 50% web=90,web-canary=10")
 	op = restartCostsNoWrites(t, op, ns)
 
 	// Aborted: expose's rule alone, as it was, and another manager's annotation still there.
@@ -151,7 +153,7 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		a.Annotations[webappv2.AnnotationAction] = canary.Abort(held.Status.Canary.CanaryRevision)
 	})
 	canaryPhase(t, ns, "web", "RolledBack/1/0")
-	waitRoute(t, ns, "web", stableOnly)
+	waitRoute(t, ns, stableOnly)
 	route := &gwv1.HTTPRoute{}
 	if err := get(ctx, ns, "web", route); err != nil || route.Annotations["team.example/owner"] != "shop" {
 		t.Errorf("another manager's annotation on the route is gone: %v %v", route.Annotations, err)
@@ -159,12 +161,61 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 	restartCostsNoWrites(t, op, ns)
 }
 
-// status waits until the WebApp name's status.canary is as ok says, and returns the WebApp.
-func status(t *testing.T, ns, name, what string, ok func(*webappv2.CanaryStatus) bool) *webappv2.WebApp {
+// TestAMirrorTheGatewayCannotDoRollsBack: a plan whose step mirrors, behind a Gateway whose class does not list the
+// feature as supported (Traefik 3.6 answers 500 to every request of a rule with a mirror), is rolled back before
+// the route gets the mirror, saying what the class lacks; the route never had a filter.
+func TestAMirrorTheGatewayCannotDoRollsBack(t *testing.T) {
+	installGatewayAPI(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	// It mirrors, but not a share.
+	gatewayOfClass(t, ns, "public", "whole-mirrors-"+ns, canary.FeatureMirror)
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Expose:  &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}, {Weight: 20, MirrorPercent: 50}}}},
+	}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	startCanary(t, ns, "web")
+	back := canaryPhase(t, ns, "web", "RolledBack/0/0")
+	if c := back.Status.Canary; c.Reason != webappv2.ReasonGatewayUnsupported ||
+		!strings.Contains(c.Message, "GatewayClass whole-mirrors-"+ns+" of Gateway "+ns+"/public does not list HTTPRouteRequestPercentageMirror in status.supportedFeatures") {
+		t.Errorf("rolled back with %s: %s, want GatewayUnsupported naming HTTPRouteRequestPercentageMirror", c.Reason, c.Message)
+	}
+	waitRoute(t, ns, "[/] web=1")
+}
+
+// gatewayOfClass creates Gateway ns/name of a new GatewayClass class whose status lists features as supported,
+// written as its controller would.
+func gatewayOfClass(t *testing.T, ns, name, class string, features ...string) {
+	t.Helper()
+	ctx := context.Background()
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/test-gateway"}}
+	if err := k8s.Create(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), gc) })
+	for _, f := range features {
+		gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: gwv1.FeatureName(f)})
+	}
+	if err := k8s.Status().Update(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(class),
+		Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}}}
+	if err := k8s.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// status waits until the WebApp web's status.canary is as ok says, and returns the WebApp.
+func status(t *testing.T, ns, what string, ok func(*webappv2.CanaryStatus) bool) *webappv2.WebApp {
 	t.Helper()
 	app := &webappv2.WebApp{}
 	testutil.Eventually(t, 30*time.Second, what, func(ctx context.Context) error {
-		if err := get(ctx, ns, name, app); err != nil {
+		if err := get(ctx, ns, "web", app); err != nil {
 			return err
 		}
 		if app.Status.Canary == nil || !ok(app.Status.Canary) {

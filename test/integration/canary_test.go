@@ -51,11 +51,12 @@ func canaryPhase(t *testing.T, ns, name, want string) *webappv2.WebApp {
 	return app
 }
 
-// canaryStarted creates the WebApp name (shop:1, 2 replicas, the canary strategy c) and takes it to a canary of
+// canaryStarted creates the WebApp web (shop:1, 2 replicas, the canary strategy c) and takes it to a canary of
 // shop:2 whose pods are available (there is no Deployment controller here: the test marks both Deployments so). It
 // returns the WebApp as it is then (status.canary.stableRevision names the stable version).
-func canaryStarted(t *testing.T, ns, name string, c *webappv2.CanarySpec) *webappv2.WebApp {
+func canaryStarted(t *testing.T, ns string, c *webappv2.CanarySpec) *webappv2.WebApp {
 	t.Helper()
+	const name = "web"
 	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: webappv2.WebAppSpec{
 		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}}, Rollout: webappv2.RolloutSpec{Canary: c},
 	}}
@@ -516,7 +517,7 @@ func TestCanaryNoData(t *testing.T) {
 		t.Run("onNoData "+string(c.onNoData), func(t *testing.T) {
 			ns := newNamespace(t)
 			startOperator(t, ns, time.Second)
-			app := canaryStarted(t, ns, "web", &webappv2.CanarySpec{
+			app := canaryStarted(t, ns, &webappv2.CanarySpec{
 				Steps: []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
 				Checks: []webappv2.CanaryCheck{{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: prom.URL, Query: "quiet_ratio"}, Max: "0.01",
 					OnNoData: c.onNoData, NoDataWaitSeconds: c.wait}},
@@ -585,7 +586,7 @@ func TestCanaryWebhookCheck(t *testing.T) {
 	defer hook.Close()
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	app := canaryStarted(t, ns, "web", &webappv2.CanarySpec{
+	app := canaryStarted(t, ns, &webappv2.CanarySpec{
 		Steps:                []webappv2.CanaryStep{{Weight: 50}, {Weight: 60, PauseSeconds: 3600}},
 		Checks:               []webappv2.CanaryCheck{{Name: "judge", Webhook: &webappv2.WebhookCheck{URL: hook.URL + "/judge", TimeoutSeconds: 2}, Max: "0.01"}},
 		CheckIntervalSeconds: 1,

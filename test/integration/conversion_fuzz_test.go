@@ -194,6 +194,12 @@ var v1Actions = []v1Action{
 // onlyStaleStatus says whether an apply's conflicts are all with the operator's status fields, and none with the
 // conversion's.
 func onlyStaleStatus(err error) bool {
+	// One conflict is said on one line: `Apply failed with 1 conflict: conflict with "webapp-operator" with
+	// subresource "status": .status.replicasSetBy`; more, one per line after the first.
+	const one = `conflict with "webapp-operator" with subresource "status": `
+	if _, path, ok := strings.Cut(err.Error(), one); ok && !strings.Contains(path, "\n") {
+		return strings.HasPrefix(path, ".status.") && !strings.Contains(path, "conversion")
+	}
 	lines := strings.Split(err.Error(), "\n")
 	for _, l := range lines[1:] {
 		l = strings.TrimSpace(l)

@@ -21,23 +21,28 @@ import (
 	"github.com/example/webapp-operator/test/testutil"
 )
 
-// gatewayAPICRDs is the Gateway API's standard HTTPRoute CRD, from the module go.mod pins.
-func gatewayAPICRDs(t *testing.T) string {
+// gatewayAPICRDs are the Gateway API's standard HTTPRoute, Gateway and GatewayClass CRDs, from the module go.mod
+// pins.
+func gatewayAPICRDs(t *testing.T) []string {
 	t.Helper()
 	module, err := cluster.ModuleDir(cluster.RepoRoot(), "sigs.k8s.io/gateway-api")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
+	var paths []string
+	for _, r := range []string{"httproutes", "gateways", "gatewayclasses"} {
+		paths = append(paths, filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_"+r+".yaml"))
+	}
+	return paths
 }
 
-// installGatewayAPI installs the HTTPRoute CRD unless it is served, and waits until it is.
+// installGatewayAPI installs the Gateway API's CRDs unless HTTPRoute is served, and waits until it is.
 func installGatewayAPI(t *testing.T) {
 	t.Helper()
 	if httpRouteServed() {
 		return
 	}
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{gatewayAPICRDs(t)}, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: gatewayAPICRDs(t), ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "HTTPRoute served", func(context.Context) error {
@@ -48,13 +53,13 @@ func installGatewayAPI(t *testing.T) {
 	})
 }
 
-// uninstallGatewayAPI removes the HTTPRoute CRD (an earlier test may have installed it) and waits until it is gone.
+// uninstallGatewayAPI removes the Gateway API's CRDs (an earlier test may have installed it) and waits until it is gone.
 func uninstallGatewayAPI(t *testing.T) {
 	t.Helper()
 	if !httpRouteServed() {
 		return
 	}
-	if err := envtest.UninstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{gatewayAPICRDs(t)}}); err != nil {
+	if err := envtest.UninstallCRDs(cfg, envtest.CRDInstallOptions{Paths: gatewayAPICRDs(t)}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 60*time.Second, "HTTPRoute no longer served", func(context.Context) error {

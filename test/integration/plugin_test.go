@@ -272,7 +272,7 @@ func kindName(obj client.Object) string {
 func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	app := canaryStarted(t, ns, "web", &webappv2.CanarySpec{
+	app := canaryStarted(t, ns, &webappv2.CanarySpec{
 		Steps: []webappv2.CanaryStep{{Weight: 50, Gate: &webappv2.CanaryGate{}}, {Weight: 60, Gate: &webappv2.CanaryGate{}}},
 	})
 	status := func(what string, ok func(*webappv2.CanaryStatus) bool) *webappv2.WebApp {

@@ -78,7 +78,11 @@ type recorder struct {
 	done     sync.WaitGroup
 }
 
-func record(url, host, canaryPrefix string) *recorder {
+// cnyHost is the host of the canary test's WebApp.
+const cnyHost = "cny.shop.test"
+
+// record sends load to url naming cnyHost; an answer of a pod named cny-canary-* is the canary's.
+func record(url string) *recorder {
 	r := &recorder{stop: make(chan struct{})}
 	for range 4 {
 		r.done.Add(1)
@@ -91,11 +95,11 @@ func record(url, host, canaryPrefix string) *recorder {
 				default:
 				}
 				began := time.Now()
-				code, body, redialled, err := patientGet(url, host)
+				code, body, redialled, err := patientGet(url, cnyHost)
 				s := sample{at: time.Now(), failed: err != nil || code != http.StatusOK, took: time.Since(began), redialled: redialled}
 				var rep reply
 				if !s.failed && json.Unmarshal([]byte(body), &rep) == nil {
-					s.canary = strings.HasPrefix(rep.Hostname, canaryPrefix)
+					s.canary = strings.HasPrefix(rep.Hostname, "cny-canary-")
 				}
 				r.mu.Lock()
 				r.samples = append(r.samples, s)
@@ -162,15 +166,18 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 	prom := deployPrometheus(t, "1h", "- job_name: traefik\n  static_configs: [{targets: ['"+jsonpath(t, "{.spec.clusterIP}", "-n", traefikNS, "service/traefik")+":8080']}]\n")
 	defer deleteWebApps(t, "cny")
 
-	spec := func(image, args, checks string, pause int) string {
+	withSteps := func(image, args, checks, steps string) string {
 		return webAppV2(appNS, "cny", image, 4, `  container:
     healthCheckPath: /healthz
     drainSeconds: 10
 `+args+`  expose: {hosts: [cny.shop.test], gateway: {name: public, namespace: traefik-system}}
   rollout:
     canary:
-      steps: [{weight: 20, pauseSeconds: `+fmt.Sprint(pause)+`}, {weight: 50, pauseSeconds: `+fmt.Sprint(pause)+`}]
+      steps: `+steps+`
 `+checks)
+	}
+	spec := func(image, args, checks string, pause int) string {
+		return withSteps(image, args, checks, fmt.Sprintf("[{weight: 20, pauseSeconds: %d}, {weight: 50, pauseSeconds: %d}]", pause, pause))
 	}
 	apply(t, spec(cluster.WebserverImage, "", "", 15))
 	kubectl(t, "wait", "--for=condition=Ready", "--timeout=120s", "-n", appNS, "webapp/cny")
@@ -178,7 +185,7 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 	eventually(t, time.Minute, "cny answers through the Gateway", func() error { return servesThrough(traefik, "cny.shop.test") })
 
 	t.Run("a good version is promoted step by step with no failed request, across an operator restart", func(t *testing.T) {
-		load := record(traefik, "cny.shop.test", "cny-canary-")
+		load := record(traefik)
 		start := time.Now()
 		apply(t, spec("webapp-test/webserver:2", "", "", 15))
 		// Each step's window: from when its pause started (the canary ready at its weight) to the next change.
@@ -264,7 +271,7 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 	})
 
 	t.Run("a version that crash-loops is rolled back within seconds of its first back-off", func(t *testing.T) {
-		load := record(traefik, "cny.shop.test", "cny-canary-")
+		load := record(traefik)
 		start := time.Now()
 		apply(t, spec("webapp-test/webserver:2", "    args: [--listen=nowhere]\n", "", 15))
 		var backOff time.Time
@@ -305,7 +312,7 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		checks := fmt.Sprintf(`      checks: [{name: errors, prometheus: {address: %q, query: %q}, max: "0.05", failuresAllowed: 1}]
       checkIntervalSeconds: 5
 `, prom, query)
-		load := record(traefik, "cny.shop.test", "cny-canary-")
+		load := record(traefik)
 		start := time.Now()
 		apply(t, spec("webapp-test/webserver:2", "    args: [--fail-root]\n", checks, 60))
 		eventually(t, 3*time.Minute, "rolled back", func() error {
@@ -330,4 +337,112 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		}
 		jsonpathEquals(t, time.Minute, "[]", "[{.spec.template.spec.containers[0].args}]", "-n", appNS, "deployment/cny")
 	})
+
+	t.Run("a header match sends exactly the matching requests to the canary, and an abort takes them back at once", func(t *testing.T) {
+		// The clients without the header: every one of their requests must stay on the stable version.
+		load := record(traefik)
+		start := time.Now()
+		apply(t, withSteps("webapp-test/webserver:2", "    env: [{name: AB, value: b}]\n", "",
+			"[{weight: 0, matches: [{headers: [{name: X-Canary, value: always}]}], gate: {}}]"))
+		eventually(t, 3*time.Minute, "held at the gate", func() error {
+			if st := jsonpath(t, "{.status.canary.phase}/{.status.canary.gateSince}", "-n", appNS, "webapp/cny"); !strings.HasPrefix(st, "Canary/") || strings.HasSuffix(st, "/") {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		// Traefik applies a provider's change within 2 s.
+		eventually(t, 30*time.Second, "a request with the header answered by the canary", func() error {
+			if canary, _, _ := tally(traefik, "always", 1); canary != 1 {
+				return errors.New("answered by the stable version")
+			}
+			return nil
+		})
+		from := time.Now()
+		matching, failedMatching, words := tally(traefik, "always", 200)
+		other, failedOther, otherWords := tally(traefik, "never", 200)
+		n, canary, failed := load.between(from, time.Now())
+		fmt.Printf("realnode: canary: header match: %d of 200 requests with X-Canary: always answered by the canary (%d failed), %d of 200 with another value (%d failed), %d of %d without the header (%d failed)\n",
+			matching, failedMatching, other, failedOther, canary, n, failed)
+		if matching != 200 || other != 0 || canary != 0 || failedMatching+failedOther+failed != 0 {
+			t.Errorf("with the header %d of 200 by the canary, with another value %d, without %d of %d; failed %d, %d, %d (%s; %s; %s): want exactly the matching requests at the canary, none failed",
+				matching, other, canary, n, failedMatching, failedOther, failed, words, otherWords, load.failed())
+		}
+		// A person aborts it: the matching requests go back to the stable version at once.
+		rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
+		aborted := time.Now()
+		kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=abort "+rev)
+		eventually(t, 30*time.Second, "a request with the header answered by the stable version", func() error {
+			if canary, _, _ := tally(traefik, "always", 1); canary != 0 {
+				return errors.New("answered by the canary")
+			}
+			return nil
+		})
+		back := time.Since(aborted)
+		after, failedAfter, afterWords := tally(traefik, "always", 100)
+		load.end()
+		total, _, failedTotal := load.between(start, time.Now())
+		reason := jsonpath(t, "{.status.canary.phase}: {.status.canary.reason}", "-n", appNS, "webapp/cny")
+		fmt.Printf("realnode: canary: aborted (%s): requests with the header back on the stable version %.1fs after the annotation, %d of 100 then at the canary (%d failed); %d of %d requests without the header failed throughout\n",
+			reason, back.Seconds(), after, failedAfter, failedTotal, total)
+		if reason != "RolledBack: Aborted" || after != 0 || failedAfter != 0 || failedTotal != 0 {
+			t.Errorf("after the abort: %s, %d of 100 with the header at the canary, %d failed (%s), %d of %d without (%s)", reason, after, failedAfter, afterWords, failedTotal, total, load.failed())
+		}
+		jsonpathEquals(t, 30*time.Second, "1", "{.spec.rules[*].backendRefs[*].weight}", "-n", appNS, "httproute/cny")
+	})
+
+	t.Run("a mirror Traefik's class does not list is rolled back before the route gets it", func(t *testing.T) {
+		load := record(traefik)
+		start := time.Now()
+		apply(t, withSteps("webapp-test/webserver:2", "    env: [{name: AB, value: c}]\n", "", "[{weight: 0, mirrorPercent: 50, pauseSeconds: 10}]"))
+		eventually(t, 3*time.Minute, "rolled back", func() error {
+			if st := jsonpath(t, "{.status.canary.phase}: {.status.canary.reason}", "-n", appNS, "webapp/cny"); st != "RolledBack: GatewayUnsupported" {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		time.Sleep(3 * time.Second)
+		load.end()
+		n, _, failed := load.between(start, time.Now())
+		msg := jsonpath(t, "{.status.canary.message}", "-n", appNS, "webapp/cny")
+		fmt.Printf("realnode: canary: a mirror on Traefik rolled back in %.1fs (%s); %d of %d requests failed\n", time.Since(start).Seconds(), msg, failed, n)
+		if !strings.Contains(msg, "does not list HTTPRouteRequestMirror") || failed != 0 {
+			t.Errorf("rolled back saying %q with %d of %d requests failed (%s): want the class's missing HTTPRouteRequestMirror named, none failed", msg, failed, n, load.failed())
+		}
+		if f := jsonpath(t, "{.spec.rules[*].filters}", "-n", appNS, "httproute/cny"); f != "" {
+			t.Errorf("the route has filters: %s", f)
+		}
+	})
+}
+
+// tally sends n requests through url naming cnyHost, each on a new connection, with header X-Canary: value, and counts
+// the answers of the canary's pods and the failed requests (the first three failures' words).
+func tally(url, value string, n int) (canary, failed int, words string) {
+	var fails []string
+	for range n {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return 0, n, err.Error()
+		}
+		req.Host = cnyHost
+		req.Header.Set("X-Canary", value)
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		var rep reply
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&rep)
+			_ = resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		switch {
+		case err != nil:
+			failed++
+			if len(fails) < 3 {
+				fails = append(fails, err.Error())
+			}
+		case strings.HasPrefix(rep.Hostname, "cny-canary-"):
+			canary++
+		}
+	}
+	return canary, failed, strings.Join(fails, "; ")
 }

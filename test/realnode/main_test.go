@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/webapp-operator/test/cluster"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/example/webapp-operator/test/cluster"
 )
 
 // Passed from the run outside the namespace to the run inside it. WEBAPP_REALNODE_IMAGES set by the caller (the

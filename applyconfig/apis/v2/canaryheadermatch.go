@@ -19,8 +19,9 @@ import (
 type CanaryHeaderMatchApplyConfiguration struct {
 	// Name is the header's name, e.g. X-Canary.
 	Name *string `json:"name,omitempty"`
-	// Value is the value the header must have (Exact), or a regular expression (RE2 syntax) its whole value must
-	// match (RegularExpression).
+	// Value is the value the header must have (Exact), or a regular expression (RE2 syntax) for it
+	// (RegularExpression): some gateways match it against the whole value, others anywhere in it (Traefik), so
+	// anchor it with ^ and $ to mean the same on every one.
 	Value *string `json:"value,omitempty"`
 	// Type is Exact (the default) or RegularExpression.
 	Type *apisv2.HeaderMatchType `json:"type,omitempty"`

@@ -21,6 +21,11 @@ type CanarySpecApplyConfiguration struct {
 	Checks []CanaryCheckApplyConfiguration `json:"checks,omitempty"`
 	// CheckIntervalSeconds is how often the checks are evaluated while a step runs (default 10).
 	CheckIntervalSeconds *int32 `json:"checkIntervalSeconds,omitempty"`
+	// RollbackWindowSeconds keeps the version a promotion replaced known for that long: setting the spec back to it
+	// meanwhile (as reverting a commit does) rolls the stable Deployment straight back to it, without a canary's
+	// steps, pauses, gates or checks (status.canary.previousRevision and previousUntil say which, and until when).
+	// Unset: a change back is a new version like any other, tried by a canary.
+	RollbackWindowSeconds *int32 `json:"rollbackWindowSeconds,omitempty"`
 }
 
 // CanarySpecApplyConfiguration constructs a declarative configuration of the CanarySpec type for use with
@@ -60,5 +65,13 @@ func (b *CanarySpecApplyConfiguration) WithChecks(values ...*CanaryCheckApplyCon
 // If called multiple times, the CheckIntervalSeconds field is set to the value of the last call.
 func (b *CanarySpecApplyConfiguration) WithCheckIntervalSeconds(value int32) *CanarySpecApplyConfiguration {
 	b.CheckIntervalSeconds = &value
+	return b
+}
+
+// WithRollbackWindowSeconds sets the RollbackWindowSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RollbackWindowSeconds field is set to the value of the last call.
+func (b *CanarySpecApplyConfiguration) WithRollbackWindowSeconds(value int32) *CanarySpecApplyConfiguration {
+	b.RollbackWindowSeconds = &value
 	return b
 }

@@ -35,6 +35,12 @@ type CanaryStatusApplyConfiguration struct {
 	StepStartedAt *v1.Time `json:"stepStartedAt,omitempty"`
 	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
 	GateSince *v1.Time `json:"gateSince,omitempty"`
+	// PreviousRevision is the version the last promotion replaced, while spec.rollout.canary.rollbackWindowSeconds
+	// keeps it known: setting the spec back to it until previousUntil rolls the stable Deployment straight back to
+	// it, without a canary.
+	PreviousRevision *string `json:"previousRevision,omitempty"`
+	// PreviousUntil is when the rollback window of previousRevision ends.
+	PreviousUntil *v1.Time `json:"previousUntil,omitempty"`
 	// ActedOn is the last value of the annotation webapp.example.com/action that took effect: a value acts once.
 	ActedOn *string `json:"actedOn,omitempty"`
 	// Failures counts each check's failed evaluations in this canary.
@@ -115,6 +121,22 @@ func (b *CanaryStatusApplyConfiguration) WithStepStartedAt(value v1.Time) *Canar
 // If called multiple times, the GateSince field is set to the value of the last call.
 func (b *CanaryStatusApplyConfiguration) WithGateSince(value v1.Time) *CanaryStatusApplyConfiguration {
 	b.GateSince = &value
+	return b
+}
+
+// WithPreviousRevision sets the PreviousRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PreviousRevision field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithPreviousRevision(value string) *CanaryStatusApplyConfiguration {
+	b.PreviousRevision = &value
+	return b
+}
+
+// WithPreviousUntil sets the PreviousUntil field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PreviousUntil field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithPreviousUntil(value v1.Time) *CanaryStatusApplyConfiguration {
+	b.PreviousUntil = &value
 	return b
 }
 

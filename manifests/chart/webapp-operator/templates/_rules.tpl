@@ -111,6 +111,13 @@
 - apiGroups:
   - gateway.networking.k8s.io
   resources:
+  - gatewayclasses
+  - gateways
+  verbs:
+  - get
+- apiGroups:
+  - gateway.networking.k8s.io
+  resources:
   - httproutes
   verbs:
   - create
