@@ -84,6 +84,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.ScalingPolicyApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ScalingRules"):
 		return &apisv2.ScalingRulesApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("SecretKeyRef"):
+		return &apisv2.SecretKeyRefApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("SecretVolume"):
 		return &apisv2.SecretVolumeApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("ServiceSpec"):
@@ -102,6 +104,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.WebAppStatusApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("WebhookCheck"):
 		return &apisv2.WebhookCheckApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("WebhookHeader"):
+		return &apisv2.WebhookHeaderApplyConfiguration{}
 
 	}
 	return nil

@@ -217,7 +217,11 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 			req := checks.NewCheckRequest()
 			req.Namespace, req.WebApp, req.CanaryRevision, req.StableRevision, req.Step = app.Namespace, app.Name, state.Canary, state.Stable, state.Step
 			req.Weight, req.Time = run.plan.Steps[min(state.Step, len(run.plan.Steps)-1)].Weight, now.UTC().Truncate(time.Second)
-			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult { return queryChecks(ctx, rt, checkSpecs, req, now) })
+			// The webhooks' headers, their Secrets read now (a Secret changed is used from the next round).
+			headers := r.webhookHeaders(ctx, app.Namespace, checkSpecs)
+			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult {
+				return queryChecks(ctx, rt, checkSpecs, headers, req, now)
+			})
 		}
 	}
 	run.state, run.seen = state, obs
@@ -293,7 +297,7 @@ func checksWanted(plan canary.Plan, obs canary.Observation) bool {
 
 // queryChecks evaluates checks at now, in their order, all at once under one bound (checks.Timeout): a round takes
 // as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most.
-func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, req checks.CheckRequest, now time.Time) []canary.CheckResult {
+func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, headers []webhookHeaders, req checks.CheckRequest, now time.Time) []canary.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, checks.Timeout)
 	defer cancel()
 	out := make([]canary.CheckResult, len(checkSpecs))
@@ -301,10 +305,17 @@ func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv
 	for i, c := range checkSpecs {
 		wg.Go(func() {
 			switch {
+			case c.Webhook != nil && i < len(headers) && headers[i].err != nil:
+				// A header's Secret could not be read: the check fails, saying which.
+				out[i] = canary.CheckResult{Err: headers[i].err}
 			case c.Webhook != nil:
 				req := req
 				req.Check = c.Name
-				out[i] = checks.Webhook(ctx, rt, c.Webhook.URL, time.Duration(c.Webhook.TimeoutSeconds)*time.Second, req)
+				var h http.Header
+				if i < len(headers) {
+					h = headers[i].header
+				}
+				out[i] = checks.Webhook(ctx, rt, c.Webhook.URL, time.Duration(c.Webhook.TimeoutSeconds)*time.Second, h, req)
 			case c.Prometheus != nil:
 				out[i] = checks.Query(ctx, rt, c.Prometheus.Address, c.Prometheus.Query, now)
 			default:
@@ -314,6 +325,44 @@ func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv
 		})
 	}
 	wg.Wait()
+	return out
+}
+
+// webhookHeaders are a webhook check's headers, or why they could not be had.
+type webhookHeaders struct {
+	header http.Header
+	err    error
+}
+
+// webhookHeaders reads the headers of each webhook check of checkSpecs, in order: a value from the spec as it is,
+// one from a Secret of namespace ns read from the API server (uncached, as the pods' Secrets are). A Secret or key
+// that is not there fails that check, naming them (never the value).
+func (r *WebAppReconciler) webhookHeaders(ctx context.Context, ns string, checkSpecs []webappv2.CanaryCheck) []webhookHeaders {
+	out := make([]webhookHeaders, len(checkSpecs))
+	for i, c := range checkSpecs {
+		if c.Webhook == nil || len(c.Webhook.Headers) == 0 {
+			continue
+		}
+		h := http.Header{}
+		for _, hd := range c.Webhook.Headers {
+			v := hd.Value
+			if ref := hd.SecretKeyRef; ref != nil {
+				secret := &corev1.Secret{}
+				if err := r.reader().Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, secret); err != nil {
+					out[i].err = fmt.Errorf("webhook header %s: Secret %s: %w", hd.Name, ref.Name, err)
+					break
+				}
+				data, ok := secret.Data[ref.Key]
+				if !ok {
+					out[i].err = fmt.Errorf("webhook header %s: Secret %s has no key %s", hd.Name, ref.Name, ref.Key)
+					break
+				}
+				v = string(data)
+			}
+			h.Add(hd.Name, v)
+		}
+		out[i].header = h
+	}
 	return out
 }
 

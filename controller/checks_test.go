@@ -57,7 +57,7 @@ func TestQueryChecksAtOnce(t *testing.T) {
 	// A bound of its own, shorter than checks.Timeout: one after another, the first would wait it out and fail.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	got := queryChecks(ctx, nil, checkSpecs, req, time.Now())
+	got := queryChecks(ctx, nil, checkSpecs, nil, req, time.Now())
 	if len(got) != n {
 		t.Fatalf("%d results for %d checks", len(got), n)
 	}

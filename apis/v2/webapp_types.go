@@ -822,6 +822,53 @@ type WebhookCheck struct {
 	// +kubebuilder:validation:Maximum=5
 	// +optional
 	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// Headers are sent with each call: a token in Authorization, a tenant's id. A value from a Secret is read when
+	// each round starts and never written anywhere (status, events or logs name the Secret and key, not the value).
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, a.name.lowerAscii() == b.name.lowerAscii()))",message="a webhook names a header once (header names are case-insensitive)"
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Headers []WebhookHeader `json:"headers,omitempty"`
+}
+
+// WebhookHeader is a header of a webhook check's call, with its value or a Secret's key that holds it.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.secretKeyRef)",message="a webhook header has exactly one of value or secretKeyRef"
+// +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['host', 'content-type', 'content-length', 'transfer-encoding', 'connection', 'accept'])",message="a webhook header cannot be Host, Content-Type, Content-Length, Transfer-Encoding, Connection or Accept: the operator sets them"
+type WebhookHeader struct {
+	// Name is the header's name, e.g. Authorization.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+\-.^_\x60|~]+$`
+	Name string `json:"name"`
+
+	// Value is the header's value, written in the spec (not for credentials: use secretKeyRef).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^[\x20-\x7e]+$`
+	// +optional
+	Value string `json:"value,omitempty"`
+
+	// SecretKeyRef names a key of a Secret in the WebApp's namespace whose data is the header's value, e.g.
+	// "Bearer <token>".
+	// +optional
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty"`
+}
+
+// SecretKeyRef is a key of a Secret in the WebApp's namespace.
+type SecretKeyRef struct {
+	// Name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key is the key of the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
 }
 
 // PrometheusQuery is a PromQL query on a Prometheus server.

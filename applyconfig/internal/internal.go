@@ -680,6 +680,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tolerance
       type:
         namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.example.webapp-operator.apis.v2.SecretKeyRef
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
 - name: com.github.example.webapp-operator.apis.v2.SecretVolume
   map:
     fields:
@@ -884,10 +893,30 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.WebhookCheck
   map:
     fields:
+    - name: headers
+      type:
+        list:
+          elementType:
+            namedType: com.github.example.webapp-operator.apis.v2.WebhookHeader
+          elementRelationship: associative
+          keys:
+          - name
     - name: timeoutSeconds
       type:
         scalar: numeric
     - name: url
+      type:
+        scalar: string
+- name: com.github.example.webapp-operator.apis.v2.WebhookHeader
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+    - name: secretKeyRef
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.SecretKeyRef
+    - name: value
       type:
         scalar: string
 - name: io.k8s.api.autoscaling.v2.HPAScalingPolicyType

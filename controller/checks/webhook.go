@@ -39,10 +39,11 @@ const maxWebhookAnswer = 64 << 10
 // errWebhookAnswerTooLarge is the failed measurement of an answer larger than maxWebhookAnswer.
 var errWebhookAnswerTooLarge = fmt.Errorf("the answer is larger than %d KiB; a check needs one number", maxWebhookAnswer>>10)
 
-// Webhook evaluates a webhook check: it POSTs req to address (within timeout, and ctx's bound) and reads the
+// Webhook evaluates a webhook check: it POSTs req to address with headers (within timeout, and ctx's bound; a
+// header's value is never part of what it returns) and reads the
 // value of its answer, {"value": <number or null>}. null, or no value field, is no value (NaN); anything else but a
 // 2xx answer of that JSON within maxWebhookAnswer bytes is an error, as is an infinite value.
-func Webhook(ctx context.Context, rt http.RoundTripper, address string, timeout time.Duration, req CheckRequest) canary.CheckResult {
+func Webhook(ctx context.Context, rt http.RoundTripper, address string, timeout time.Duration, headers http.Header, req CheckRequest) canary.CheckResult {
 	u, err := url.Parse(address)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return canary.CheckResult{Err: fmt.Errorf("webhook URL %q: not an http(s) URL", address)}
@@ -59,6 +60,15 @@ func Webhook(ctx context.Context, rt http.RoundTripper, address string, timeout 
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return canary.CheckResult{Err: fmt.Errorf("webhook: %w", err)}
+	}
+	for name, values := range headers {
+		for _, v := range values {
+			if !validHeaderValue(v) {
+				// Said by name only: the value may be a credential.
+				return canary.CheckResult{Err: fmt.Errorf("webhook: the value of header %s is not printable ASCII (a Secret's value with a line break?)", name)}
+			}
+			httpReq.Header.Add(name, v)
+		}
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "application/json")
@@ -87,4 +97,15 @@ func Webhook(ctx context.Context, rt http.RoundTripper, address string, timeout 
 		return canary.CheckResult{Err: fmt.Errorf("webhook: the value %s is not a finite number", a.Value.String())}
 	}
 	return canary.CheckResult{Value: v}
+}
+
+// validHeaderValue: v can be sent as a header's value (printable ASCII and tabs, as the CRD asks of a value in the
+// spec; a Secret's may hold anything).
+func validHeaderValue(v string) bool {
+	for i := range len(v) {
+		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			return false
+		}
+	}
+	return v != ""
 }

@@ -20,6 +20,7 @@ func TestWebhookCheck(t *testing.T) {
 		status  int
 		answer  string
 		hang    bool
+		noAuth  bool    // sent without the Authorization header
 		want    float64 // NaN: no value
 		wantErr string
 	}{
@@ -34,6 +35,7 @@ func TestWebhookCheck(t *testing.T) {
 		{name: "HTML, said to be fine", answer: `<html>ok</html>`, wantErr: "not an answer of the form"},
 		{name: "larger than 64 KiB", answer: `{"value": 0, "pad": "` + strings.Repeat("x", 70<<10) + `"}`, wantErr: "larger than 64 KiB"},
 		{name: "no answer within its timeout", hang: true, wantErr: "context deadline exceeded"},
+		{name: "without its header: refused", answer: `{"value": 0}`, noAuth: true, wantErr: "401"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,6 +44,10 @@ func TestWebhookCheck(t *testing.T) {
 				body, _ := io.ReadAll(r.Body)
 				if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(body, &got) != nil {
 					http.Error(w, "want a POST of JSON", http.StatusBadRequest)
+					return
+				}
+				if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("X-Tenant") != "shop" {
+					http.Error(w, "who are you?", http.StatusUnauthorized)
 					return
 				}
 				if tc.hang {
@@ -58,7 +64,11 @@ func TestWebhookCheck(t *testing.T) {
 			req.Namespace, req.WebApp, req.Check, req.CanaryRevision, req.StableRevision, req.Step, req.Weight = "shop", "web", "errors", "b", "a", 1, 50
 			req.Time = time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
 			start := time.Now()
-			r := Webhook(context.Background(), nil, srv.URL+"/judge", time.Second, req)
+			headers := http.Header{"Authorization": {"Bearer s3cret"}, "X-Tenant": {"shop"}}
+			if tc.noAuth {
+				headers = nil
+			}
+			r := Webhook(context.Background(), nil, srv.URL+"/judge", time.Second, headers, req)
 			switch {
 			case tc.wantErr != "":
 				if r.Err == nil || !strings.Contains(r.Err.Error(), tc.wantErr) {
@@ -76,5 +86,20 @@ func TestWebhookCheck(t *testing.T) {
 				t.Errorf("the webhook was told %+v, want %+v", got, req)
 			}
 		})
+	}
+}
+
+// TestWebhookHeaderValueNeverSaid: a header value that cannot be sent (a Secret's, with a line break) fails the
+// check by the header's name, never its value, and nothing is sent.
+func TestWebhookHeaderValueNeverSaid(t *testing.T) {
+	called := false
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
+	defer srv.Close()
+	r := Webhook(context.Background(), nil, srv.URL, time.Second, http.Header{"Authorization": {"Bearer s3cret\n"}}, NewCheckRequest())
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "header Authorization") || strings.Contains(r.Err.Error(), "s3cret") {
+		t.Errorf("err %v, want one naming the header, not its value", r.Err)
+	}
+	if called {
+		t.Errorf("the webhook was called with a header it cannot be sent")
 	}
 }

@@ -177,6 +177,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 		}
 	}
 	s.gatewayOfClass(t)
+	s.judgeToken(t)
 	s.hist = watchHistory(t, s.ns)
 	s.hist.createMarkers(t, s.ns)
 	s.op = startOperator(t, s.ns, requeue, s.writes, &s.faults)

@@ -145,6 +145,12 @@ func (s *seq) randomPlan(routed bool) map[string]any {
 			check["prometheus"] = map[string]any{"address": address, "query": "vector(0)"}
 		} else {
 			check["webhook"] = map[string]any{"url": address}
+			if s.chance(0.4) {
+				// A header from a Secret: one that exists (the server ignores headers), or one that does not
+				// (the check then fails, naming it).
+				check["webhook"].(map[string]any)["headers"] = []any{map[string]any{"name": "Authorization",
+					"secretKeyRef": map[string]any{"name": pick(s, "judge-token", "missing-token"), "key": "token"}}}
+			}
 		}
 		// What no value (the "nan" answer) counts as: failed, passed, or waited for at most a few seconds (the step
 		// holds, then fails), so a wait never keeps the canary from rest for longer than the test waits.
@@ -704,4 +710,13 @@ func (s *seq) actStartCanary(a *app) bool {
 	s.record(fmt.Sprintf(what, a.name, spec.Image, s.phaseNote(a.name)))
 	s.applySpec(a, spec)
 	return true
+}
+
+// judgeToken creates the Secret a webhook check's header may name (judge-token; missing-token never exists).
+func (s *seq) judgeToken(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "judge-token"},
+		"stringData": map[string]any{"token": "Bearer actions"}}}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(s.ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Secret judge-token: %v", err)
+	}
 }

@@ -400,6 +400,14 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 			if g.chance(0.5) {
 				check.Webhook.TimeoutSeconds = int32(g.pick2(1, 3, 5))
 			}
+			// Headers: a value in the spec, or a Secret's key (which need not exist: the check then fails).
+			for _, name := range g.subset("Authorization", "X-Tenant", "x-api-key") {
+				h := webappv2.WebhookHeader{Name: name, Value: g.pick("Bearer abc", "shop", "k-1 2 3")}
+				if g.chance(0.5) {
+					h.Value, h.SecretKeyRef = "", &webappv2.SecretKeyRef{Name: g.pick("judge-token", "api.keys"), Key: g.pick("token", "key.txt", "A_B-c")}
+				}
+				check.Webhook.Headers = append(check.Webhook.Headers, h)
+			}
 		}
 		if check.OnNoData == webappv2.NoDataWait && g.chance(0.5) {
 			// The bound only with the wait it bounds (the CRD refuses it otherwise).

@@ -390,6 +390,34 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		jsonpathEquals(t, 30*time.Second, "1", "{.spec.rules[*].backendRefs[*].weight}", "-n", appNS, "httproute/cny")
 	})
 
+	t.Run("a webhook check that fails rolls the canary back", func(t *testing.T) {
+		// The judge is the stable version's own POST /judge (the test image's), through its Service's address: it
+		// answers the value it is asked for, 1 here, above the check's max.
+		judge := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", appNS, "service/cny") + ":8080/judge?value=1"
+		checks := fmt.Sprintf(`      checks: [{name: judge, webhook: {url: %q, timeoutSeconds: 2}, max: "0.5"}]
+      checkIntervalSeconds: 2
+`, judge)
+		load := record(traefik)
+		start := time.Now()
+		apply(t, withSteps("webapp-test/webserver:2", "    env: [{name: AB, value: j}]\n", checks, "[{weight: 20, pauseSeconds: 60}]"))
+		eventually(t, 3*time.Minute, "rolled back", func() error {
+			if st := jsonpath(t, "{.status.canary.phase}: {.status.canary.reason}", "-n", appNS, "webapp/cny"); st != "RolledBack: CheckFailed" {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		took := time.Since(start)
+		time.Sleep(3 * time.Second)
+		load.end()
+		n, _, failed := load.between(start, time.Now())
+		msg := jsonpath(t, "{.status.canary.message}", "-n", appNS, "webapp/cny")
+		address := jsonpath(t, "{.status.canary.checks[0].address}", "-n", appNS, "webapp/cny")
+		fmt.Printf("realnode: canary: a webhook check answering 1 (max 0.5) rolled the canary back %.1fs after the apply (%s); %d of %d requests failed\n", took.Seconds(), msg, failed, n)
+		if msg != "check judge: 1 > 0.5 (failures 1, allowed 0)" || address != judge || failed != 0 {
+			t.Errorf("rolled back with %q (the check's address %q), %d of %d requests failed (%s): want the webhook's value named, none failed", msg, address, failed, n, load.failed())
+		}
+	})
+
 	t.Run("a mirror Traefik's class does not list is rolled back before the route gets it", func(t *testing.T) {
 		load := record(traefik)
 		start := time.Now()

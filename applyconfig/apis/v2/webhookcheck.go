@@ -25,6 +25,9 @@ type WebhookCheckApplyConfiguration struct {
 	URL *string `json:"url,omitempty"`
 	// TimeoutSeconds bounds the call (default 5, and at most 5: a round of checks is bounded at 5 s).
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+	// Headers are sent with each call: a token in Authorization, a tenant's id. A value from a Secret is read when
+	// each round starts and never written anywhere (status, events or logs name the Secret and key, not the value).
+	Headers []WebhookHeaderApplyConfiguration `json:"headers,omitempty"`
 }
 
 // WebhookCheckApplyConfiguration constructs a declarative configuration of the WebhookCheck type for use with
@@ -46,5 +49,18 @@ func (b *WebhookCheckApplyConfiguration) WithURL(value string) *WebhookCheckAppl
 // If called multiple times, the TimeoutSeconds field is set to the value of the last call.
 func (b *WebhookCheckApplyConfiguration) WithTimeoutSeconds(value int32) *WebhookCheckApplyConfiguration {
 	b.TimeoutSeconds = &value
+	return b
+}
+
+// WithHeaders adds the given value to the Headers field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Headers field.
+func (b *WebhookCheckApplyConfiguration) WithHeaders(values ...*WebhookHeaderApplyConfiguration) *WebhookCheckApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithHeaders")
+		}
+		b.Headers = append(b.Headers, *values[i])
+	}
 	return b
 }

@@ -11,6 +11,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -63,6 +64,21 @@ func main() {
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
+	})
+	// A canary judge's stand-in for a webhook check: it answers POST /judge?value=V with {"value": V} when told a
+	// CheckRequest (the operator's call), 400 otherwise.
+	mux.HandleFunc("POST /judge", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Kind           string `json:"kind"`
+			CanaryRevision string `json:"canaryRevision"`
+		}
+		v, err := strconv.ParseFloat(r.URL.Query().Get("value"), 64)
+		if json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req) != nil || req.Kind != "CheckRequest" || req.CanaryRevision == "" || err != nil {
+			http.Error(w, "want a CheckRequest, and ?value=<number>", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"value": %s}`, strconv.FormatFloat(v, 'g', -1, 64))
 	})
 	mux.HandleFunc("GET /burn", func(w http.ResponseWriter, r *http.Request) {
 		ms, err := strconv.Atoi(r.URL.Query().Get("ms"))
