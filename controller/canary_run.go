@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -191,8 +192,9 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		probes, _ := r.probeFailures(ctx, app.Namespace, podList)
 		obs.TroubleReason, obs.TroubleMessage = pods.Trouble(settledPods(podList, now), settledProbes(podList, probes, now))
 	}
-	if trying && state.Step < len(run.plan.Steps) {
-		// What the plan's route needs beyond the core, asked of the Gateway's class before the route asks for it.
+	if trying {
+		// What the plan's route needs beyond the core, asked of the Gateway's class before the route asks for it
+		// (while promoting too: the last step's traffic stays until the stable Deployment has rolled).
 		if obs.GatewayLacks, err = r.gatewayLacks(ctx, app, run.plan.GatewayFeatures()); err != nil {
 			run.err = err
 			return run
@@ -217,8 +219,13 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 			req := checks.NewCheckRequest()
 			req.Namespace, req.WebApp, req.CanaryRevision, req.StableRevision, req.Step = app.Namespace, app.Name, state.Canary, state.Stable, state.Step
 			req.Weight, req.Time = run.plan.Steps[min(state.Step, len(run.plan.Steps)-1)].Weight, now.UTC().Truncate(time.Second)
-			// The webhooks' headers, their Secrets read now (a Secret changed is used from the next round).
-			headers := r.webhookHeaders(ctx, app.Namespace, checkSpecs)
+			// The webhooks' headers, their Secrets read now (a Secret changed is used from the next round); a
+			// Secret that could not be read for another reason than its absence starts no round: tried again.
+			headers, err := r.webhookHeaders(ctx, app.Namespace, checkSpecs)
+			if err != nil {
+				run.err = err
+				return run
+			}
 			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult {
 				return queryChecks(ctx, rt, checkSpecs, headers, req, now)
 			})
@@ -336,8 +343,9 @@ type webhookHeaders struct {
 
 // webhookHeaders reads the headers of each webhook check of checkSpecs, in order: a value from the spec as it is,
 // one from a Secret of namespace ns read from the API server (uncached, as the pods' Secrets are). A Secret or key
-// that is not there fails that check, naming them (never the value).
-func (r *WebAppReconciler) webhookHeaders(ctx context.Context, ns string, checkSpecs []webappv2.CanaryCheck) []webhookHeaders {
+// that is not there fails that check, naming them (never the value); another error reading one is transient, and
+// returned.
+func (r *WebAppReconciler) webhookHeaders(ctx context.Context, ns string, checkSpecs []webappv2.CanaryCheck) ([]webhookHeaders, error) {
 	out := make([]webhookHeaders, len(checkSpecs))
 	for i, c := range checkSpecs {
 		if c.Webhook == nil || len(c.Webhook.Headers) == 0 {
@@ -349,6 +357,9 @@ func (r *WebAppReconciler) webhookHeaders(ctx context.Context, ns string, checkS
 			if ref := hd.SecretKeyRef; ref != nil {
 				secret := &corev1.Secret{}
 				if err := r.reader().Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, secret); err != nil {
+					if !apierrors.IsNotFound(err) {
+						return nil, fmt.Errorf("reading Secret %s for webhook header %s: %w", ref.Name, hd.Name, err)
+					}
 					out[i].err = fmt.Errorf("webhook header %s: Secret %s: %w", hd.Name, ref.Name, err)
 					break
 				}
@@ -363,7 +374,7 @@ func (r *WebAppReconciler) webhookHeaders(ctx context.Context, ns string, checkS
 		}
 		out[i].header = h
 	}
-	return out
+	return out, nil
 }
 
 // canaryReadinessGrace is how long a canary's container may run unready before its failing readiness probe rolls

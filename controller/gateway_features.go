@@ -32,17 +32,25 @@ func (r *WebAppReconciler) gatewayLacks(ctx context.Context, app *webappv2.WebAp
 		ns = app.Namespace
 	}
 	needs := strings.Join(features, " and ")
+	// Forbidden: a namespaced install (watchNamespaces) reads no GatewayClass, nor a Gateway elsewhere.
+	unreadable := func(what string, err error) string {
+		hint := ""
+		if apierrors.IsForbidden(err) {
+			hint = "; grant the operator get on gateways and gatewayclasses (gateway.networking.k8s.io) to mirror"
+		}
+		return fmt.Sprintf("%s could not be read (%v), so nothing says it supports %s, which the plan's mirror needs%s", what, err, needs, hint)
+	}
 	gw := &gwv1.Gateway{}
 	if err := r.reader().Get(ctx, types.NamespacedName{Namespace: ns, Name: e.Gateway.Name}, gw); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err) {
-			return fmt.Sprintf("Gateway %s/%s could not be read (%v), so nothing says it supports %s, which the plan's mirror needs", ns, e.Gateway.Name, err, needs), nil
+			return unreadable(fmt.Sprintf("Gateway %s/%s", ns, e.Gateway.Name), err), nil
 		}
 		return "", err
 	}
 	class := &gwv1.GatewayClass{}
 	if err := r.reader().Get(ctx, types.NamespacedName{Name: string(gw.Spec.GatewayClassName)}, class); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err) {
-			return fmt.Sprintf("GatewayClass %s of Gateway %s/%s could not be read (%v), so nothing says it supports %s, which the plan's mirror needs", gw.Spec.GatewayClassName, ns, gw.Name, err, needs), nil
+			return unreadable(fmt.Sprintf("GatewayClass %s of Gateway %s/%s", gw.Spec.GatewayClassName, ns, gw.Name), err), nil
 		}
 		return "", err
 	}
@@ -55,6 +63,6 @@ func (r *WebAppReconciler) gatewayLacks(ctx context.Context, app *webappv2.WebAp
 	if len(missing) == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("GatewayClass %s of Gateway %s/%s does not list %s in status.supportedFeatures, which the plan's mirror needs (a gateway without it answers the route's requests with errors): take mirrorPercent out of the steps, or use a gateway that supports it",
+	return fmt.Sprintf("GatewayClass %s of Gateway %s/%s does not list %s in status.supportedFeatures, which the plan's mirror needs (a gateway without it answers the route's requests with errors): take mirrorPercent out of the steps and retry the version (kubectl webapp retry), or use a gateway that supports it",
 		class.Name, ns, gw.Name, strings.Join(missing, " and ")), nil
 }

@@ -263,7 +263,7 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 	if c.PreviousRevision != "" && c.PreviousUntil != nil {
 		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
 		switch left := c.PreviousUntil.Sub(now).Round(time.Second); {
-		case left > 0 && c.Phase == "Stable":
+		case left > 0 && (c.Phase == "Stable" || c.Phase == "RolledBack"):
 			words = fmt.Sprintf("the version before the last promotion: setting the spec back to it within %s (until %s) rolls back to it at once, without a canary", left, c.PreviousUntil.UTC().Format(time.RFC3339))
 		case left > 0:
 			words = fmt.Sprintf("the version before the last promotion: while a canary runs, setting the spec back to it starts a canary of it; its rollback window (until %s) applies once none runs", c.PreviousUntil.UTC().Format(time.RFC3339))

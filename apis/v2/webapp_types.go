@@ -681,9 +681,11 @@ type CanaryHeaderMatch struct {
 
 	// Value is the value the header must have (Exact), or a regular expression (RE2 syntax) for it
 	// (RegularExpression): some gateways match it against the whole value, others anywhere in it (Traefik), so
-	// anchor it with ^ and $ to mean the same on every one.
+	// anchor it with ^ and $ to mean the same on every one. Printable ASCII, single spaces or tabs between words
+	// (the Gateway API's own rule for a header's value).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^[!-~]+([\t ]?[!-~]+)*$`
 	Value string `json:"value"`
 
 	// Type is Exact (the default) or RegularExpression.

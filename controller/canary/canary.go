@@ -62,9 +62,10 @@ const (
 	FeaturePercentageMirror = "HTTPRouteRequestPercentageMirror"
 )
 
-// Pods is the share of the traffic the step's canary pods are counted for: its weight, or the mirrored share
-// when that is more, and one pod's worth at least (a step of matches alone still needs a canary to answer).
-func (s Step) Pods() int32 { return max(s.Weight, s.Mirror, 1) }
+// Pods is the share of the traffic the step's canary pods are counted for: its weight and the mirrored share (a
+// mirror copies requests of either version), at most all of it, and one pod's worth at least (a step of matches
+// alone still needs a canary to answer).
+func (s Step) Pods() int32 { return max(min(s.Weight+s.Mirror, 100), 1) }
 
 // Check is a query whose value must not exceed max; failuresAllowed failures are tolerated within one canary.
 type Check struct {
@@ -314,18 +315,26 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// the stable version, or it is not created yet): there is no traffic to protect, and a canary beside a
 		// version that cannot run would hold the new one back for ever. The spec's version is stable, as the first
 		// one is.
+		// (The version before is not one a promotion replaced: no rollback window for it.)
 		s.Stable, s.Step, s.Since, s.Failures, s.Evaluations = obs.Revision, 0, time.Time{}, nil, nil
+		s.Previous, s.PreviousUntil = "", time.Time{}
 		return Decision{State: s, Phase: PhaseStable}
 	case obs.Revision != s.Canary:
 		// A new version (or one changed mid-canary): its canary starts from the first step. One that comes while
 		// another is promoted starts beside it: the stable Deployment already runs (or rolls to) the promoted one.
 		if s.Canary != "" && s.Step >= len(plan.Steps) {
-			s.Stable = s.Canary
+			// (Its promotion did not complete: no rollback window for the version it replaced.)
+			s.Stable, s.Previous, s.PreviousUntil = s.Canary, "", time.Time{}
 		}
 		return startCanary(plan, s, obs)
 	}
 	if s.Step >= len(plan.Steps) {
-		return promote(plan, s, obs, now)
+		d := promote(plan, s, obs, now)
+		if obs.GatewayLacks != "" {
+			// A promotion is not rolled back: the route keeps the last step's traffic without what the Gateway lacks.
+			d.Mirror = 0
+		}
+		return d
 	}
 	if act == Abort(s.Canary) {
 		// A person aborts the canary: traffic goes back to stable at once.

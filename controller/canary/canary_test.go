@@ -489,28 +489,33 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		now:   t0.Add(warmup),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Matches: ab, ReplicaWeight: 1, After: time.Minute - warmup},
 	}, {
-		name:  "the next step's pods not ready: the matches stay, the pods are counted for the mirror's share",
+		name:  "the next step's pods not ready: the matches stay, the pods are counted for its weight and mirror",
 		state: State{Stable: "a", Canary: "b", Step: 1},
 		obs:   Observation{Revision: "b", Deployed: "a"},
 		now:   t0.Add(2 * time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Matches: ab, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Matches: ab, ReplicaWeight: 60},
 	}, {
 		name:  "the next step warmed up: its weight and mirror, the matches gone",
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0}, Phase: PhaseCanary, Weight: 10, Mirror: 50, ReplicaWeight: 50, After: time.Minute - warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0}, Phase: PhaseCanary, Weight: 10, Mirror: 50, ReplicaWeight: 60, After: time.Minute - warmup},
 	}, {
 		name:  "promoting: the last step's traffic until the stable Deployment has rolled",
 		state: State{Stable: "a", Canary: "b", Step: 2},
 		obs:   Observation{Revision: "b", Deployed: "b"},
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, Mirror: 50, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, Mirror: 50, ReplicaWeight: 60},
+	}, {
+		name:  "promoting when the Gateway's class no longer lists the mirror: not rolled back, the mirror left out",
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "b", Deployed: "b", GatewayLacks: "GatewayClass x does not list HTTPRouteRequestMirror"},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, ReplicaWeight: 60},
 	}, {
 		name:  "promoted, the pods retiring: no traffic",
 		state: State{Stable: "a", Canary: "b", Step: 2, Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
 		now:   t0.Add(time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t0}, Phase: PhasePromoting, ReplicaWeight: 50, After: Retire - time.Second},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t0}, Phase: PhasePromoting, ReplicaWeight: 60, After: Retire - time.Second},
 	}, {
 		name:  "the Gateway's class lacks what the plan's mirror needs: rolled back before the route asks for it",
 		state: State{Stable: "a", Canary: "b"},
@@ -724,6 +729,13 @@ func TestRollbackWithinTheWindow(t *testing.T) {
 		obs:   Observation{Revision: "a", Deployed: "b"},
 		now:   t0.Add(time.Minute),
 		want:  Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "a promotion interrupted by a newer version: the promoted one is stable, no window for the one it replaced",
+		plan:  windowed,
+		state: State{Stable: "b", Canary: "c", Step: 1, Previous: "a", PreviousUntil: t0.Add(time.Hour)},
+		obs:   Observation{Revision: "d", Deployed: "c"},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "c", Canary: "d"}, Phase: PhaseCanary, ReplicaWeight: 10},
 	}, {
 		name:  "while another version's canary runs: the previous one is tried by a canary too",
 		plan:  windowed,

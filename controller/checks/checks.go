@@ -62,20 +62,27 @@ func Query(ctx context.Context, rt http.RoundTripper, address, query string, now
 		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, body, err := roundTrip(rt, req, maxCheckAnswer, errAnswerTooLarge)
+	resp, body, err := roundTrip(rt, req, true, maxCheckAnswer, errAnswerTooLarge)
 	if err != nil {
 		return canary.CheckResult{Err: fmt.Errorf("prometheus: %w", err)}
 	}
 	return decodeAnswer(resp, body)
 }
 
-// roundTrip sends req through rt (http.DefaultTransport when nil) and reads its answer's body up to limit bytes
-// (the decompressed ones, when the transport unzips it); a longer body is tooLarge, and is not read further.
-func roundTrip(rt http.RoundTripper, req *http.Request, limit int64, tooLarge error) (*http.Response, []byte, error) {
+// roundTrip sends req through rt (http.DefaultTransport when nil), following redirects only when told, and reads
+// its answer's body up to limit bytes (the decompressed ones, when the transport unzips it); a longer body is
+// tooLarge, and is not read further.
+func roundTrip(rt http.RoundTripper, req *http.Request, redirects bool, limit int64, tooLarge error) (*http.Response, []byte, error) {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	resp, err := (&http.Client{Transport: rt}).Do(req)
+	client := &http.Client{Transport: rt}
+	if !redirects {
+		// The answer is the first one: a redirect is not followed with the request's headers (a credential among
+		// them) to wherever it points.
+		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}

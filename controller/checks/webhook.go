@@ -72,7 +72,7 @@ func Webhook(ctx context.Context, rt http.RoundTripper, address string, timeout 
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "application/json")
-	resp, answer, err := roundTrip(rt, httpReq, maxWebhookAnswer, errWebhookAnswerTooLarge)
+	resp, answer, err := roundTrip(rt, httpReq, false, maxWebhookAnswer, errWebhookAnswerTooLarge)
 	switch {
 	case err != nil:
 		return canary.CheckResult{Err: fmt.Errorf("webhook: %w", err)}

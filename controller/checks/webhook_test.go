@@ -103,3 +103,23 @@ func TestWebhookHeaderValueNeverSaid(t *testing.T) {
 		t.Errorf("the webhook was called with a header it cannot be sent")
 	}
 }
+
+// TestWebhookRedirectNotFollowed: a redirect is the answer (a failure), never followed with the call's headers to
+// wherever it points.
+func TestWebhookRedirectNotFollowed(t *testing.T) {
+	elsewhere := false
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		elsewhere = true
+		_, _ = io.WriteString(w, `{"value": 0}`)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.RedirectHandler(other.URL+"/steal", http.StatusTemporaryRedirect))
+	defer srv.Close()
+	r := Webhook(context.Background(), nil, srv.URL, time.Second, http.Header{"X-Api-Key": {"s3cret"}}, NewCheckRequest())
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "307") {
+		t.Errorf("err %v, want the redirect's 307 as a failure", r.Err)
+	}
+	if elsewhere {
+		t.Errorf("the redirect was followed")
+	}
+}

@@ -251,7 +251,7 @@ func errorMessage(err error) string {
 // readyCondition is True only when the Deployment of app's current spec is fully rolled out and the last write
 // succeeded; Unknown when something could not be read; otherwise False with the reason.
 func readyCondition(app *webappv2.WebApp, r rollout, applyErr error) metav1.Condition {
-	c := metav1.Condition{Type: webappv2.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: r.msg}
+	c := metav1.Condition{Type: webappv2.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: app.Generation, Reason: r.reason, Message: truncate(r.msg)}
 	switch {
 	case applyErr != nil:
 		c.Reason, c.Message = ApplyErrorReason(applyErr), truncate(applyErr.Error())
@@ -271,7 +271,7 @@ func readyCondition(app *webappv2.WebApp, r rollout, applyErr error) metav1.Cond
 // progressingCondition is True while the rollout is under way, False once it completed or got stuck, Unknown when
 // the Deployment's state is not known (unreadable, or not ours).
 func progressingCondition(app *webappv2.WebApp, r rollout) metav1.Condition {
-	c := metav1.Condition{Type: webappv2.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: webappv2.ReasonRollingOut, Message: r.msg}
+	c := metav1.Condition{Type: webappv2.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: app.Generation, Reason: webappv2.ReasonRollingOut, Message: truncate(r.msg)}
 	switch {
 	case r.done:
 		c.Status, c.Reason = metav1.ConditionFalse, webappv2.ReasonRolloutComplete

@@ -6,7 +6,8 @@
 //     crds.keep;
 //   - templates/_rules.tpl: the operator's RBAC rules from manifests/rbac/role.yaml (controller-gen's), split into
 //     the rules on namespaced resources (a ClusterRole, or a Role in each watched namespace), the rules on the CRD
-//     (always a ClusterRole: the CRD is cluster-scoped) and the rules on Namespaces (cluster-wide installs only).
+//     (always a ClusterRole: the CRD is cluster-scoped), and the rules on Namespaces and GatewayClasses (cluster-wide
+//     installs only: a namespaced one reads no GatewayClass, so a canary that mirrors is rolled back there, saying why).
 //
 // Usage: go run ./hack/genchart (from the repository's root).
 package main
@@ -126,10 +127,11 @@ var clusterScoped = map[string]string{
 	"customresourcedefinitions":        "crd",
 	"customresourcedefinitions/status": "crd",
 	"namespaces":                       "namespaces",
+	"gatewayclasses":                   "gatewayclasses",
 }
 
-// rulesTemplate splits controller-gen's ClusterRole rules into three named templates: the rules on namespaced
-// resources, on the CRD and on Namespaces.
+// rulesTemplate splits controller-gen's ClusterRole rules into four named templates: the rules on namespaced
+// resources, on the CRD, on Namespaces and on GatewayClasses (the last two for cluster-wide installs only).
 func rulesTemplate(rolePath string) ([]byte, error) {
 	var role rbacv1.ClusterRole
 	if err := readYAML(rolePath, &role); err != nil {
@@ -156,7 +158,7 @@ func rulesTemplate(rolePath string) ([]byte, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, header, rolePath)
-	for _, group := range []string{"namespaced", "crd", "namespaces"} {
+	for _, group := range []string{"namespaced", "crd", "namespaces", "gatewayclasses"} {
 		rules, err := yaml.Marshal(groups[group])
 		if err != nil {
 			return nil, err

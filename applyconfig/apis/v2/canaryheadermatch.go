@@ -21,7 +21,8 @@ type CanaryHeaderMatchApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// Value is the value the header must have (Exact), or a regular expression (RE2 syntax) for it
 	// (RegularExpression): some gateways match it against the whole value, others anywhere in it (Traefik), so
-	// anchor it with ^ and $ to mean the same on every one.
+	// anchor it with ^ and $ to mean the same on every one. Printable ASCII, single spaces or tabs between words
+	// (the Gateway API's own rule for a header's value).
 	Value *string `json:"value,omitempty"`
 	// Type is Exact (the default) or RegularExpression.
 	Type *apisv2.HeaderMatchType `json:"type,omitempty"`

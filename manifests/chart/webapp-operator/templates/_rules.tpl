@@ -111,7 +111,6 @@
 - apiGroups:
   - gateway.networking.k8s.io
   resources:
-  - gatewayclasses
   - gateways
   verbs:
   - get
@@ -183,4 +182,12 @@
   verbs:
   - list
   - watch
+{{- end }}
+{{- define "webapp-operator.rules.gatewayclasses" }}
+- apiGroups:
+  - gateway.networking.k8s.io
+  resources:
+  - gatewayclasses
+  verbs:
+  - get
 {{- end }}
