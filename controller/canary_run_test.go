@@ -74,8 +74,6 @@ func TestCanaryReplaced(t *testing.T) {
 	}
 }
 
-// TestChecksValuesRoundTripThroughTheStatus: the checks' last values the status keeps read back as the same state,
-// so a reconcile that saw no new round writes nothing (the values are the status's words, times to the second).
 // TestThePreviousVersionRoundTripsThroughTheStatus: the version a promotion replaced, and its window's end, read
 // back from the status as the state that wrote them (so a restart keeps the window, and costs no write).
 func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
@@ -108,6 +106,8 @@ func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
 	}
 }
 
+// TestChecksValuesRoundTripThroughTheStatus: the checks' last values the status keeps read back as the same state,
+// so a reconcile that saw no new round writes nothing (the values are the status's words, times to the second).
 func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20, PauseSeconds: 60}},
 		Checks: []webappv2.CanaryCheck{

@@ -129,16 +129,16 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 	}
 	op = restartCostsNoWrites(t, op, ns)
 
-	// Step 2, promoted by a person: pods for the mirror's half, the weight and the mirror once they are ready,
-	// and the matches' rule gone.
+	// Step 2, promoted by a person: pods for its weight and mirror (60% of 4: 3), the weight and the mirror once
+	// they are ready, and the matches' rule gone.
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
 		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(held.Status.Canary.CanaryRevision, 0)}
 	})
-	testutil.Eventually(t, wait10s, "two canary pods", func(ctx context.Context) error {
+	testutil.Eventually(t, wait10s, "three canary pods", func(ctx context.Context) error {
 		if err := get(ctx, ns, "web-canary", canaryDep); err != nil {
 			return err
 		}
-		if n := ptr.Deref(canaryDep.Spec.Replicas, 0); n != 2 {
+		if n := ptr.Deref(canaryDep.Spec.Replicas, 0); n != 3 {
 			return fmt.Errorf("%d canary pods", n)
 		}
 		return nil
