@@ -74,17 +74,9 @@ func TestCanaryReplaced(t *testing.T) {
 	}
 }
 
-// TestThePreviousVersionRoundTripsThroughTheStatus: the version a promotion replaced, and its window's end, read
-// back from the status as the state that wrote them (so a restart keeps the window, and costs no write).
-func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
-	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}}, RollbackWindowSeconds: 600}
-	plan := planOf(spec)
-	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
-	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Step: 1, Since: at.Add(-time.Minute)},
-		canary.Observation{Revision: "b", Deployed: "b", StableRolledOut: true}, at)
-	if d.State.Previous != "a" {
-		t.Fatalf("promoted without the previous version: %+v", d.State)
-	}
+// storedStatus is the status.canary of decision d as the API server keeps it (through JSON).
+func storedStatus(t *testing.T, d canary.Decision, plan canary.Plan) webappv2.CanaryStatus {
+	t.Helper()
 	var st webappv2.CanaryStatus
 	if err := desired.RoundTrip(status.CanaryStatus(d, plan), &st); err != nil {
 		t.Fatal(err)
@@ -97,6 +89,21 @@ func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
 	if err := json.Unmarshal(raw, &stored); err != nil {
 		t.Fatal(err)
 	}
+	return stored
+}
+
+// TestThePreviousVersionRoundTripsThroughTheStatus: the version a promotion replaced, and its window's end, read
+// back from the status as the state that wrote them (so a restart keeps the window, and costs no write).
+func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
+	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}}, RollbackWindowSeconds: 600}
+	plan := planOf(spec)
+	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
+	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Step: 1, Since: at.Add(-time.Minute)},
+		canary.Observation{Revision: "b", Deployed: "b", StableRolledOut: true}, at)
+	if d.State.Previous != "a" {
+		t.Fatalf("promoted without the previous version: %+v", d.State)
+	}
+	stored := storedStatus(t, d, plan)
 	back := stateOf(&stored, plan)
 	if back.Previous != "a" || !back.PreviousUntil.Equal(at.Add(10*time.Minute).Truncate(time.Second)) {
 		t.Errorf("read back: previous %q until %v, want a until %v", back.Previous, back.PreviousUntil, at.Add(10*time.Minute).Truncate(time.Second))
@@ -122,19 +129,7 @@ func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 	if len(d.State.Evaluations) != 2 {
 		t.Fatalf("evaluations %+v", d.State.Evaluations)
 	}
-	var st webappv2.CanaryStatus
-	if err := desired.RoundTrip(status.CanaryStatus(d, plan), &st); err != nil {
-		t.Fatal(err)
-	}
-	// Through JSON, as the API server keeps it.
-	raw, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored webappv2.CanaryStatus
-	if err := json.Unmarshal(raw, &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := storedStatus(t, d, plan)
 	want := []webappv2.CanaryCheckStatus{
 		{Name: "errors", Value: "0.01235", Max: "0.05", Passed: true, Address: "http://prometheus:9090", Query: `sum(rate(x[1m]))`, EvaluatedAt: metav1.NewTime(at.Truncate(time.Second))},
 		{Name: "latency", Max: "0.5", Error: "prometheus: server error 503", Address: "http://prometheus:9090", Query: `histogram_quantile(0.99, y)`, EvaluatedAt: metav1.NewTime(at.Truncate(time.Second))},

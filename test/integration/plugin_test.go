@@ -272,23 +272,10 @@ func kindName(obj client.Object) string {
 func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	app := canaryStarted(t, ns, &webappv2.CanarySpec{
+	canaryStarted(t, ns, &webappv2.CanarySpec{
 		Steps: []webappv2.CanaryStep{{Weight: 50, Gate: &webappv2.CanaryGate{}}, {Weight: 60, Gate: &webappv2.CanaryGate{}}},
 	})
-	status := func(what string, ok func(*webappv2.CanaryStatus) bool) *webappv2.WebApp {
-		t.Helper()
-		testutil.Eventually(t, 30*time.Second, what, func(ctx context.Context) error {
-			if err := get(ctx, ns, "web", app); err != nil {
-				return err
-			}
-			if app.Status.Canary == nil || !ok(app.Status.Canary) {
-				return fmt.Errorf("status.canary %+v", app.Status.Canary)
-			}
-			return nil
-		})
-		return app
-	}
-	held := status("held at the first step's gate", func(c *webappv2.CanaryStatus) bool {
+	held := status(t, ns, "held at the first step's gate", func(c *webappv2.CanaryStatus) bool {
 		return c.Phase == "Canary" && c.Step == 0 && c.GateSince != nil
 	})
 	generation := held.Generation
@@ -304,7 +291,7 @@ func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	if code != 0 || !strings.Contains(out, webappv2.AnnotationAction) {
 		t.Fatalf("kubectl webapp promote: exit %d, %s%s", code, out, errOut)
 	}
-	status("the second step, held at its gate", func(c *webappv2.CanaryStatus) bool {
+	status(t, ns, "the second step, held at its gate", func(c *webappv2.CanaryStatus) bool {
 		return c.Phase == "Canary" && c.Step == 1 && c.GateSince != nil
 	})
 	markAvailable(t, ns, "web-canary")
@@ -313,7 +300,7 @@ func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("kubectl webapp abort: exit %d, %s", code, errOut)
 	}
-	rolled := status("rolled back by the abort", func(c *webappv2.CanaryStatus) bool {
+	rolled := status(t, ns, "rolled back by the abort", func(c *webappv2.CanaryStatus) bool {
 		return c.Phase == "RolledBack" && c.Reason == webappv2.ReasonAborted
 	})
 	failed := rolled.Status.Canary.FailedRevision
@@ -325,13 +312,13 @@ func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("kubectl webapp retry: exit %d, %s", code, errOut)
 	}
-	status("the rolled-back version's canary again", func(c *webappv2.CanaryStatus) bool {
+	status(t, ns, "the rolled-back version's canary again", func(c *webappv2.CanaryStatus) bool {
 		return c.Phase == "Canary" && c.CanaryRevision == failed && c.FailedRevision == ""
 	})
 	testutil.Eventually(t, wait10s, "the canary Deployment again", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
 	markAvailable(t, ns, "web-canary")
-	status("held at the first gate again", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
-	promoted := status("the WebApp", func(*webappv2.CanaryStatus) bool { return true })
+	status(t, ns, "held at the first gate again", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+	promoted := status(t, ns, "the WebApp", func(*webappv2.CanaryStatus) bool { return true })
 	if promoted.Generation != generation {
 		t.Errorf("the actions changed the generation %d to %d: they are metadata, never the spec", generation, promoted.Generation)
 	}
@@ -344,5 +331,5 @@ func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	if code, _, errOut := kubectlWebApp(t, "-n", ns, "promote", "web", "--full"); code != 0 {
 		t.Fatalf("kubectl webapp promote --full: exit %d, %s", code, errOut)
 	}
-	status("promoting all the way", func(c *webappv2.CanaryStatus) bool { return c.Phase == "Promoting" })
+	status(t, ns, "promoting all the way", func(c *webappv2.CanaryStatus) bool { return c.Phase == "Promoting" })
 }
