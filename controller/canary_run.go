@@ -47,6 +47,9 @@ type canaryRun struct {
 	// pod template as our manager owns it (nil: unknown, the Deployment missing or unreadable).
 	hold bool
 	held *corev1ac.PodTemplateSpecApplyConfiguration
+	// kept is, while a canary is promoted, the stable version's pod template its record still holds (nil: none):
+	// the record keeps it until the promotion completes, so an abort can roll the stable Deployment back to it.
+	kept *corev1ac.PodTemplateSpecApplyConfiguration
 	// stableReplicas is the stable Deployment's count, which the canary's follows.
 	stableReplicas int32
 	// err: the canary could not be decided (its inputs unknown); its objects are left as they are.
@@ -242,6 +245,10 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		keep = append(keep, state.Canary)
 	}
 	run.record, run.stable = r.stableTemplateSources(ctx, app, stable, keep)
+	if trying && state.Step >= len(run.plan.Steps) {
+		obs.StableKept = heldTemplate(run.record, state.Stable) != nil
+		run.seen = obs
+	}
 	return run
 }
 
@@ -255,6 +262,10 @@ func (run *canaryRun) decide(now time.Time) {
 	run.hold = run.decision.Phase == canary.PhaseCanary || run.decision.Phase == canary.PhaseRolledBack
 	if run.hold {
 		run.held = heldStable(run.record, run.stable, run.decision.State.Stable)
+	}
+	if run.decision.Phase == canary.PhasePromoting {
+		// Only the record's own (never the Deployment's, which rolls to the promoted version now).
+		run.kept = heldTemplate(run.record, run.decision.State.Stable)
 	}
 }
 

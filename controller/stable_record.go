@@ -19,8 +19,9 @@ import (
 // runs the stable version, not the spec's. Its pod template is data the operator keeps, as a StatefulSet keeps its
 // revisions: a ControllerRevision <name>-stable, controlled by the WebApp, holding the pod template the builders
 // made for the stable revision (annotated with it). It is written whenever a strategy is set: with the spec's
-// template while the spec's version is stable or being promoted (so a promoted canary stays promoted), and read
-// back while a canary holds the stable version. Drift on the stable Deployment (another writer's `kubectl set
+// template while the spec's version is stable, and read back while a canary holds the stable version; while a
+// canary is promoted it keeps the version that served before until the promotion completes, so a person's abort
+// can roll the stable Deployment back to it (a promoted canary still stays promoted: its phase says so). Drift on the stable Deployment (another writer's `kubectl set
 // image`, which takes the field from our manager) is then repaired from it, and a stable Deployment deleted mid-
 // canary or after a rollback comes back. Its data is immutable (the API server refuses a change): a new stable
 // version replaces it, deleted with a UID precondition and created again by the reconcile its deletion brings.
@@ -44,6 +45,9 @@ func desiredStableRecord(app *webappv2.WebApp, in inputs) (*appsv1ac.ControllerR
 	case in.canary.hold:
 		// A canary runs or was rolled back: the record keeps what it holds.
 		template, rev = in.canary.held, d.State.Stable
+	case in.canary.kept != nil:
+		// Promoting: the version it replaces stays recorded until the promotion completes (an abort goes back to it).
+		template, rev = in.canary.kept, d.State.Stable
 	default:
 		// Stable, or promoting: the spec's version is (or is about to be) the stable one.
 		dep, err := desired.Deployment(app, in.Inputs)

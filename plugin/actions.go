@@ -46,7 +46,8 @@ func actionValue(app *webappv2.WebApp, verb string, full bool, specRevision stri
 		case "Canary":
 			return canary.Abort(c.CanaryRevision) + " at " + stamp, nil
 		case "Promoting":
-			return "", fmt.Errorf("WebApp %s's revision %s passed every step and is being promoted: it can no longer be aborted (the stable Deployment already rolls to it); apply the previous spec to go back", app.Name, c.CanaryRevision)
+			// The stable Deployment rolls back to the version it ran (kept until the promotion completes).
+			return canary.Abort(c.CanaryRevision) + " at " + stamp, nil
 		}
 		return "", fmt.Errorf("WebApp %s has no canary to abort: it is %s", app.Name, c.Phase)
 	case "retry":

@@ -251,7 +251,7 @@ func TestActionValueSaysWhatActsOrWhyNot(t *testing.T) {
 		{name: "promote all the way", verb: "promote", app: app("Canary", 0), full: true, want: "promote b/full at 2026-12-07T05:00:00Z"},
 		{name: "promote with no canary", verb: "promote", app: app("Stable", 0), err: "no canary to promote: it is Stable"},
 		{name: "abort", verb: "abort", app: app("Canary", 0), want: "abort b at 2026-12-07T05:00:00Z"},
-		{name: "abort while promoting", verb: "abort", app: app("Promoting", 2), err: "can no longer be aborted"},
+		{name: "abort while promoting: the stable Deployment goes back", verb: "abort", app: app("Promoting", 2), want: "abort b at 2026-12-07T05:00:00Z"},
 		{name: "retry", verb: "retry", app: app("RolledBack", 0), specRevision: "b", want: "retry b at 2026-12-07T05:00:00Z"},
 		{name: "retry when the spec moved on", verb: "retry", app: app("RolledBack", 0), specRevision: "c", err: "no longer asks for the rolled-back revision b"},
 		{name: "retry with nothing rolled back", verb: "retry", app: app("Canary", 0), err: "no rolled-back version to retry"},

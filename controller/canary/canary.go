@@ -155,6 +155,9 @@ type Observation struct {
 	// GatewayLacks says what the plan needs of the Gateway that its class does not list as supported ("": it lists
 	// all of it, or the plan needs nothing beyond the core): the canary is rolled back before the route asks for it.
 	GatewayLacks string
+	// StableKept: while promoting, the record still holds the stable version's pod template, so an abort can roll
+	// the stable Deployment back to it.
+	StableKept bool
 	// Action is a person's action, as the WebApp's annotation webappv2.AnnotationAction says it: acted on once
 	// (State.ActedOn), and only where it makes sense for the revision (and step) it names.
 	Action string
@@ -327,6 +330,12 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 			s.Stable, s.Previous, s.PreviousUntil = s.Canary, "", time.Time{}
 		}
 		return startCanary(plan, s, obs)
+	}
+	if s.Step >= len(plan.Steps) && act == Abort(s.Canary) && obs.StableKept {
+		// A person aborts a canary being promoted: the stable Deployment rolls back to the version it ran, kept
+		// until the promotion completes, and the traffic is the stable Service's alone at once.
+		s.ActedOn = obs.Action
+		return rollBack(plan, s, webappv2.ReasonAborted, "aborted by a person while being promoted ("+webappv2.AnnotationAction+": "+obs.Action+")", now)
 	}
 	if s.Step >= len(plan.Steps) {
 		d := promote(plan, s, obs, now)

@@ -511,6 +511,18 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "b", GatewayLacks: "GatewayClass x does not list HTTPRouteRequestMirror"},
 		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, ReplicaWeight: 60},
 	}, {
+		name:  "aborted while promoting, the stable version kept: rolled back, the traffic the stable Service's alone",
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "b", Deployed: "b", StableKept: true, Action: Abort("b")},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Step: 2, Since: t0, ActedOn: Abort("b"), Reason: webappv2.ReasonAborted,
+			Message: "aborted by a person while being promoted (" + webappv2.AnnotationAction + ": abort b)"}, Phase: PhaseRolledBack, ReplicaWeight: 60, After: Retire},
+	}, {
+		name:  "aborted while promoting, the stable version not kept (a record of an older operator): acts on nothing",
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "b", Deployed: "b", Action: Abort("b")},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, Mirror: 50, ReplicaWeight: 60},
+	}, {
 		name:  "promoted, the pods retiring: no traffic",
 		state: State{Stable: "a", Canary: "b", Step: 2, Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},

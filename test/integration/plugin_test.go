@@ -267,7 +267,8 @@ func kindName(obj client.Object) string {
 }
 
 // TestAPersonsActionsOnAGatedCanary (issue 51, item 1): a step's gate holds the canary, saying since when and for
-// whom, until kubectl webapp promote passes it; abort rolls the canary back at once and retry starts it again.
+// whom, until kubectl webapp promote passes it; abort rolls the canary back at once (while it is being promoted too: the
+// stable Deployment goes back to the version it ran) and retry starts it again.
 // Each is the user's own annotation (the operator writes none of it, and no spec), acted on once.
 func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 	ns := newNamespace(t)
@@ -332,4 +333,14 @@ func TestAPersonsActionsOnAGatedCanary(t *testing.T) {
 		t.Fatalf("kubectl webapp promote --full: exit %d, %s", code, errOut)
 	}
 	status(t, ns, "promoting all the way", func(c *webappv2.CanaryStatus) bool { return c.Phase == "Promoting" })
+	stableImage(t, ns, "web", "shop:2", "the stable Deployment rolling to the promoted version")
+	// Aborted while being promoted: the stable Deployment goes back to the version it ran (its record kept it).
+	if code, out, errOut := kubectlWebApp(t, "-n", ns, "abort", "web"); code != 0 {
+		t.Fatalf("kubectl webapp abort while promoting: exit %d, %s%s", code, out, errOut)
+	}
+	aborted := status(t, ns, "rolled back while being promoted", func(c *webappv2.CanaryStatus) bool { return c.Phase == "RolledBack" })
+	if c := aborted.Status.Canary; c.Reason != webappv2.ReasonAborted || !strings.Contains(c.Message, "while being promoted") {
+		t.Errorf("rolled back with %s: %s, want Aborted while being promoted", c.Reason, c.Message)
+	}
+	stableImage(t, ns, "web", "shop:1", "the stable Deployment back on the version it ran")
 }
