@@ -385,6 +385,9 @@ func (s *seq) quiesce() {
 				if err := s.canaryConverged(ctx, a); err != nil {
 					return err
 				}
+				if err := s.routeConverged(ctx, a); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

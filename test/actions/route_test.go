@@ -218,6 +218,26 @@ func routeMirrors(u *unstructured.Unstructured) []string {
 	return out
 }
 
+// routeConverged says why WebApp a, exposed through a Gateway where the cluster serves HTTPRoute, has no route
+// yet (nil once it has, or when checkRouteAtRest would not look): the operator asks discovery every 10 s, so a CRD
+// installed just before the actors stopped is noticed within that, not at once.
+func (s *seq) routeConverged(ctx context.Context, a *app) error {
+	if len(s.blocking(a.name)) > 0 {
+		return nil
+	}
+	app := s.getV2(a.name)
+	if app == nil || app.Spec.Expose == nil || app.Spec.Expose.Gateway == nil || !httpRouteServed() {
+		return nil
+	}
+	if app.Spec.Rollout.Canary != nil && stableUnknown(readyOf(app)) {
+		return nil
+	}
+	if _, err := dyn.Resource(httpRouteKind.gvr).Namespace(s.ns).Get(ctx, a.name, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("WebApp %s is exposed through Gateway %s and HTTPRoute is served, but its route is not there yet: %w", a.name, gatewayName, err)
+	}
+	return nil
+}
+
 // checkRouteAtRest: invariant 11, at rest. A WebApp exposed through a Gateway, where the cluster serves HTTPRoute,
 // has its route (controlled by it) sending every request to the stable Service, whatever the actors did to the
 // route (its weights edited, the route deleted) or to the canary (a canary the Deployment API refuses included: it
