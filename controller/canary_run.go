@@ -234,7 +234,6 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 			})
 		}
 	}
-	run.state, run.seen = state, obs
 	// The revisions the decision may hold as stable: the state's (the one deployed, before any), or a promoted
 	// canary's that a newer version interrupts.
 	keep := []string{state.Stable}
@@ -246,9 +245,10 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	}
 	run.record, run.stable = r.stableTemplateSources(ctx, app, stable, keep)
 	if trying && state.Step >= len(run.plan.Steps) {
+		// Promoting: an abort can go back only to a version the record still holds.
 		obs.StableKept = heldTemplate(run.record, state.Stable) != nil
-		run.seen = obs
 	}
+	run.state, run.seen = state, obs
 	return run
 }
 
@@ -557,7 +557,7 @@ func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApply
 // canaryTraffic is the traffic the route sends to the canary (none: the stable Service alone).
 func canaryTraffic(in inputs) (canary.Traffic, error) {
 	d, _, err := in.canary.decided()
-	return d.Traffic(), err
+	return d.Traffic, err
 }
 
 // decided is run's decision; ok is false without a strategy (run nil, err nil) or when the canary could not be

@@ -201,30 +201,21 @@ type CheckResult struct {
 type Decision struct {
 	State State
 	Phase Phase
-	// weight is the canary's share of the traffic, in percent: its step's once it is ready there, the step
-	// before's until then (so a route never sends traffic to pods not ready for it).
-	Weight int32
-	// Matches and Mirror are the requests the route sends the canary beyond its weight: those of the step whose
-	// weight it has (none with weight 0 outside a step).
-	Matches []webappv2.CanaryMatch
-	Mirror  int32
+	// Traffic is what the route sends the canary: its step's once the canary is ready there, the step before's
+	// until then (so a route never sends traffic to pods not ready for it).
+	Traffic
 	// replicaWeight is the share the canary's pods are counted for (0: no canary Deployment).
 	ReplicaWeight int32
 	// after is when to look again without an event (a pause's end, a check's interval); zero: on events only.
 	After time.Duration
 }
 
-// Traffic is what the route sends the canary: weight percent, every request of its matches, and a copy of mirror
-// percent of the requests.
+// Traffic is what the route sends the canary: weight percent (its share), every request of its matches, and a copy
+// of mirror percent of the requests.
 type Traffic struct {
 	Weight  int32
 	Matches []webappv2.CanaryMatch
 	Mirror  int32
-}
-
-// Traffic is what d has the route send the canary.
-func (d Decision) Traffic() Traffic {
-	return Traffic{Weight: d.Weight, Matches: d.Matches, Mirror: d.Mirror}
 }
 
 // None reports that the route sends the canary nothing.
@@ -470,9 +461,10 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 
 // routeAs sends the canary the traffic of step i: its weight, matches and mirror (none before the first).
 func (d *Decision) routeAs(plan Plan, i int) {
-	d.Weight, d.Matches, d.Mirror = 0, nil, 0
+	d.Traffic = Traffic{}
 	if i >= 0 && i < len(plan.Steps) {
-		d.Weight, d.Matches, d.Mirror = plan.Steps[i].Weight, plan.Steps[i].Matches, plan.Steps[i].Mirror
+		s := plan.Steps[i]
+		d.Traffic = Traffic{Weight: s.Weight, Matches: s.Matches, Mirror: s.Mirror}
 	}
 }
 

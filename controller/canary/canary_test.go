@@ -30,14 +30,7 @@ func TestNextCanary(t *testing.T) {
 		return []Evaluation{{Name: "errors", Value: value, Max: "0.05", Passed: passed, Error: err, At: at}}
 	}
 
-	tests := []struct {
-		name  string
-		plan  Plan
-		state State
-		obs   Observation
-		now   time.Time
-		want  Decision
-	}{{
+	tests := []nextCase{{
 		name: "a new WebApp: its first version is stable",
 		plan: plain,
 		obs:  Observation{Revision: "a"},
@@ -97,7 +90,7 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: time.Minute - warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: time.Minute - warmup},
 	}, {
 		name:  "pausing, a round ended: its values recorded (a write a round), the next look at the check's interval",
 		plan:  checked,
@@ -105,21 +98,21 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0},
 		now:   t0.Add(30 * time.Second),
 		want: Decision{State: State{Stable: "a", Canary: "b", Since: t0, Evaluations: evaluated("0.01", true, "", t0)}, Phase: PhaseCanary,
-			Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+			Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "the pause over: the next step, whose pause starts when the canary is ready at its weight",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "the pause over with a check due but not taken: wait for it",
 		plan:  checked,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "the pause over and the check passing, taken after it: the next step",
 		plan:  checked,
@@ -127,7 +120,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(time.Minute)},
 		now:   t0.Add(time.Minute + time.Second),
 		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Evaluations: evaluated("0.01", true, "", t0.Add(time.Minute))}, Phase: PhaseCanary,
-			Weight: 10, ReplicaWeight: 50},
+			Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "the pause over, the check passing in a round begun before its end: wait for one begun after it",
 		plan:  checked,
@@ -135,7 +128,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(time.Minute - time.Second)},
 		now:   t0.Add(time.Minute + time.Second),
 		want: Decision{State: State{Stable: "a", Canary: "b", Since: t0, Evaluations: evaluated("0.01", true, "", t0.Add(time.Minute-time.Second))}, Phase: PhaseCanary,
-			Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+			Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "a failure within the allowed: counted (a write), the step holds",
 		plan:  checked,
@@ -143,7 +136,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad, ChecksAt: t0},
 		now:   t0.Add(time.Minute),
 		want: Decision{State: State{Stable: "a", Canary: "b", Since: t0, Failures: []int32{1}, Evaluations: evaluated("0.3", false, "", t0)}, Phase: PhaseCanary,
-			Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+			Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "one failure more than allowed: rolled back, with the check's value",
 		plan:  checked,
@@ -175,7 +168,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.NaN()}}, ChecksAt: t0.Add(time.Minute)},
 		now:   t0.Add(time.Minute + time.Second),
 		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Evaluations: evaluated("", true, "no value, passed (onNoData: Pass)", t0.Add(time.Minute))},
-			Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+			Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "no value under onNoData Wait, within its bound: the step holds past its pause, no failure counted",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second, NoData: webappv2.NoDataWait, NoDataWait: 30 * time.Second}}},
@@ -183,7 +176,7 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Value: math.NaN()}}, ChecksAt: t0.Add(time.Minute)},
 		now:   t0.Add(time.Minute + time.Second),
 		want: Decision{State: State{Stable: "a", Canary: "b", Since: t0, Evaluations: []Evaluation{{Name: "errors", Max: "0.05", At: t0.Add(time.Minute), NoDataSince: t0.Add(time.Minute),
-			Error: "no value since 2026-12-03T08:01:00Z, waiting up to 30s (onNoData: Wait)"}}}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: time.Second},
+			Error: "no value since 2026-12-03T08:01:00Z, waiting up to 30s (onNoData: Wait)"}}}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: time.Second},
 	}, {
 		name:  "no value under onNoData Wait, its bound reached: a failure, rolled back (never held for ever)",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second, NoData: webappv2.NoDataWait, NoDataWait: 30 * time.Second}}},
@@ -200,35 +193,35 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0, Evaluations: []Evaluation{{Name: "errors", Max: "0.05", At: t0.Add(time.Minute), NoDataSince: t0.Add(time.Minute)}}},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: ok, ChecksAt: t0.Add(70 * time.Second)},
 		now:   t0.Add(71 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Evaluations: evaluated("0.01", true, "", t0.Add(70*time.Second))}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Evaluations: evaluated("0.01", true, "", t0.Add(70*time.Second))}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "a gate: its pause over, the step waits for a person from now, on events only",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10},
 	}, {
 		name:  "a gate without a timeout: still waiting a day later (no write: the state is unchanged)",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(24 * time.Hour),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10},
 	}, {
 		name:  "a gate promoted by a person (this step): the next step",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
 		now:   t0.Add(time.Hour),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "a promotion of another step, or of another revision, acts on nothing",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote x/0"},
 		now:   t0.Add(time.Hour),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10},
 	}, {
 		name:  "a gate's timeout, by default: rolled back, saying so",
 		plan:  gated(time.Hour, ""),
@@ -243,21 +236,21 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(61 * time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "a gate with a timeout, before it: the next look at the timeout",
 		plan:  gated(time.Hour, ""),
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(31 * time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 30 * time.Minute},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(time.Minute)}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 30 * time.Minute},
 	}, {
 		name:  "a step promoted mid-pause: it passes now",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "a step promoted before its pods are ready: it waits for them (never traffic to pods not ready)",
 		plan:  plain,
@@ -271,21 +264,21 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/full"},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/full"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/full"}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50},
 	}, {
 		name:  "promoted all the way, the last step's pods ready but not warmed up: its weight waits for the gateway",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/full"},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/full"},
 		now:   t0,
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0, ActedOn: "promote b/full"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 50, After: warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0, ActedOn: "promote b/full"}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50, After: warmup},
 	}, {
 		name:  "promoted all the way, the last step warmed up: promoting, its pause waived",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, ActedOn: "promote b/full"},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/full"},
 		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, ActedOn: "promote b/full"}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, ActedOn: "promote b/full"}, Phase: PhasePromoting, Traffic: Traffic{Weight: 50}, ReplicaWeight: 50},
 	}, {
 		name:  "a step promoted as its pods are ready, before the gateway knows them: the action waits for the warm-up",
 		plan:  plain,
@@ -299,14 +292,14 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad, ChecksAt: t0.Add(-time.Minute)},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 10 * time.Second},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 10 * time.Second},
 	}, {
 		name:  "an action longer than MaxAction acts on nothing (the status could not keep it to compare)",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "abort b " + strings.Repeat("x", MaxAction)},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 50 * time.Second},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 50 * time.Second},
 	}, {
 		name:  "aborted by a person, at a gate: rolled back at once",
 		plan:  gated(0, ""),
@@ -339,7 +332,7 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0, ActedOn: "abort b"},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "abort b"},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, ActedOn: "abort b"}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 50 * time.Second},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, ActedOn: "abort b"}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 50 * time.Second},
 	}, {
 		name:  "a retry of another version acts on nothing: the failed one stays rolled back",
 		plan:  plain,
@@ -352,7 +345,7 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promte b/0"},
 		now:   t0.Add(10 * time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Weight: 10, ReplicaWeight: 10, After: 50 * time.Second},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: 50 * time.Second},
 	}, {
 		name:  "-Inf fails: below every max, yet no measurement",
 		plan:  Plan{Steps: steps, Checks: []Check{{Name: "errors", Max: 0.05, Interval: time.Second}}},
@@ -420,13 +413,13 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(2 * time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Traffic: Traffic{Weight: 50}, ReplicaWeight: 50},
 	}, {
 		name:  "promoting: a crash seen now is not the canary's to roll back",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Step: 2},
 		obs:   Observation{Revision: "b", Deployed: "b", TroubleReason: webappv2.ReasonCrashLoopBackOff},
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 50, ReplicaWeight: 50},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Traffic: Traffic{Weight: 50}, ReplicaWeight: 50},
 	}, {
 		name:  "stable rolled out: the traffic leaves the canary, whose pods stay a moment longer",
 		plan:  plain,
@@ -448,6 +441,22 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "a"},
 		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhasePromoting},
 	}}
+	runNext(t, tests)
+}
+
+// nextCase is a row of the step machine's tables: from state, seeing obs at now under plan, Next decides want.
+type nextCase struct {
+	name  string
+	plan  Plan
+	state State
+	obs   Observation
+	now   time.Time
+	want  Decision
+}
+
+// runNext checks each row of tests as a subtest.
+func runNext(t *testing.T, tests []nextCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Next(tt.plan, tt.state, tt.obs, tt.now)
@@ -465,13 +474,7 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
 	ab := []webappv2.CanaryMatch{{Headers: []webappv2.CanaryHeaderMatch{{Name: "X-Canary", Value: "always"}}}}
 	plan := Plan{Steps: []Step{{Matches: ab, Pause: time.Minute}, {Weight: 10, Mirror: 50, Pause: time.Minute}}}
-	tests := []struct {
-		name  string
-		state State
-		obs   Observation
-		now   time.Time
-		want  Decision
-	}{{
+	tests := []nextCase{{
 		name:  "matches alone, pods not ready: no traffic yet, one pod's worth asked for",
 		state: State{Stable: "a", Canary: "b"},
 		obs:   Observation{Revision: "b", Deployed: "a"},
@@ -487,29 +490,29 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Matches: ab, ReplicaWeight: 1, After: time.Minute - warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Matches: ab}, ReplicaWeight: 1, After: time.Minute - warmup},
 	}, {
 		name:  "the next step's pods not ready: the matches stay, the pods are counted for its weight and mirror",
 		state: State{Stable: "a", Canary: "b", Step: 1},
 		obs:   Observation{Revision: "b", Deployed: "a"},
 		now:   t0.Add(2 * time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Matches: ab, ReplicaWeight: 60},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1}, Phase: PhaseCanary, Traffic: Traffic{Matches: ab}, ReplicaWeight: 60},
 	}, {
 		name:  "the next step warmed up: its weight and mirror, the matches gone",
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0}, Phase: PhaseCanary, Weight: 10, Mirror: 50, ReplicaWeight: 60, After: time.Minute - warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10, Mirror: 50}, ReplicaWeight: 60, After: time.Minute - warmup},
 	}, {
 		name:  "promoting: the last step's traffic until the stable Deployment has rolled",
 		state: State{Stable: "a", Canary: "b", Step: 2},
 		obs:   Observation{Revision: "b", Deployed: "b"},
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, Mirror: 50, ReplicaWeight: 60},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Traffic: Traffic{Weight: 10, Mirror: 50}, ReplicaWeight: 60},
 	}, {
 		name:  "promoting when the Gateway's class no longer lists the mirror: not rolled back, the mirror left out",
 		state: State{Stable: "a", Canary: "b", Step: 2},
 		obs:   Observation{Revision: "b", Deployed: "b", GatewayLacks: "GatewayClass x does not list HTTPRouteRequestMirror"},
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, ReplicaWeight: 60},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Traffic: Traffic{Weight: 10}, ReplicaWeight: 60},
 	}, {
 		name:  "aborted while promoting, the stable version kept: rolled back, the traffic the stable Service's alone",
 		state: State{Stable: "a", Canary: "b", Step: 2},
@@ -521,7 +524,7 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		name:  "aborted while promoting, the stable version not kept (a record of an older operator): acts on nothing",
 		state: State{Stable: "a", Canary: "b", Step: 2},
 		obs:   Observation{Revision: "b", Deployed: "b", Action: Abort("b")},
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Weight: 10, Mirror: 50, ReplicaWeight: 60},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Traffic: Traffic{Weight: 10, Mirror: 50}, ReplicaWeight: 60},
 	}, {
 		name:  "promoted, the pods retiring: no traffic",
 		state: State{Stable: "a", Canary: "b", Step: 2, Since: t0},
@@ -543,14 +546,11 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(time.Minute), ActedOn: Abort("b"), Reason: webappv2.ReasonAborted,
 			Message: "aborted by a person (" + webappv2.AnnotationAction + ": abort b)"}, Phase: PhaseRolledBack, ReplicaWeight: 1, After: Retire},
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Next(plan, tt.state, tt.obs, tt.now)
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Next:\n got %+v\nwant %+v", got, tt.want)
-			}
-		})
+	for i := range tests {
+		// One plan for every row.
+		tests[i].plan = plan
 	}
+	runNext(t, tests)
 }
 
 // TestCanaryRestartResumes: the state alone (as the status keeps it) carries a canary through its steps, each
@@ -699,14 +699,7 @@ func TestRollbackWithinTheWindow(t *testing.T) {
 	steps := []Step{{Weight: 10, Pause: time.Minute}}
 	windowed := Plan{Steps: steps, RollbackWindow: time.Hour}
 	back := "the spec was set back to revision a, the version before revision b, within the rollback window: rolled back to it at once, without a canary"
-	tests := []struct {
-		name  string
-		plan  Plan
-		state State
-		obs   Observation
-		now   time.Time
-		want  Decision
-	}{{
+	tests := []nextCase{{
 		name:  "a promotion completes: the version it replaced is kept known for the window",
 		plan:  windowed,
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
@@ -756,11 +749,5 @@ func TestRollbackWithinTheWindow(t *testing.T) {
 		now:   t0.Add(time.Minute),
 		want:  Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Next(tt.plan, tt.state, tt.obs, tt.now); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Next:\n got %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
+	runNext(t, tests)
 }

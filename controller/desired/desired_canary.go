@@ -123,14 +123,16 @@ func CanaryService(app *webappv2.WebApp, d canary.Decision) *corev1ac.ServiceApp
 // without a canary has always been written, so taking the strategy rewrites no route), or both Services by their
 // percentages.
 func RouteBackends(app *webappv2.WebApp, weight int32) []*gwv1ac.HTTPBackendRefApplyConfiguration {
-	port := ports(app)[0].Port
-	backend := func(name string, w int32) *gwv1ac.HTTPBackendRefApplyConfiguration {
-		return gwv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(name)).WithPort(port).WithWeight(w)
-	}
 	if weight <= 0 {
-		return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 1)}
+		return []*gwv1ac.HTTPBackendRefApplyConfiguration{serviceBackend(app, app.Name, 1)}
 	}
-	return []*gwv1ac.HTTPBackendRefApplyConfiguration{backend(app.Name, 100-weight), backend(CanaryName(app), weight)}
+	return []*gwv1ac.HTTPBackendRefApplyConfiguration{serviceBackend(app, app.Name, 100-weight), serviceBackend(app, CanaryName(app), weight)}
+}
+
+// serviceBackend is a route's backend: Service name of app, on the primary port, at weight w (every field the
+// CRD defaults set).
+func serviceBackend(app *webappv2.WebApp, name string, w int32) *gwv1ac.HTTPBackendRefApplyConfiguration {
+	return gwv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(name)).WithPort(ports(app)[0].Port).WithWeight(w)
 }
 
 // Revision names a version of the pods: a hash of the pod template the builders make (the config hash in it, so a

@@ -74,7 +74,7 @@ func HTTPRoute(app *webappv2.WebApp, t canary.Traffic) *gwv1ac.HTTPRouteApplyCon
 	// The stable Service, and while a canary runs, the canary's by its weight.
 	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(RouteBackends(app, t.Weight)...)
 	for _, p := range exposePaths(e) {
-		rule.WithMatches(gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p)))
+		rule.WithMatches(prefixMatch(p))
 	}
 	if t.Mirror > 0 {
 		// A copy of that share of the requests to the canary, whose answers the gateway drops (every request
@@ -106,11 +106,10 @@ func CanaryRule(app *webappv2.WebApp, matches []webappv2.CanaryMatch) *gwv1ac.HT
 	if len(matches) == 0 {
 		return nil
 	}
-	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(gwv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").
-		WithName(gwv1.ObjectName(CanaryName(app))).WithPort(ports(app)[0].Port).WithWeight(1))
+	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(serviceBackend(app, CanaryName(app), 1))
 	for _, m := range matches {
 		for _, p := range exposePaths(app.Spec.Expose) {
-			match := gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p))
+			match := prefixMatch(p)
 			for _, h := range m.Headers {
 				typ := gwv1.HeaderMatchExact
 				if h.Type == webappv2.HeaderRegularExpression {
@@ -125,6 +124,11 @@ func CanaryRule(app *webappv2.WebApp, matches []webappv2.CanaryMatch) *gwv1ac.HT
 		}
 	}
 	return rule
+}
+
+// prefixMatch matches the requests whose path starts with prefix p.
+func prefixMatch(p string) *gwv1ac.HTTPRouteMatchApplyConfiguration {
+	return gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue(p))
 }
 
 // CookieRegexp is a regular expression that a Cookie header's whole value matches when it carries cookie c with

@@ -523,12 +523,12 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 	case canary.PhaseRolledBack:
 		return fmt.Sprintf("Revision %s was rolled back (%s): %s; revision %s serves. Apply a new spec to try again.", s.Failed, s.Reason, s.Message, s.Stable)
 	case canary.PhasePromoting:
-		if d.Traffic().None() {
+		if d.None() {
 			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.Canary)
 		}
-		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %s meanwhile", s.Canary, d.Traffic().Words())
+		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %s meanwhile", s.Canary, d.Words())
 	}
-	words := fmt.Sprintf("Canary of revision %s at step %d of %d: %s (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Traffic().Words(), s.Stable)
+	words := fmt.Sprintf("Canary of revision %s at step %d of %d: %s (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Words(), s.Stable)
 	if !s.GateSince.IsZero() {
 		words += fmt.Sprintf("; its gate waits for a person since %s: kubectl webapp promote, or annotate %s=%q",
 			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, canary.PromoteStep(s.Canary, s.Step))

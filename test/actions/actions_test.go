@@ -645,12 +645,15 @@ func (s *seq) actToggleGatewayAPI(*app) bool {
 }
 
 // gatewayAPICRD is the Gateway API's standard HTTPRoute CRD, from the module go.mod pins.
-func gatewayAPICRD(t testing.TB) string {
+func gatewayAPICRD(t testing.TB) string { return gatewayAPICRDOf(t, "httproutes") }
+
+// gatewayAPICRDOf is the Gateway API's standard CRD of resource, from the module go.mod pins.
+func gatewayAPICRDOf(t testing.TB, resource string) string {
 	module, err := cluster.ModuleDir(cluster.RepoRoot(), "sigs.k8s.io/gateway-api")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
+	return filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_"+resource+".yaml")
 }
 
 // httpRouteServed: discovery lists HTTPRoute (a CRD being deleted is listed until it is gone).

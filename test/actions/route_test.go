@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,13 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
-	"github.com/example/webapp-operator/test/cluster"
 )
-
-func toJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
 
 // Exposure through a Gateway in the actions test: some WebApps get v2 spec.expose.gateway from another client
 // ("net"), so a canary runs behind an HTTPRoute with a Service of its own, and the route's weights carry its traffic.
@@ -46,14 +39,7 @@ var (
 // gatewayName in the sequence's namespace, of a class of its own whose status, as its controller would write it,
 // says its gateways mirror: a plan's mirror then reaches the route. actGatewayFeatures takes that away and back.
 func (s *seq) gatewayOfClass(t *testing.T) {
-	module, err := cluster.ModuleDir(cluster.RepoRoot(), "sigs.k8s.io/gateway-api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	for _, r := range []string{"gateways", "gatewayclasses"} {
-		paths = append(paths, filepath.Join(module, "config", "crd", "standard", "gateway.networking.k8s.io_"+r+".yaml"))
-	}
+	paths := []string{gatewayAPICRDOf(t, "gateways"), gatewayAPICRDOf(t, "gatewayclasses")}
 	if _, err := envtest.InstallCRDs(lc.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("installing the Gateway and GatewayClass CRDs: %v", err)
 	}
@@ -98,7 +84,8 @@ func (s *seq) actGatewayFeatures(*app) bool {
 		what, next = "the Gateway's controller mirrors, a share of the requests too (its class's status says so)", mirrorFeatures
 	}
 	_ = unstructured.SetNestedSlice(class.Object, next, "status", "supportedFeatures")
-	s.record(what, fmt.Sprintf("kubectl patch gatewayclass %s --subresource=status --type=merge -p '{\"status\":{\"supportedFeatures\":%s}}'", s.gatewayClass(), toJSON(next)))
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"supportedFeatures": next}})
+	s.record(what, fmt.Sprintf("kubectl patch gatewayclass %s --subresource=status --type=merge -p '%s'", s.gatewayClass(), patch))
 	if _, err := dyn.Resource(gatewayClassGVR).UpdateStatus(ctx, class, metav1.UpdateOptions{}); err != nil {
 		s.fail("writing GatewayClass %s's status: %v", s.gatewayClass(), err)
 	}
