@@ -53,11 +53,12 @@ func (r *WebAppReconciler) readInputs(ctx context.Context, app *webappv2.WebApp,
 type podsObserved struct {
 	// read: they were read (a rollout was under way or foreseen).
 	read bool
-	// known is false while the pod watch lists them (then no trouble is claimed).
-	known   bool
-	list    []*pods.Pod
-	probes  pods.ProbeFailures
-	missing []string
+	// known is false while the pod watch lists them (then no trouble is claimed); listing: it was listing them
+	// when they were read.
+	known, listing bool
+	list           []*pods.Pod
+	probes         pods.ProbeFailures
+	missing        []string
 	// wait is when to look again (0: no need): a pod runs unready, its probes' events change no object.
 	wait time.Duration
 }
@@ -111,9 +112,10 @@ func (r *WebAppReconciler) podsAfterWrites(ctx context.Context, app *webappv2.We
 		p = r.readPods(ctx, app, obs.Dep)
 	}
 	obs.Pods, obs.Probes, obs.Missing = p.list, p.probes, p.missing
-	// The watch is starting (after a restart, say) and still lists the pods: a status written now would say what it
-	// says without them (a trouble it reported gone, a rollout "progressing"), then with them again.
-	if !p.known && r.podWatch != nil && r.podWatch.listing() {
+	// The watch is starting (after a restart, say) and still listed the pods when they were read: a status written
+	// now would say what it says without them (a trouble it reported gone, a rollout "progressing"), then with them
+	// again. (Whether it lists is read with the pods: a watch that synced since then did not give them to this read.)
+	if !p.known && p.listing {
 		obs.PodsPending = true
 		return pods.Recheck
 	}

@@ -26,22 +26,28 @@ import (
 // ReplicaSets yet (then no trouble is claimed). Without a watch (a client without a cache, in unit tests) they are
 // listed.
 func (r *WebAppReconciler) podsOf(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (podList []*pods.Pod, known bool) {
+	podList, known, _ = r.readPodList(ctx, app, dep)
+	return podList, known
+}
+
+// readPodList is podsOf, and whether the pod watch is listing the pods (only when they are not known).
+func (r *WebAppReconciler) readPodList(ctx context.Context, app *webappv2.WebApp, dep *appsv1.Deployment) (podList []*pods.Pod, known, listing bool) {
 	uid := pods.OwnedDeployment(app, dep)
 	if r.podWatch != nil {
 		return r.podWatch.podsOf(ctx, app.Namespace, uid)
 	}
 	if uid == "" {
-		return nil, true
+		return nil, true, false
 	}
 	full, err := OwnedPods(ctx, r.Client, app, dep)
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	podList = make([]*pods.Pod, len(full))
 	for i, p := range full {
 		podList[i] = pods.AsCached(p)
 	}
-	return podList, true
+	return podList, true, false
 }
 
 // OwnedPods lists the pods app's Deployment dep made (pods.Owned: controlled by UID at each link), sorted by name,
@@ -85,7 +91,7 @@ func (r *WebAppReconciler) readPods(ctx context.Context, app *webappv2.WebApp, d
 	// A mounted ConfigMap or Secret that is missing shows in no field of the pod: the cache says (an error leaves it
 	// unsaid, never claimed).
 	p.missing, _ = r.missingSources(ctx, app)
-	p.list, p.known = r.podsOf(ctx, app, dep)
+	p.list, p.known, p.listing = r.readPodList(ctx, app, dep)
 	p.probes, p.wait = r.probeFailures(ctx, app.Namespace, p.list)
 	return p
 }

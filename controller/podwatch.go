@@ -323,10 +323,8 @@ func (w *podWatch) synced() bool {
 	return w.pods != nil && w.pods.inf.HasSynced() && w.rss.inf.HasSynced()
 }
 
-// listing: the informers run and have not both listed yet, for less than podWatchSyncWait.
+// listing: the informers run and have not both listed yet, for less than podWatchSyncWait. Called with w.mu held.
 func (w *podWatch) listing() bool {
-	w.mu.RLock()
-	defer w.mu.RUnlock()
 	return w.pods != nil && !w.synced() && time.Since(w.started) < podWatchSyncWait
 }
 
@@ -346,19 +344,21 @@ func (w *podWatch) needs(key client.ObjectKey) bool {
 
 // podsOf are the pods of namespace that a ReplicaSet controlled by the Deployment dep controls, as the watch has
 // them (they must not be changed); none for no Deployment. ok is false while the watch is stopped or has
-// not listed them yet. The lock keeps the informers from being stopped meanwhile.
-func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) (podList []*pods.Pod, ok bool) {
+// not listed them yet; listing says it is listing them (podWatchSyncWait), under the same lock as the read, so a
+// watch that syncs after it is never taken for one that had the pods. The lock keeps the informers from being
+// stopped meanwhile.
+func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) (podList []*pods.Pod, ok, listing bool) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.synced() {
-		return nil, false
+		return nil, false, w.listing()
 	}
 	if dep == "" {
-		return nil, true
+		return nil, true, false
 	}
 	var replicaSets []types.UID
 	if err := w.rss.controlled(ctx, w.cache, namespace, dep, pods.ReplicaSetList(), func(o client.Object) { replicaSets = append(replicaSets, o.GetUID()) }); err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	for _, rs := range replicaSets {
 		if err := w.pods.controlled(ctx, w.cache, namespace, rs, &corev1.PodList{}, func(o client.Object) {
@@ -370,8 +370,8 @@ func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) 
 				podList = append(podList, pods.AsCached(p))
 			}
 		}); err != nil {
-			return nil, false
+			return nil, false, false
 		}
 	}
-	return podList, true
+	return podList, true, false
 }

@@ -23,6 +23,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/internal/apptest"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 // fakeCache is controller-runtime's fake informers, reading from reader (theirs find nothing). An informer it
@@ -303,16 +304,49 @@ func TestPodWatchReadsThePodsItsDeploymentMade(t *testing.T) {
 				dep  types.UID
 				want []string
 			}{{"uid-dep", []string{"a", "b"}}, {"uid-dep-before", []string{"previous"}}, {"", nil}, {"uid-unknown", nil}} {
-				got, ok := w.podsOf(ctx, "ns", tc.dep)
+				got, ok, listing := w.podsOf(ctx, "ns", tc.dep)
 				var names []string
 				for _, p := range got {
 					names = append(names, p.Name)
 				}
 				slices.Sort(names)
-				if !ok || !slices.Equal(names, tc.want) {
-					t.Errorf("pods of Deployment %q: %v (known %v), want %v", tc.dep, names, ok, tc.want)
+				if !ok || listing || !slices.Equal(names, tc.want) {
+					t.Errorf("pods of Deployment %q: %v (known %v, listing %v), want %v", tc.dep, names, ok, listing, tc.want)
 				}
 			}
 		})
+	}
+}
+
+// A read of the pods made while the watch lists them says so, and the reconcile that made it holds its status back
+// even when the watch has synced by the time it decides: it used to ask the watch again then, find it synced, and
+// write a status without the pods' words (then with them again), after every restart that met the race.
+func TestPodsReadWhileTheWatchListsHoldTheStatusBack(t *testing.T) {
+	ctx := context.Background()
+	app := apptest.NewApp("web", 1, 80, "nginx:1.25")
+	informers := &fakeCache{FakeInformers: &informertest.FakeInformers{}, reader: fake.NewClientBuilder().WithScheme(NewScheme()).Build()}
+	w := newPodWatch(ctx, informers, time.Millisecond)
+	key := client.ObjectKeyFromObject(app)
+	w.set(ctx, key, true)
+	defer stopWatch(t, w, key)
+
+	r := &WebAppReconciler{podWatch: w}
+	dep := apptest.Deployment(1, 1, 1, 1, 1, 0, 0)
+	read := r.readPods(ctx, app, dep)
+	if read.known || !read.listing {
+		t.Fatalf("pods read before the watch listed them: known %v, listing %v; want unknown, listing", read.known, read.listing)
+	}
+	// The watch lists them between the read and the decision.
+	podStore, rsStore := informers.stores()
+	podStore.Synced()
+	rsStore.Synced()
+	obs := status.Observation{Dep: dep}
+	r.podsAfterWrites(ctx, app, observed{pods: read}, &obs)
+	if !obs.PodsPending {
+		t.Error("a reconcile whose pods were read while the watch listed them would write its status without them")
+	}
+	// The next reconcile reads them.
+	if again := r.readPods(ctx, app, dep); !again.known || again.listing {
+		t.Errorf("pods read after the watch listed them: known %v, listing %v; want known", again.known, again.listing)
 	}
 }
