@@ -26,6 +26,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apisv2.AutoscalingApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("AutoscalingBehavior"):
 		return &apisv2.AutoscalingBehaviorApplyConfiguration{}
+	case v2.SchemeGroupVersion.WithKind("BlueGreenSpec"):
+		return &apisv2.BlueGreenSpecApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryCheck"):
 		return &apisv2.CanaryCheckApplyConfiguration{}
 	case v2.SchemeGroupVersion.WithKind("CanaryCheckFailures"):

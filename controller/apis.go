@@ -106,7 +106,8 @@ func (s *servedAPIs) check(ctx context.Context) {
 	defer s.checking.Unlock()
 	changed := false
 	for _, c := range children {
-		if !c.ifServed {
+		if !c.ifServed || c.isVariant() {
+			// (A variant is of a kind checked once, by its own entry.)
 			continue
 		}
 		s.mu.RLock()

@@ -17,6 +17,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
@@ -70,9 +71,10 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	if spec.CheckIntervalSeconds > 0 {
 		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
 	}
-	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second}
-	for _, s := range spec.Steps {
-		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent}
+	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second, BlueGreen: spec.BlueGreen != nil}
+	for _, s := range spec.EffectiveSteps() {
+		// A blue/green's preview and switch both run the new version at full size.
+		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent, Full: p.BlueGreen}
 		if g := s.Gate; g != nil {
 			step.Gate, step.GateTimeout, step.OnTimeout = true, time.Duration(g.TimeoutSeconds)*time.Second, g.OnTimeout
 		}
@@ -552,6 +554,15 @@ func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApply
 		return nil, err
 	}
 	return desired.CanaryService(app, d), nil
+}
+
+// buildPreviewRoute is the preview variant of the HTTPRoute (nil: none must exist).
+func buildPreviewRoute(app *webappv2.WebApp, in inputs) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
+	d, ok, err := in.canary.decided()
+	if !ok {
+		return nil, err
+	}
+	return desired.PreviewRoute(app, d), nil
 }
 
 // canaryTraffic is the traffic the route sends to the canary (none: the stable Service alone).

@@ -88,7 +88,9 @@ var children = expand([]childKind{
 			return nil, err
 		}
 		return desired.HTTPRoute(app, traffic), nil
-	}, gwv1ac.ExtractHTTPRoute).whereServed(),
+	}, gwv1ac.ExtractHTTPRoute).whereServed().
+		// A blue/green's preview host, to the canary's Service alone while it runs.
+		alsoAs("preview", desired.PreviewName, buildPreviewRoute),
 	// With a volume of kind claim, the PersistentVolumeClaim the WebApp owns. Without, it is released, never
 	// deleted: a spec edit never takes data away. On the WebApp's deletion it is released too, unless its
 	// deletionPolicy is Delete.
@@ -263,9 +265,12 @@ func declareNamed[T any, PT ssa.Object[T], AC runtime.ApplyConfiguration](kind, 
 // alsoAs declares a variant of the kind: a second object of it per WebApp, named name(app), built by build (a
 // func(*webappv2.WebApp, inputs) (AC, error) with the kind's apply configuration AC; nil: it must not exist, so a
 // variant is always optional). It shares the kind's watch, cache and events, and has its own memory and
-// fingerprint entry (id kind/suffix).
+// fingerprint entry (id kind/suffix); it is written only where the kind is served, as the kind is (whereServed
+// before alsoAs).
 func (c childKind) alsoAs(suffix string, name func(*webappv2.WebApp) string, build any) childKind {
-	c.variants = append(slices.Clip(c.variants), c.variant(suffix, name, build))
+	v := c.variant(suffix, name, build)
+	v.ifServed = c.ifServed
+	c.variants = append(slices.Clip(c.variants), v)
 	return c
 }
 

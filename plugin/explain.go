@@ -218,10 +218,10 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 	canaryName := app.Name + "-canary"
 	switch c.Phase {
 	case "Canary":
-		st.Says = fmt.Sprintf("%d%% of the traffic goes to revision %s (%s), the rest to revision %s (%s): the canary is at step %d of %d", c.Weight, c.CanaryRevision, canaryName, c.StableRevision, app.Name, c.Step+1, len(spec.Steps))
+		st.Says = fmt.Sprintf("%d%% of the traffic goes to revision %s (%s), the rest to revision %s (%s): the canary is at step %d of %d", c.Weight, c.CanaryRevision, canaryName, c.StableRevision, app.Name, c.Step+1, len(spec.EffectiveSteps()))
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.step / weight", fmt.Sprintf("%d / %d", c.Step, c.Weight)})
-		if int(c.Step) < len(spec.Steps) {
-			step := spec.Steps[c.Step]
+		if int(c.Step) < len(spec.EffectiveSteps()) {
+			step := spec.EffectiveSteps()[c.Step]
 			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".spec.rollout.canary.steps[%d]", c.Step), fmt.Sprintf("weight %d, pause %ds", step.Weight, step.PauseSeconds)})
 			if c.StepStartedAt != nil {
 				left := c.StepStartedAt.Add(time.Duration(step.PauseSeconds) * time.Second).Sub(now).Round(time.Second)

@@ -247,6 +247,9 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren) 
 	case cur.Status.Canary.FailedRevision == planned.Revision:
 		return fmt.Sprintf("revision %s was rolled back: applying it again does not start it again", planned.Revision)
 	}
+	if next.Spec.Rollout.Canary.BlueGreen != nil {
+		return fmt.Sprintf("revision %s starts at full size beside revision %s, previewed with none of the traffic until the blue/green switch", planned.Revision, stable)
+	}
 	steps := next.Spec.Rollout.Canary.Steps
 	return fmt.Sprintf("a canary of revision %s starts beside revision %s, at %d%% of the traffic (step 1 of %d)", planned.Revision, stable, steps[0].Weight, len(steps))
 }

@@ -305,7 +305,7 @@ func canaryState(c *webappv2.CanaryStatus, spec *webappv2.CanarySpec) string {
 	words := c.Phase
 	switch c.Phase {
 	case "Canary":
-		words += fmt.Sprintf(", revision %s at step %d of %d, weight %d%%, beside %s", c.CanaryRevision, c.Step+1, len(spec.Steps), c.Weight, c.StableRevision)
+		words += fmt.Sprintf(", revision %s at step %d of %d, weight %d%%, beside %s", c.CanaryRevision, c.Step+1, len(spec.EffectiveSteps()), c.Weight, c.StableRevision)
 		if c.GateSince != nil {
 			words += ", its gate waiting for a person since " + c.GateSince.UTC().Format(time.RFC3339)
 		}

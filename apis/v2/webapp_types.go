@@ -56,7 +56,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || (has(n.claim.accessMode) ? n.claim.accessMode : 'ReadWriteOnce') == (has(o.claim.accessMode) ? o.claim.accessMode : 'ReadWriteOnce')))",message="claim.accessMode cannot change, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim's access modes are immutable (remove the claim volume and delete the released claim first, or use a new WebApp)"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || !quantity(n.claim.size).isLessThan(quantity(o.claim.size))))",message="claim.size cannot shrink, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim is never resized down"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
-// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.steps) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.blueGreen switches the traffic by the WebApp's HTTPRoute: it needs expose.gateway (without one, the Service would send a full-size preview its share of the traffic)"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
 	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
@@ -578,14 +579,27 @@ type RolloutSpec struct {
 	Canary *CanarySpec `json:"canary,omitempty"`
 }
 
-// CanarySpec is a canary rollout's steps and the checks that gate them.
+// CanarySpec is a canary rollout's steps (or its blue/green switch) and the checks that gate them.
+// +kubebuilder:validation:XValidation:rule="has(self.steps) != has(self.blueGreen)",message="a canary has steps or blueGreen, exactly one of them"
 type CanarySpec struct {
 	// Steps are the canary's shares of the traffic, in order; after the last one the new version is promoted (the
 	// stable Deployment rolls to it) and the canary removed.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=10
 	// +listType=atomic
-	Steps []CanaryStep `json:"steps"`
+	// +optional
+	Steps []CanaryStep `json:"steps,omitempty"`
+
+	// BlueGreen, instead of steps, previews each new version at full size and then switches all the traffic to it
+	// at once. The new version runs in <name>-canary with as many pods as the stable one, behind its own Service
+	// (<name>-canary, and previewHost), with none of the production traffic, until its preview has lasted
+	// previewSeconds with every check passing and its gate (if any) is promoted. Then the route sends it all the
+	// traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
+	// production traffic meanwhile: an abort, a failed check or its pods' trouble switches the traffic back at
+	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
+	// stable Service (the same version on both sides), and the canary's pods go. Through expose.gateway only.
+	// +optional
+	BlueGreen *BlueGreenSpec `json:"blueGreen,omitempty"`
 
 	// Checks are queries each step must pass before the next one: all of them are evaluated every
 	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over.
@@ -609,6 +623,49 @@ type CanarySpec struct {
 	// +kubebuilder:validation:Maximum=2592000
 	// +optional
 	RollbackWindowSeconds int32 `json:"rollbackWindowSeconds,omitempty"`
+}
+
+// BlueGreenSpec is a blue/green rollout: the new version previewed at full size, then all the traffic switched to
+// it at once, with the version before kept for a while to switch back to.
+type BlueGreenSpec struct {
+	// PreviewSeconds is how long the preview lasts once every pod of the new version is ready, its checks
+	// evaluated meanwhile (0: the switch comes as soon as they are ready and the checks pass).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	PreviewSeconds int32 `json:"previewSeconds,omitempty"`
+
+	// Gate makes the switch wait, after the preview, for a person to promote it (kubectl webapp promote, or the
+	// annotation webapp.example.com/action: "promote <canaryRevision>/0"); with timeoutSeconds the wait ends on
+	// its own, as onTimeout says.
+	// +optional
+	Gate *CanaryGate `json:"gate,omitempty"`
+
+	// KeepSeconds is how long the version before is kept at full size after the switch, ready to take the traffic
+	// back at once (0: until the checks pass once on the production traffic).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	KeepSeconds int32 `json:"keepSeconds,omitempty"`
+
+	// PreviewHost is a host whose requests go to the new version alone while it runs: a second HTTPRoute,
+	// <name>-preview, on expose's Gateway and paths, from the preview until the promotion is complete (it is gone
+	// after a rollback). The Gateway's listener must accept the host.
+	// +optional
+	PreviewHost Hostname `json:"previewHost,omitempty"`
+}
+
+// EffectiveSteps are the steps the canary takes: its steps, or a blue/green's two (the preview: weight 0, its
+// pause and gate; the switch: weight 100, paused keepSeconds). A blue/green's preview runs at full size, which no
+// step of the API can ask for; weight 100 is not one the API accepts in a step.
+func (c *CanarySpec) EffectiveSteps() []CanaryStep {
+	if c == nil {
+		return nil
+	}
+	if bg := c.BlueGreen; bg != nil {
+		return []CanaryStep{{PauseSeconds: bg.PreviewSeconds, Gate: bg.Gate}, {Weight: 100, PauseSeconds: bg.KeepSeconds}}
+	}
+	return c.Steps
 }
 
 // CanaryStep sends weight percent of the traffic to the canary, then pauses once the canary serves it.

@@ -58,6 +58,21 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scaleUp
       type:
         namedType: com.github.example.webapp-operator.apis.v2.ScalingRules
+- name: com.github.example.webapp-operator.apis.v2.BlueGreenSpec
+  map:
+    fields:
+    - name: gate
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.CanaryGate
+    - name: keepSeconds
+      type:
+        scalar: numeric
+    - name: previewHost
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.Hostname
+    - name: previewSeconds
+      type:
+        scalar: numeric
 - name: com.github.example.webapp-operator.apis.v2.CanaryCheck
   map:
     fields:
@@ -168,6 +183,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.CanarySpec
   map:
     fields:
+    - name: blueGreen
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.BlueGreenSpec
     - name: checkIntervalSeconds
       type:
         scalar: numeric

@@ -21,6 +21,8 @@ import (
 type Plan struct {
 	Steps  []Step
 	Checks []Check
+	// BlueGreen: the steps are a blue/green's two, the preview at full size with no weight, then the switch at 100.
+	BlueGreen bool
 	// RollbackWindow is how long after a promotion a spec set back to the version it replaced is rolled back to at
 	// once, without a canary (0: never).
 	RollbackWindow time.Duration
@@ -39,6 +41,8 @@ type Step struct {
 	// percent of the requests to it as well.
 	Matches []webappv2.CanaryMatch
 	Mirror  int32
+	// Full: the canary runs at full size whatever its traffic (a blue/green's preview).
+	Full bool
 }
 
 // GatewayFeatures are the Gateway API's features (as a GatewayClass's status.supportedFeatures names them) that the
@@ -64,8 +68,13 @@ const (
 
 // Pods is the share of the traffic the step's canary pods are counted for: its weight and the mirrored share (a
 // mirror copies requests of either version), at most all of it, and one pod's worth at least (a step of matches
-// alone still needs a canary to answer).
-func (s Step) Pods() int32 { return max(min(s.Weight+s.Mirror, 100), 1) }
+// alone still needs a canary to answer); all of it for a step at full size.
+func (s Step) Pods() int32 {
+	if s.Full {
+		return 100
+	}
+	return max(min(s.Weight+s.Mirror, 100), 1)
+}
 
 // Check is a query whose value must not exceed max; failuresAllowed failures are tolerated within one canary.
 type Check struct {

@@ -607,6 +607,12 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			}
 			plan.Steps = append(plan.Steps, st)
 		}
+		if rng.IntN(4) == 0 {
+			// A blue/green: its preview (gated or not) and its switch, both at full size.
+			preview := plan.Steps[0]
+			preview.Weight, preview.Matches, preview.Mirror, preview.Full = 0, nil, 0, true
+			plan = Plan{BlueGreen: true, Steps: []Step{preview, {Weight: 100, Pause: time.Duration(rng.IntN(3)) * time.Minute, Full: true}}}
+		}
 		actions := []string{"", "", "", "promote b/0", "promote b/1", "promote b/full", "abort b", "retry b", "retry b again", "abort b again"}
 		s, now := State{Stable: "a"}, t0
 		look := func(action string) Decision {
@@ -750,4 +756,87 @@ func TestRollbackWithinTheWindow(t *testing.T) {
 		want:  Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
 	}}
 	runNext(t, tests)
+}
+
+// TestBlueGreen: a blue/green's preview runs the new version at full size with no traffic, through its pause and
+// gate; the switch sends it all the traffic at once (once the gateway has had warmup to learn its pods), the
+// version before kept beside it; an abort then switches back at once; after the keep, the promotion keeps the
+// traffic on the new version until the stable Deployment runs it, then moves it back.
+func TestBlueGreen(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Hour)
+	plan := Plan{BlueGreen: true, Steps: []Step{{Pause: time.Minute, Gate: true, Full: true}, {Weight: 100, Pause: 2 * time.Minute, Full: true}}}
+	all := Traffic{Weight: 100}
+	runNext(t, []nextCase{{
+		name:  "a new version: previewed at full size, with no traffic",
+		plan:  plan,
+		state: State{Stable: "a"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 100},
+	}, {
+		name:  "the preview ready: its pause runs, still no traffic",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(10 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 100, After: 50 * time.Second},
+	}, {
+		name:  "the preview's pause over: its gate waits for a person",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(2 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)}, Phase: PhaseCanary, ReplicaWeight: 100},
+	}, {
+		name:  "promoted at the gate: the switch is next, its pods the preview's",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
+		now:   t0.Add(3 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100},
+	}, {
+		name:  "the switch waits for the gateway to learn the pods",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t1,
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t1}, Phase: PhaseCanary, ReplicaWeight: 100, After: warmup},
+	}, {
+		name:  "switched: all the traffic to the new version, the version before kept",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t1},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t1.Add(10 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t1}, Phase: PhaseCanary, Traffic: all, ReplicaWeight: 100, After: 110 * time.Second},
+	}, {
+		name:  "an abort after the switch: all the traffic back at once",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t1},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "abort b"},
+		now:   t1.Add(30 * time.Second),
+		want: Decision{State: State{Stable: "a", Failed: "b", Step: 1, Since: t1.Add(30 * time.Second), ActedOn: "abort b", Reason: webappv2.ReasonAborted,
+			Message: "aborted by a person (" + webappv2.AnnotationAction + ": abort b)"}, Phase: PhaseRolledBack, ReplicaWeight: 100, After: Retire},
+	}, {
+		name:  "pods in trouble after the switch: all the traffic back at once",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t1},
+		obs:   Observation{Revision: "b", Deployed: "a", TroubleReason: webappv2.ReasonCrashLoopBackOff, TroubleMessage: "1/3 pods crash"},
+		now:   t1.Add(30 * time.Second),
+		want: Decision{State: State{Stable: "a", Failed: "b", Step: 1, Since: t1.Add(30 * time.Second), Reason: webappv2.ReasonCrashLoopBackOff,
+			Message: "1/3 pods crash"}, Phase: PhaseRolledBack, ReplicaWeight: 100, After: Retire},
+	}, {
+		name:  "the keep over: promoted, the traffic stays on the new version while the stable Deployment rolls",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t1},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t1.Add(3 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2}, Phase: PhasePromoting, Traffic: all, ReplicaWeight: 100},
+	}, {
+		name:  "the stable Deployment runs the new version: the traffic moves back to it, the canary's pods retire",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
+		now:   t1.Add(5 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t1.Add(5 * time.Minute)}, Phase: PhasePromoting, ReplicaWeight: 100, After: Retire},
+	}})
 }

@@ -64,13 +64,6 @@ func HTTPRoute(app *webappv2.WebApp, t canary.Traffic) *gwv1ac.HTTPRouteApplyCon
 	if e == nil || e.Gateway == nil {
 		return nil
 	}
-	parent := gwv1ac.ParentReference().WithGroup(gwv1.GroupName).WithKind("Gateway").WithName(gwv1.ObjectName(e.Gateway.Name))
-	if e.Gateway.Namespace != "" {
-		parent.WithNamespace(gwv1.Namespace(e.Gateway.Namespace))
-	}
-	if e.Gateway.SectionName != "" {
-		parent.WithSectionName(gwv1.SectionName(e.Gateway.SectionName))
-	}
 	// The stable Service, and while a canary runs, the canary's by its weight.
 	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(RouteBackends(app, t.Weight)...)
 	for _, p := range exposePaths(e) {
@@ -86,7 +79,7 @@ func HTTPRoute(app *webappv2.WebApp, t canary.Traffic) *gwv1ac.HTTPRouteApplyCon
 		}
 		rule.WithFilters(gwv1ac.HTTPRouteFilter().WithType(gwv1.HTTPRouteFilterRequestMirror).WithRequestMirror(mirror))
 	}
-	spec := gwv1ac.HTTPRouteSpec().WithParentRefs(parent).WithRules(rule)
+	spec := gwv1ac.HTTPRouteSpec().WithParentRefs(gatewayParent(e.Gateway)).WithRules(rule)
 	if r := CanaryRule(app, t.Matches); r != nil {
 		spec.WithRules(r)
 	}
@@ -97,6 +90,42 @@ func HTTPRoute(app *webappv2.WebApp, t canary.Traffic) *gwv1ac.HTTPRouteApplyCon
 		WithLabels(CommonLabels(app)).
 		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec)
+}
+
+// gatewayParent is a route's reference to the Gateway (and listener) g names.
+func gatewayParent(g *webappv2.GatewayRef) *gwv1ac.ParentReferenceApplyConfiguration {
+	parent := gwv1ac.ParentReference().WithGroup(gwv1.GroupName).WithKind("Gateway").WithName(gwv1.ObjectName(g.Name))
+	if g.Namespace != "" {
+		parent.WithNamespace(gwv1.Namespace(g.Namespace))
+	}
+	if g.SectionName != "" {
+		parent.WithSectionName(gwv1.SectionName(g.SectionName))
+	}
+	return parent
+}
+
+// PreviewName names a blue/green's preview HTTPRoute.
+func PreviewName(app *webappv2.WebApp) string { return app.Name + "-preview" }
+
+// PreviewRoute is a blue/green's preview HTTPRoute, while its new version runs (d: a canary under way, from its
+// preview until its promotion is complete): the requests for previewHost on expose's Gateway and paths go to the
+// canary's Service alone. nil without a preview host, a Gateway or a canary under way: it must not exist.
+func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteApplyConfiguration {
+	e := app.Spec.Expose
+	c := app.Spec.Rollout.Canary
+	if e == nil || e.Gateway == nil || c == nil || c.BlueGreen == nil || c.BlueGreen.PreviewHost == "" ||
+		d.State.Canary == "" || d.ReplicaWeight <= 0 {
+		return nil
+	}
+	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(serviceBackend(app, CanaryName(app), 1))
+	for _, p := range exposePaths(e) {
+		rule.WithMatches(prefixMatch(p))
+	}
+	return gwv1ac.HTTPRoute(PreviewName(app), app.Namespace).
+		WithLabels(CommonLabels(app)).
+		WithOwnerReferences(OwnerReference(app)).
+		WithSpec(gwv1ac.HTTPRouteSpec().WithParentRefs(gatewayParent(e.Gateway)).WithRules(rule).
+			WithHostnames(gwv1.Hostname(c.BlueGreen.PreviewHost)))
 }
 
 // CanaryRule is the route's rule that sends the requests meeting one of matches to the canary alone, on expose's

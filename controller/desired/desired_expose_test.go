@@ -146,6 +146,52 @@ func TestCanaryTrafficInTheRoute(t *testing.T) {
 	}
 }
 
+// TestPreviewRoute: a blue/green's preview host is its own route, to the canary's Service alone, on expose's
+// Gateway and paths, while a canary runs (its preview, the switch and the promotion); never otherwise.
+func TestPreviewRoute(t *testing.T) {
+	running := canary.Decision{State: canary.State{Stable: "a", Canary: "b"}, Phase: canary.PhaseCanary, ReplicaWeight: 100}
+	retiring := canary.Decision{State: canary.State{Stable: "a", Failed: "b"}, Phase: canary.PhaseRolledBack, ReplicaWeight: 100}
+	gateway := webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Paths: []webappv2.PathPrefix{"/api"}, Gateway: &webappv2.GatewayRef{Name: "public", SectionName: "http"}}
+	blueGreen := func(host webappv2.Hostname) *webappv2.CanarySpec {
+		return &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: host}}
+	}
+	cases := []struct {
+		name   string
+		expose *webappv2.Expose
+		canary *webappv2.CanarySpec
+		d      canary.Decision
+		want   string // the route's JSON; "": none
+	}{
+		{"a blue/green under way", &gateway, blueGreen("preview.example.com"), running, `{"kind":"HTTPRoute","apiVersion":"gateway.networking.k8s.io/v1","metadata":{"name":"shop-preview","namespace":"ns",` +
+			`"labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
+			`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},` +
+			`"spec":{"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"public","sectionName":"http"}],"hostnames":["preview.example.com"],` +
+			`"rules":[{"matches":[{"path":{"type":"PathPrefix","value":"/api"}}],"backendRefs":[{"group":"","kind":"Service","name":"shop-canary","port":8080,"weight":1}]}]}}`},
+		{"no canary under way", &gateway, blueGreen("preview.example.com"), canary.Decision{State: canary.State{Stable: "a"}, Phase: canary.PhaseStable}, ""},
+		{"a rolled-back version's pods retiring", &gateway, blueGreen("preview.example.com"), retiring, ""},
+		{"no preview host", &gateway, blueGreen(""), running, ""},
+		{"steps, not a blue/green", &gateway, &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}}, running, ""},
+		{"not exposed through a Gateway", nil, blueGreen("preview.example.com"), running, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := apptest.Exposed(webappv2.Expose{})
+			app.Spec.Expose, app.Spec.Rollout.Canary = tc.expose, tc.canary
+			route := PreviewRoute(app, tc.d)
+			switch {
+			case tc.want == "" && route != nil:
+				t.Errorf("a preview route: %s", apptest.JSON(t, route))
+			case tc.want != "" && route == nil:
+				t.Error("no preview route")
+			case tc.want != "":
+				if got := apptest.JSON(t, route); got != tc.want {
+					t.Errorf("got  %s\nwant %s", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // TestCookieRegexp: the cookie's regular expression finds the cookie and its value among others, and nothing else,
 // whether a gateway matches it anywhere in the header or against the whole of it.
 func TestCookieRegexp(t *testing.T) {

@@ -509,6 +509,18 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 	return st
 }
 
+// blueGreenWords say where a blue/green is while its new version runs beside the stable one.
+func blueGreenWords(d canary.Decision) string {
+	s := d.State
+	switch {
+	case s.Step == 0:
+		return fmt.Sprintf("Blue/green preview of revision %s at full size, with none of the production traffic (revision %s serves all of it)", s.Canary, s.Stable)
+	case d.Weight < 100:
+		return fmt.Sprintf("Blue/green switch to revision %s once the gateway has learnt its pods (revision %s serves all the traffic until then)", s.Canary, s.Stable)
+	}
+	return fmt.Sprintf("Revision %s serves all the traffic since the blue/green switch; revision %s is kept at full size to switch back to (kubectl webapp abort)", s.Canary, s.Stable)
+}
+
 // keptCanaryStatus is the status as it is, for a reconcile that could not decide the canary.
 func keptCanaryStatus(c *webappv2.CanaryStatus) *webappv2ac.CanaryStatusApplyConfiguration {
 	st := webappv2ac.CanaryStatus()
@@ -529,6 +541,9 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %s meanwhile", s.Canary, d.Words())
 	}
 	words := fmt.Sprintf("Canary of revision %s at step %d of %d: %s (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Words(), s.Stable)
+	if plan.BlueGreen {
+		words = blueGreenWords(d)
+	}
 	if !s.GateSince.IsZero() {
 		words += fmt.Sprintf("; its gate waits for a person since %s: kubectl webapp promote, or annotate %s=%q",
 			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, canary.PromoteStep(s.Canary, s.Step))

@@ -11,11 +11,20 @@ package v2
 // CanarySpecApplyConfiguration represents a declarative configuration of the CanarySpec type for use
 // with apply.
 //
-// CanarySpec is a canary rollout's steps and the checks that gate them.
+// CanarySpec is a canary rollout's steps (or its blue/green switch) and the checks that gate them.
 type CanarySpecApplyConfiguration struct {
 	// Steps are the canary's shares of the traffic, in order; after the last one the new version is promoted (the
 	// stable Deployment rolls to it) and the canary removed.
 	Steps []CanaryStepApplyConfiguration `json:"steps,omitempty"`
+	// BlueGreen, instead of steps, previews each new version at full size and then switches all the traffic to it
+	// at once. The new version runs in <name>-canary with as many pods as the stable one, behind its own Service
+	// (<name>-canary, and previewHost), with none of the production traffic, until its preview has lasted
+	// previewSeconds with every check passing and its gate (if any) is promoted. Then the route sends it all the
+	// traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
+	// production traffic meanwhile: an abort, a failed check or its pods' trouble switches the traffic back at
+	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
+	// stable Service (the same version on both sides), and the canary's pods go. Through expose.gateway only.
+	BlueGreen *BlueGreenSpecApplyConfiguration `json:"blueGreen,omitempty"`
 	// Checks are queries each step must pass before the next one: all of them are evaluated every
 	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over.
 	Checks []CanaryCheckApplyConfiguration `json:"checks,omitempty"`
@@ -44,6 +53,14 @@ func (b *CanarySpecApplyConfiguration) WithSteps(values ...*CanaryStepApplyConfi
 		}
 		b.Steps = append(b.Steps, *values[i])
 	}
+	return b
+}
+
+// WithBlueGreen sets the BlueGreen field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the BlueGreen field is set to the value of the last call.
+func (b *CanarySpecApplyConfiguration) WithBlueGreen(value *BlueGreenSpecApplyConfiguration) *CanarySpecApplyConfiguration {
+	b.BlueGreen = value
 	return b
 }
 
