@@ -1,0 +1,171 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/test/testutil"
+)
+
+// gone waits until the object name of obj's kind is deleted.
+func gone[T client.Object](t *testing.T, ns, name string, obj T) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, name+" gone", func(ctx context.Context) error {
+		if err := get(ctx, ns, name, obj); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s: %v", name, err)
+		}
+		return nil
+	})
+}
+
+// TestBlueGreenThroughTheRoute walks two blue/green releases on the real API server (the Gateway API's own CRD
+// validates every route), the Deployment controller's part played by the test. The first: previewed at full size
+// (as many pods as the stable version) with none of the traffic, its preview host a route of its own, held at its
+// gate; promoted by a person, all the traffic switches to it; aborted within the keep, all of it is back at once
+// and the preview route is gone. The second, without a gate and with a short keep: switched once ready, promoted
+// behind the route (the traffic stays on it while the stable Deployment rolls), then back on the stable Service
+// and the canary's objects gone. At each hold a fresh operator sends no write.
+func TestBlueGreenThroughTheRoute(t *testing.T) {
+	installGatewayAPI(t)
+	ns := newNamespace(t)
+	op := startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](3), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{
+			PreviewHost: "preview.shop.example.com", Gate: &webappv2.CanaryGate{}, KeepSeconds: 3600,
+		}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	stableOnly := "[/] web=1"
+	waitRoute(t, ns, stableOnly)
+
+	// The preview: the new version at full size, its own route for the preview host, none of the traffic.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	canaryDep := &appsv1.Deployment{}
+	testutil.Eventually(t, wait10s, "the new version at full size", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web-canary", canaryDep); err != nil {
+			return err
+		}
+		if n := ptr.Deref(canaryDep.Spec.Replicas, 0); n != 3 {
+			return fmt.Errorf("%d pods of the new version, want 3", n)
+		}
+		return nil
+	})
+	preview := &gwv1.HTTPRoute{}
+	testutil.Eventually(t, wait10s, "the preview route", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web-preview", preview); err != nil {
+			return err
+		}
+		rules, err := routeRules(ctx, ns, "web-preview")
+		if err == nil && (rules != "[/] web-canary=1" || len(preview.Spec.Hostnames) != 1 || preview.Spec.Hostnames[0] != "preview.shop.example.com") {
+			err = fmt.Errorf("the preview route: %s for %v", rules, preview.Spec.Hostnames)
+		}
+		return err
+	})
+	markAvailable(t, ns, "web-canary")
+	held := status(t, ns, "held at the switch's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+	if got, err := routeRules(ctx, ns, "web"); err != nil || got != stableOnly {
+		t.Errorf("the route during the preview: %s %v, want %s", got, err, stableOnly)
+	}
+	if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil ||
+		!strings.Contains(ready.Message, "Blue/green preview of revision "+held.Status.Canary.CanaryRevision+" at full size, with none of the production traffic") {
+		t.Errorf("Ready does not say the new version is previewed: %+v", ready)
+	}
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Promoted: all the traffic to the new version at once, the version before kept at full size.
+	revision := held.Status.Canary.CanaryRevision
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(revision, 0)}
+	})
+	switched := canaryPhase(t, ns, "web", "Canary/1/100")
+	waitRoute(t, ns, "[/] web=0,web-canary=100")
+	if ready := meta.FindStatusCondition(switched.Status.Conditions, webappv2.ConditionReady); ready == nil ||
+		!strings.Contains(ready.Message, "Revision "+revision+" serves all the traffic since the blue/green switch") {
+		t.Errorf("Ready does not say the traffic switched: %+v", ready)
+	}
+	stable := &appsv1.Deployment{}
+	if err := get(ctx, ns, "web", stable); err != nil || stable.Spec.Template.Spec.Containers[0].Image != "shop:1" || ptr.Deref(stable.Spec.Replicas, 0) != 3 {
+		t.Errorf("the version before is not kept at full size: %v", err)
+	}
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Aborted within the keep: all the traffic back at once, the preview route gone.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations[webappv2.AnnotationAction] = canary.Abort(revision)
+	})
+	canaryPhase(t, ns, "web", "RolledBack/1/0")
+	waitRoute(t, ns, stableOnly)
+	gone(t, ns, "web-preview", &gwv1.HTTPRoute{})
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	op = restartCostsNoWrites(t, op, ns)
+
+	// The next version, no gate and a short keep: switched once ready (and warmed up), then promoted.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Image = "shop:3"
+		a.Spec.Rollout.Canary.BlueGreen = &webappv2.BlueGreenSpec{KeepSeconds: 1}
+	})
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	markAvailable(t, ns, "web-canary")
+	canaryPhase(t, ns, "web", "Promoting/2/100")
+	waitRoute(t, ns, "[/] web=0,web-canary=100")
+	stableImage(t, ns, "web", "shop:3", "promoted behind the route")
+	markAvailable(t, ns, "web")
+	waitRoute(t, ns, stableOnly)
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	restartCostsNoWrites(t, op, ns)
+}
+
+// TestBlueGreenRefusals: the CRD refuses a blue/green that could not switch by the route, or that is also steps.
+func TestBlueGreenRefusals(t *testing.T) {
+	ns := newNamespace(t)
+	gateway := &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
+	ingress := &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "nginx"}}
+	bg := &webappv2.BlueGreenSpec{PreviewSeconds: 30, KeepSeconds: 600, Gate: &webappv2.CanaryGate{TimeoutSeconds: 3600, OnTimeout: webappv2.GatePromote}, PreviewHost: "preview.shop.example.com"}
+	for _, c := range []struct {
+		name   string
+		expose *webappv2.Expose
+		canary webappv2.CanarySpec
+		want   string // "" accepted
+	}{
+		{"every field", gateway, webappv2.CanarySpec{BlueGreen: bg, RollbackWindowSeconds: 60}, ""},
+		{"no field", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}, ""},
+		{"behind an Ingress", ingress, webappv2.CanarySpec{BlueGreen: bg}, "rollout.canary.blueGreen switches the traffic by the WebApp's HTTPRoute: it needs expose.gateway"},
+		{"without expose", nil, webappv2.CanarySpec{BlueGreen: bg}, "it needs expose.gateway"},
+		{"with steps too", gateway, webappv2.CanarySpec{BlueGreen: bg, Steps: []webappv2.CanaryStep{{Weight: 10}}}, "a canary has steps or blueGreen, exactly one of them"},
+		{"neither", gateway, webappv2.CanarySpec{}, "a canary has steps or blueGreen, exactly one of them"},
+		{"a preview host that is an address", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "10.0.0.1"}}, "not an IP address"},
+		{"a keep of more than a day", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 86401}}, "keepSeconds"},
+	} {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "bg-"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
+			Expose: c.expose, Rollout: webappv2.RolloutSpec{Canary: &c.canary}}}
+		err := k8s.Create(context.Background(), app)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want refused, saying %q", c.name, err, c.want)
+		}
+	}
+}
