@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -39,8 +40,9 @@ var (
 
 // canaryName and recordName name a WebApp's canary objects (the canary's Deployment and, behind a Gateway route, its
 // Service) and the stable version's record (controller/stable_record.go).
-func canaryName(name string) string { return name + "-canary" }
-func recordName(name string) string { return name + "-stable" }
+func canaryName(name string) string  { return name + "-canary" }
+func previewName(name string) string { return name + "-preview" }
+func recordName(name string) string  { return name + "-stable" }
 
 // promAnswers are the answers the test's Prometheus gives, by the first segment of the check's address path: a
 // passing number, a failing one (the checks' max is 0.5), no number, an error page, a hang past the operator's 5 s
@@ -103,8 +105,46 @@ func startPrometheus(t *testing.T) {
 }
 
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
-// up to 5 s, and in half of them a check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
+// up to 5 s, or behind a route sometimes a blue/green; in half of them a check of the test's Prometheus, evaluated
+// every second, with what no value counts as (onNoData).
 func (s *seq) randomPlan(routed bool) map[string]any {
+	plan := map[string]any{}
+	if routed && s.chance(0.3) {
+		// Behind a route, a blue/green instead of steps.
+		plan["blueGreen"] = s.blueGreen()
+	} else {
+		plan["steps"] = s.randomSteps(routed)
+	}
+	s.planExtras(plan)
+	return plan
+}
+
+// blueGreen draws a blue/green: a preview and a keep of 0 to 3 s, maybe a gate (with a timeout, as a step's) and a
+// preview host.
+func (s *seq) blueGreen() map[string]any {
+	bg := map[string]any{"previewSeconds": int64(s.rng.IntN(4)), "keepSeconds": int64(s.rng.IntN(4))}
+	if s.chance(0.3) {
+		bg["gate"] = s.gate()
+	}
+	if s.chance(0.5) {
+		bg["previewHost"] = "preview.example.com"
+	}
+	return bg
+}
+
+// gate draws a gate, always with a timeout here (a few seconds, rolling back or going on), so the canary comes to
+// rest on its own; a person (actPersonActs) may promote or abort it before.
+func (s *seq) gate() map[string]any {
+	gate := map[string]any{"timeoutSeconds": int64(1 + s.rng.IntN(5))}
+	if on := pick(s, "", "RollBack", "Promote"); on != "" {
+		gate["onTimeout"] = on
+	}
+	return gate
+}
+
+// randomSteps draws 1 to 3 steps of increasing weights (1..99), each pausing 0 to 5 s, some gated, and behind a
+// route some routing by request.
+func (s *seq) randomSteps(routed bool) []any {
 	n := 1 + s.rng.IntN(3)
 	weights := map[int]bool{}
 	for len(weights) < n {
@@ -119,20 +159,18 @@ func (s *seq) randomPlan(routed bool) map[string]any {
 	for _, w := range ws {
 		step := map[string]any{"weight": int64(w), "pauseSeconds": int64(s.rng.IntN(6))}
 		if s.chance(0.3) {
-			// A gate, always with a timeout here (a few seconds, rolling back or going on), so the canary comes to
-			// rest on its own; a person (actPersonActs) may promote or abort it before.
-			gate := map[string]any{"timeoutSeconds": int64(1 + s.rng.IntN(5))}
-			if on := pick(s, "", "RollBack", "Promote"); on != "" {
-				gate["onTimeout"] = on
-			}
-			step["gate"] = gate
+			step["gate"] = s.gate()
 		}
 		if routed {
 			s.routeByRequest(step, len(steps) == 0)
 		}
 		steps = append(steps, step)
 	}
-	plan := map[string]any{"steps": steps}
+	return steps
+}
+
+// planExtras gives plan, maybe, a rollback window and a check.
+func (s *seq) planExtras(plan map[string]any) {
 	if s.chance(0.4) {
 		// A rollback window: a spec set back to the version a promotion replaced is stable at once, no canary.
 		plan["rollbackWindowSeconds"] = pick(s, int64(5), int64(600))
@@ -164,7 +202,6 @@ func (s *seq) randomPlan(routed bool) map[string]any {
 		}
 		plan["checks"] = []any{check}
 	}
-	return plan
 }
 
 // routeByRequest gives a step behind a route, maybe, matches (a header, exact or by a regular expression, or a
@@ -190,8 +227,12 @@ func (s *seq) routeByRequest(step map[string]any, first bool) {
 	}
 }
 
-// routesByRequest: plan has a step with matches or a mirror (the API refuses it without spec.expose.gateway).
+// routesByRequest: plan has a step with matches or a mirror, or is a blue/green (the API refuses either without
+// spec.expose.gateway).
 func routesByRequest(plan map[string]any) bool {
+	if plan["blueGreen"] != nil {
+		return true
+	}
 	steps, _ := plan["steps"].([]any)
 	return slices.ContainsFunc(steps, func(st any) bool {
 		m := st.(map[string]any)
@@ -199,11 +240,28 @@ func routesByRequest(plan map[string]any) bool {
 	})
 }
 
-// changedPlan is plan with one step added, one removed, or one weight changed, the weights still increasing.
+// changedPlan is plan with one step added, one removed, or one weight changed, the weights still increasing; a
+// blue/green's keep or preview host changed.
 func (s *seq) changedPlan(plan map[string]any) (map[string]any, string) {
 	out := map[string]any{}
 	for k, v := range plan {
 		out[k] = v
+	}
+	if bg, ok := plan["blueGreen"].(map[string]any); ok {
+		// A blue/green: its keep or preview changed, or its preview host set or taken away.
+		bg = maps.Clone(bg)
+		out["blueGreen"] = bg
+		switch {
+		case s.chance(0.4) && bg["previewHost"] != nil:
+			delete(bg, "previewHost")
+			return out, "remove the blue/green's preview host"
+		case s.chance(0.4):
+			bg["previewHost"] = pick(s, "preview.example.com", "next.example.com")
+			return out, fmt.Sprintf("set the blue/green's preview host to %s", bg["previewHost"])
+		default:
+			bg["keepSeconds"] = int64(s.rng.IntN(4))
+			return out, fmt.Sprintf("set the blue/green's keepSeconds to %d", bg["keepSeconds"])
+		}
 	}
 	steps := slices.Clone(plan["steps"].([]any))
 	weight := func(i int) int64 { return steps[i].(map[string]any)["weight"].(int64) }
@@ -318,7 +376,7 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 	var present []objectRef
 	for _, o := range []objectRef{{deploymentKind, a.name, "stable Deployment"}, {deploymentKind, canaryName(a.name), "canary Deployment"},
 		{serviceKind, a.name, "stable Service"}, {serviceKind, canaryName(a.name), "canary Service"}, {httpRouteKind, a.name, "route"},
-		{controllerRevisionKind, recordName(a.name), "stable version's record"}} {
+		{httpRouteKind, previewName(a.name), "preview route"}, {controllerRevisionKind, recordName(a.name), "stable version's record"}} {
 		if o.k == httpRouteKind && !httpRouteServed() {
 			continue
 		}
@@ -470,7 +528,11 @@ func (s *seq) canaryLeftovers(d *deletion) {
 	testutil.Eventually(s.reporting(), convergeTimeout, fmt.Sprintf("invariant 7 (a canary's objects and the stable version's record go with their WebApp, "+
 		"whatever the policy): WebApp %s (uid %s, deleted at step %d%s)", d.name, d.uid, d.step, map[bool]string{true: " with the Orphan policy"}[d.release]),
 		func(context.Context) error {
-			for _, o := range []objectRef{{deploymentKind, canaryName(d.name), ""}, {serviceKind, canaryName(d.name), ""}, {controllerRevisionKind, recordName(d.name), ""}} {
+			for _, o := range []objectRef{{deploymentKind, canaryName(d.name), ""}, {serviceKind, canaryName(d.name), ""}, {controllerRevisionKind, recordName(d.name), ""},
+				{httpRouteKind, previewName(d.name), ""}} {
+				if o.k == httpRouteKind && !httpRouteServed() {
+					continue
+				}
 				u := s.get(o.k, o.name)
 				if u == nil || s.ours[u.GetUID()] {
 					continue

@@ -265,6 +265,10 @@ func (s *seq) checkRouteAtRest(a *app) {
 		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's canary Service %s is still there:\n%s\nThe WebApp:\n%s",
 			a.name, svc.GetName(), toYAML(svc.Object), toYAML(app))
 	}
+	if preview := s.get(httpRouteKind, previewName(a.name)); preview != nil && controlledBy(preview, app.UID) {
+		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's preview route %s is still there:\n%s\nThe WebApp:\n%s",
+			a.name, preview.GetName(), toYAML(preview.Object), toYAML(app))
+	}
 }
 
 // releasedRouteLeftover: invariant 7 for the route. A route released by an Orphan deletion (no controller, it was

@@ -358,7 +358,12 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	if g.chance(0.3) {
 		hub.Spec.Rollout.Canary = g.Canary()
 		if e := hub.Spec.Expose; e != nil && e.Gateway != nil {
-			g.RouteByRequest(hub.Spec.Rollout.Canary)
+			// Behind a Gateway: steps that route by request, or a blue/green instead of steps.
+			if g.chance(0.3) {
+				g.BlueGreen(hub.Spec.Rollout.Canary)
+			} else {
+				g.RouteByRequest(hub.Spec.Rollout.Canary)
+			}
 		}
 	}
 	if g.chance(0.6) {
@@ -422,6 +427,23 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 		c.RollbackWindowSeconds = int32(g.pick2(1, 60, 3600, 2592000))
 	}
 	return c
+}
+
+// BlueGreen turns c, a canary behind a Gateway, into a blue/green (no steps): its preview's pause, its gate (for
+// ever, or with a timeout either way), its keep and its preview host, each set or not.
+func (g *Gen) BlueGreen(c *webappv2.CanarySpec) {
+	bg := &webappv2.BlueGreenSpec{PreviewSeconds: int32(g.pick2(0, 1, 30, 86400)), KeepSeconds: int32(g.pick2(0, 1, 600, 86400))}
+	if g.chance(0.4) {
+		bg.Gate = &webappv2.CanaryGate{}
+		if g.chance(0.5) {
+			bg.Gate.TimeoutSeconds = int32(g.pick2(1, 60, 604800))
+			bg.Gate.OnTimeout = webappv2.GateTimeout(g.pick("", "RollBack", "Promote"))
+		}
+	}
+	if g.chance(0.5) {
+		bg.PreviewHost = webappv2.Hostname(g.pick("preview.shop.example.com", "*.preview.example.com", "next"))
+	}
+	c.Steps, c.BlueGreen = nil, bg
 }
 
 // RouteByRequest draws, for a canary behind a Gateway, steps that route by request: header matches (exact or by a
