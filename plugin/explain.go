@@ -219,6 +219,12 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 	switch c.Phase {
 	case "Canary":
 		st.Says = fmt.Sprintf("%d%% of the traffic goes to revision %s (%s), the rest to revision %s (%s): the canary is at step %d of %d", c.Weight, c.CanaryRevision, canaryName, c.StableRevision, app.Name, c.Step+1, len(spec.EffectiveSteps()))
+		switch {
+		case spec.BlueGreen != nil && c.Weight == 100:
+			st.Says = fmt.Sprintf("all the traffic goes to revision %s (%s) since the blue/green switch; revision %s (%s) is kept at full size to switch back to (kubectl webapp abort %s)", c.CanaryRevision, canaryName, c.StableRevision, app.Name, app.Name)
+		case spec.BlueGreen != nil:
+			st.Says = fmt.Sprintf("revision %s (%s) is previewed at full size with none of the traffic, which revision %s (%s) serves: the blue/green switch comes after the preview", c.CanaryRevision, canaryName, c.StableRevision, app.Name)
+		}
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.step / weight", fmt.Sprintf("%d / %d", c.Step, c.Weight)})
 		if int(c.Step) < len(spec.EffectiveSteps()) {
 			step := spec.EffectiveSteps()[c.Step]

@@ -104,6 +104,9 @@ func TestBlueGreenThroughTheRoute(t *testing.T) {
 		!strings.Contains(ready.Message, "Revision "+revision+" serves all the traffic since the blue/green switch") {
 		t.Errorf("Ready does not say the traffic switched: %+v", ready)
 	}
+	if code, out, errOut := kubectlWebApp(t, "-n", ns, "explain", "web"); code != 0 || !strings.Contains(out, "all the traffic goes to revision "+revision+" (web-canary) since the blue/green switch") {
+		t.Errorf("explain does not say the traffic switched: exit %d, %s%s", code, out, errOut)
+	}
 	stable := &appsv1.Deployment{}
 	if err := get(ctx, ns, "web", stable); err != nil || stable.Spec.Template.Spec.Containers[0].Image != "shop:1" || ptr.Deref(stable.Spec.Replicas, 0) != 3 {
 		t.Errorf("the version before is not kept at full size: %v", err)

@@ -418,6 +418,85 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("a blue/green is previewed at full size with no traffic, switched at once, and promoted, no request failed", func(t *testing.T) {
+		const preview = "cny-preview.shop.test"
+		bg := webAppV2(appNS, "cny", "webapp-test/webserver:2", 4, `  container:
+    healthCheckPath: /healthz
+    drainSeconds: 10
+    env: [{name: AB, value: g}]
+  expose: {hosts: [cny.shop.test], gateway: {name: public, namespace: traefik-system}}
+  rollout:
+    canary:
+      blueGreen: {previewHost: `+preview+`, gate: {}, keepSeconds: 20}
+`)
+		load := record(traefik)
+		start := time.Now()
+		apply(t, bg)
+		eventually(t, 3*time.Minute, "previewed, held at the gate", func() error {
+			if st := jsonpath(t, "{.status.canary.phase}/{.status.canary.step}/{.status.canary.gateSince}", "-n", appNS, "webapp/cny"); !strings.HasPrefix(st, "Canary/0/") || strings.HasSuffix(st, "/") {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		pods := jsonpath(t, "{.status.availableReplicas}", "-n", appNS, "deployment/cny-canary")
+		eventually(t, 30*time.Second, "the preview host answered by the new version", func() error {
+			if canary, _, _ := tallyHost(traefik, preview, "", 1); canary != 1 {
+				return errors.New("not answered by the new version")
+			}
+			return nil
+		})
+		previewed, failedPreview, previewWords := tallyHost(traefik, preview, "", 100)
+		n, canary, failed := load.between(start, time.Now())
+		fmt.Printf("realnode: blue/green: previewed at %s pods; %d of 100 requests to %s answered by the new version (%d failed); %d of %d production requests answered by it (%d failed)\n",
+			pods, previewed, preview, failedPreview, canary, n, failed)
+		if pods != "4" || previewed != 100 || failedPreview != 0 || canary != 0 {
+			t.Errorf("the preview: %s pods, %d of 100 at the preview host by the new version (%d failed: %s), %d of %d production requests by it: want 4, 100, 0, 0",
+				pods, previewed, failedPreview, previewWords, canary, n)
+		}
+		// A person promotes it: all the traffic switches at once (after the gateway's warm-up of the route).
+		rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
+		promoted := time.Now()
+		kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=promote "+rev+"/0")
+		var switched time.Time
+		eventually(t, time.Minute, "every production request answered by the new version", func() error {
+			if canary, _, _ := tally(traefik, "", 1); canary != 1 {
+				return errors.New("answered by the version before")
+			}
+			switched = time.Now()
+			return nil
+		})
+		// The keep: every request on the new version, the version before still running at full size.
+		keepFrom := switched.Add(2 * time.Second)
+		time.Sleep(10 * time.Second)
+		kn, kcanary, kfailed := load.between(keepFrom, time.Now())
+		before := jsonpath(t, "{.status.availableReplicas}", "-n", appNS, "deployment/cny")
+		eventually(t, 3*time.Minute, "promoted", func() error {
+			if st := canaryPhase(t, "cny"); !strings.HasPrefix(st, "Stable/") {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return nil
+		})
+		done := time.Since(promoted)
+		time.Sleep(3 * time.Second)
+		load.end()
+		total, _, failedTotal := load.between(start, time.Now())
+		fmt.Printf("realnode: blue/green: switched %.1fs after the promotion; in the keep %d of %d requests answered by the new version (%d failed), the version before at %s pods; promoted %.0fs after the switch's promotion; %d of %d requests failed throughout (%s)\n",
+			switched.Sub(promoted).Seconds(), kcanary, kn, kfailed, before, done.Seconds(), failedTotal, total, load.failed())
+		if kcanary != kn || kn < 100 || before != "4" || failedTotal != 0 {
+			t.Errorf("the keep: %d of %d by the new version, the version before at %s pods; %d of %d failed (%s): want all, 4, none", kcanary, kn, before, failedTotal, total, load.failed())
+		}
+		if switched.Sub(promoted) > 15*time.Second {
+			t.Errorf("the switch took %s after the promotion", switched.Sub(promoted))
+		}
+		jsonpathEquals(t, 30*time.Second, "1", "{.spec.rules[*].backendRefs[*].weight}", "-n", appNS, "httproute/cny")
+		eventually(t, 30*time.Second, "the preview route gone", func() error {
+			if out, err := kubectlErr("get", "-n", appNS, "httproute/cny-preview", "--ignore-not-found", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
+				return fmt.Errorf("%q %v", out, err)
+			}
+			return nil
+		})
+	})
+
 	t.Run("a mirror Traefik's class does not list is rolled back before the route gets it", func(t *testing.T) {
 		load := record(traefik)
 		start := time.Now()
@@ -445,13 +524,18 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 // tally sends n requests through url naming cnyHost, each on a new connection, with header X-Canary: value, and counts
 // the answers of the canary's pods and the failed requests (the first three failures' words).
 func tally(url, value string, n int) (canary, failed int, words string) {
+	return tallyHost(url, cnyHost, value, n)
+}
+
+// tallyHost is tally naming host.
+func tallyHost(url, host, value string, n int) (canary, failed int, words string) {
 	var fails []string
 	for range n {
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {
 			return 0, n, err.Error()
 		}
-		req.Host = cnyHost
+		req.Host = host
 		req.Header.Set("X-Canary", value)
 		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 		var rep reply
