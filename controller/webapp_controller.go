@@ -221,6 +221,7 @@ func (c childrenOutcome) observation() status.Observation {
 	// The exposing children, for the Exposed condition.
 	obs.Ingress, _ = c.byKind["Ingress"].obj.(*networkingv1.Ingress)
 	obs.Route, _ = c.byKind["HTTPRoute"].obj.(*gwv1.HTTPRoute)
+	obs.PreviewRoute, _ = c.byKind["HTTPRoute/preview"].obj.(*gwv1.HTTPRoute)
 	obs.ExposeErr = errors.Join(c.errs["Ingress"], c.errs["HTTPRoute"])
 	if !status.IsNotOurs(c.errs["PersistentVolumeClaim"]) {
 		// Only the WebApp's own claim is reported on (status.mountTrouble).

@@ -465,6 +465,11 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 	// The next step's pods are not there yet: the traffic stays until they are ready.
 	d.ReplicaWeight = plan.Steps[d.State.Step].Pods()
 	d.After = 0
+	if obs.CanaryReady && d.ReplicaWeight == plan.Steps[d.State.Step-1].Pods() {
+		// They are: the step before's, ready (a blue/green's switch). Its pause starts now, the traffic after the
+		// warm-up; no event of the pods' would bring the canary back.
+		d.State.Since, d.After = now, warmup
+	}
 	return d
 }
 

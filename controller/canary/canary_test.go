@@ -788,12 +788,12 @@ func TestBlueGreen(t *testing.T) {
 		now:   t0.Add(2 * time.Minute),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)}, Phase: PhaseCanary, ReplicaWeight: 100},
 	}, {
-		name:  "promoted at the gate: the switch is next, its pods the preview's",
+		name:  "promoted at the gate: the switch is next, its pods the preview's, ready: its warm-up starts now",
 		plan:  plan,
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
 		now:   t0.Add(3 * time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(3 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100, After: warmup},
 	}, {
 		name:  "the switch waits for the gateway to learn the pods",
 		plan:  plan,

@@ -53,7 +53,9 @@ type Observation struct {
 	RouteServed bool
 	Ingress     *networkingv1.Ingress
 	Route       *gwv1.HTTPRoute
-	ExposeErr   error // the failure to write this spec's Ingress or HTTPRoute
+	// PreviewRoute is a blue/green's preview route as observed (nil when there is none, or it is unknown).
+	PreviewRoute *gwv1.HTTPRoute
+	ExposeErr    error // the failure to write this spec's Ingress or HTTPRoute
 	// claim is the PersistentVolumeClaim the WebApp owns, as observed (nil: none, or not known); missing are the
 	// ConfigMaps and Secrets its volumes mount that do not exist (see mountTrouble).
 	Claim   *corev1.PersistentVolumeClaim
@@ -225,7 +227,11 @@ func rolloutOf(app *webappv2.WebApp, obs Observation, applyErr error) rollout {
 		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want)}
 	case obs.Canary != nil && obs.Canary.Decided && obs.Canary.Decision.Phase != canary.PhaseStable:
 		// The stable version serves, rolled out: the canary says the rest.
-		return canaryRollout(obs.Canary)
+		r := canaryRollout(obs.Canary)
+		if v := previewVerdict(app, obs.PreviewRoute); v != "" && obs.Canary.Decision.Phase != canary.PhaseRolledBack {
+			r.msg += "; " + v
+		}
+		return r
 	default:
 		return rollout{done: true, reason: webappv2.ReasonDeploymentReady, msg: fmt.Sprintf("Deployment has %d/%d replicas available", dep.Status.AvailableReplicas, want),
 			retained: obs.Retained}
@@ -412,6 +418,19 @@ func gatewayVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) (metav1.Conditi
 		return metav1.ConditionTrue, webappv2.ReasonExposed, fmt.Sprintf("Gateway %s accepted the HTTPRoute (controller %s)", name, p.ControllerName)
 	}
 	return metav1.ConditionFalse, webappv2.ReasonWaitingForGateway, fmt.Sprintf("no controller of Gateway %s has reported on the HTTPRoute yet (is the Gateway there, and does it allow routes from namespace %s?)", name, app.Namespace)
+}
+
+// previewVerdict says why a blue/green's preview host does not reach its new version yet ("" when its Gateway
+// accepted the preview route, or there is none): the Gateway's own words, as Exposed says them of the WebApp's route.
+func previewVerdict(app *webappv2.WebApp, route *gwv1.HTTPRoute) string {
+	if route == nil || app.Spec.Expose == nil || app.Spec.Expose.Gateway == nil {
+		return ""
+	}
+	status, _, msg := gatewayVerdict(app, route)
+	if status == metav1.ConditionTrue {
+		return ""
+	}
+	return fmt.Sprintf("the preview host's route %s: %s", route.Name, msg)
 }
 
 // mountTrouble says why a volume keeps app's pods from starting ("" when none does): the missing ConfigMaps and

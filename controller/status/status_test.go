@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -297,3 +299,38 @@ func (e *heldErr) Error() string {
 	return fmt.Sprintf("%s %s is held as it is (not created or changed): its pods would mount %s %s, which is not the WebApp's", e.kind, e.key, e.by.Kind, e.by.Key)
 }
 func (e *heldErr) Unwrap() error { return e.by }
+
+// TestPreviewVerdict: a blue/green's preview route not accepted by its Gateway is said in Ready, in the Gateway's
+// words; an accepted one, or none, says nothing.
+func TestPreviewVerdict(t *testing.T) {
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: webappv2.WebAppSpec{
+		Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra"}}}}
+	parent := gwv1.ParentReference{Name: "public", Namespace: ptr.To(gwv1.Namespace("infra"))}
+	route := func(conds ...metav1.Condition) *gwv1.HTTPRoute {
+		r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web-preview", Generation: 1}}
+		if conds != nil {
+			r.Status.Parents = []gwv1.RouteParentStatus{{ParentRef: parent, ControllerName: "traefik.io/gateway-controller", Conditions: conds}}
+		}
+		return r
+	}
+	cond := func(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: 1}
+	}
+	for _, tc := range []struct {
+		name  string
+		route *gwv1.HTTPRoute
+		want  string
+	}{
+		{"none", nil, ""},
+		{"accepted", route(cond("Accepted", metav1.ConditionTrue, "Accepted", ""), cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", "")), ""},
+		{"not judged yet", route(), "the preview host's route web-preview: no controller of Gateway infra/public has reported on the HTTPRoute yet"},
+		{"a host the listener refuses", route(cond("Accepted", metav1.ConditionFalse, "NoMatchingListenerHostname", "no listener accepts preview.example.com")),
+			"the preview host's route web-preview: Gateway infra/public does not accept the HTTPRoute: NoMatchingListenerHostname: no listener accepts preview.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := previewVerdict(app, tc.route); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
