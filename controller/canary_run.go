@@ -72,9 +72,14 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
 	}
 	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second, BlueGreen: spec.BlueGreen != nil}
-	for _, s := range spec.EffectiveSteps() {
+	for i, s := range spec.EffectiveSteps() {
 		// A blue/green's preview and switch both run the new version at full size.
 		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent, Full: p.BlueGreen}
+		if p.BlueGreen && i == 1 {
+			// The keep is counted from the switch, which reaches the route a warm-up after the step starts: with
+			// checks, their passing round is taken on the production traffic.
+			step.Pause += canary.Warmup
+		}
 		if g := s.Gate; g != nil {
 			step.Gate, step.GateTimeout, step.OnTimeout = true, time.Duration(g.TimeoutSeconds)*time.Second, g.OnTimeout
 		}
@@ -116,6 +121,12 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 	}
 	if st.GateSince != nil {
 		s.GateSince = st.GateSince.Time
+	}
+	if st.Phase == string(canary.PhaseCanary) && st.CanaryRevision != "" && s.Step >= len(plan.Steps) {
+		// Steps taken out of the plan while the canary ran (or a blue/green made of steps): it runs the plan's last
+		// step from its start, its pods counted for it, rather than be promoted untried, its traffic sent to pods
+		// counted for another step.
+		s.Step, s.Since, s.GateSince = len(plan.Steps)-1, time.Time{}, time.Time{}
 	}
 	s.ActedOn, s.Previous = st.ActedOn, st.PreviousRevision
 	if st.PreviousUntil != nil {

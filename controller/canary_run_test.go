@@ -145,3 +145,32 @@ func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 		t.Errorf("read back from the status:\n got %+v\nwant %+v", back.Evaluations, d.State.Evaluations)
 	}
 }
+
+// TestAPlanThatShrankMidCanaryRunsItsLastStep: a canary whose step the plan no longer has (steps taken out, or
+// steps turned into a blue/green) runs the plan's last step from its start, its pods counted for it; one being
+// promoted stays promoted.
+func TestAPlanThatShrankMidCanaryRunsItsLastStep(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC))
+	blueGreen := planOf(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 60}})
+	for _, tc := range []struct {
+		name      string
+		phase     string
+		step      int32
+		wantStep  int
+		wantSince bool
+	}{
+		{"at step 2 of 3, now a blue/green: its switch, from its start", "Canary", 2, 1, false},
+		{"at step 1, within the plan: where it was", "Canary", 1, 1, true},
+		{"promoting: still promoting", "Promoting", 2, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stateOf(&webappv2.CanaryStatus{Phase: tc.phase, Step: tc.step, StableRevision: "a", CanaryRevision: "b", StepStartedAt: &since}, blueGreen)
+			if s.Step != tc.wantStep || s.Since.IsZero() == tc.wantSince {
+				t.Errorf("step %d (since %v), want step %d (since kept: %v)", s.Step, s.Since, tc.wantStep, tc.wantSince)
+			}
+		})
+	}
+	if p := blueGreen.Steps[1].Pause; p != time.Minute+canary.Warmup {
+		t.Errorf("the keep is %s from the switch's start, want a minute after its warm-up", p)
+	}
+}

@@ -323,10 +323,6 @@ func (w *podWatch) synced() bool {
 	return w.pods != nil && w.pods.inf.HasSynced() && w.rss.inf.HasSynced()
 }
 
-// listing: the informers run and have not both listed yet, for less than podWatchSyncWait. Called with w.mu held.
-func (w *podWatch) listing() bool {
-	return w.pods != nil && !w.synced() && time.Since(w.started) < podWatchSyncWait
-}
 
 // active: the informers run.
 func (w *podWatch) active() bool {
@@ -351,7 +347,9 @@ func (w *podWatch) podsOf(ctx context.Context, namespace string, dep types.UID) 
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.synced() {
-		return nil, false, w.listing()
+		// Listing: the informers run and have not both listed yet, for less than podWatchSyncWait. (Not synced()
+		// again: an informer may sync meanwhile, on its own goroutine.)
+		return nil, false, w.pods != nil && time.Since(w.started) < podWatchSyncWait
 	}
 	if dep == "" {
 		return nil, true, false

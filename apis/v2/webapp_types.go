@@ -58,6 +58,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.steps) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.blueGreen switches the traffic by the WebApp's HTTPRoute: it needs expose.gateway (without one, the Service would send a full-size preview its share of the traffic)"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.autoscaling)",message="rollout.canary.blueGreen does not go with autoscaling yet: after the switch the HorizontalPodAutoscaler would measure the stable Deployment, which then serves nothing, and shrink both versions; use steps, or set replicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || !has(self.expose) || !(self.rollout.canary.blueGreen.previewHost in self.expose.hosts)",message="rollout.canary.blueGreen.previewHost must not be one of expose.hosts: the preview route would take that host's traffic from the WebApp's route"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
 	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
@@ -641,8 +643,9 @@ type BlueGreenSpec struct {
 	// +optional
 	Gate *CanaryGate `json:"gate,omitempty"`
 
-	// KeepSeconds is how long the version before is kept at full size after the switch, ready to take the traffic
-	// back at once (0: until the checks pass once on the production traffic).
+	// KeepSeconds is how long the version before is kept at full size after the switch (counted from when the
+	// route sends the new version all the traffic), ready to take it back at once (0: until the checks pass once
+	// on the production traffic).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	// +optional

@@ -405,7 +405,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if s.Since.IsZero() {
 		d.State.Since = now
 	}
-	if warm := d.State.Since.Add(warmup).Sub(now); warm > 0 {
+	if warm := d.State.Since.Add(Warmup).Sub(now); warm > 0 {
 		// Ready just now: the gateway learns the new pods' endpoints first, then gets the route's new weight.
 		d.routeAs(plan, s.Step-1)
 		d.After = warm
@@ -468,7 +468,7 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 	if obs.CanaryReady && d.ReplicaWeight == plan.Steps[d.State.Step-1].Pods() {
 		// They are: the step before's, ready (a blue/green's switch). Its pause starts now, the traffic after the
 		// warm-up; no event of the pods' would bring the canary back.
-		d.State.Since, d.After = now, warmup
+		d.State.Since, d.After = now, Warmup
 	}
 	return d
 }
@@ -492,10 +492,10 @@ func startCanary(plan Plan, s State, obs Observation) Decision {
 	return Decision{State: s, Phase: PhaseCanary, ReplicaWeight: plan.Steps[0].Pods()}
 }
 
-// warmup is how long after a canary's pods are ready at a step's count its weight reaches the route: the
+// Warmup is how long after a canary's pods are ready at a step's count its weight reaches the route: the
 // time a gateway takes to learn new endpoints (Traefik applies a provider's changes every 2 s), so no request is
 // sent to a backend the gateway still knows no server of. The step's pause includes it.
-const warmup = 5 * time.Second
+const Warmup = 5 * time.Second
 
 // Retire is how long a promoted canary's pods stay after the traffic left them: the gateway follows the
 // route's new weights within moments, and requests on their way to the canary are still answered.

@@ -83,14 +83,14 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b"},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0,
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: Warmup},
 	}, {
 		name:  "warmed up: its weight, the pause ending a minute after it started",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
-		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: time.Minute - warmup},
+		now:   t0.Add(Warmup),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 10, After: time.Minute - Warmup},
 	}, {
 		name:  "pausing, a round ended: its values recorded (a write a round), the next look at the check's interval",
 		plan:  checked,
@@ -271,13 +271,13 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/full"},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/full"},
 		now:   t0,
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0, ActedOn: "promote b/full"}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50, After: warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0, ActedOn: "promote b/full"}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50, After: Warmup},
 	}, {
 		name:  "promoted all the way, the last step warmed up: promoting, its pause waived",
 		plan:  gated(0, ""),
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, ActedOn: "promote b/full"},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/full"},
-		now:   t0.Add(warmup),
+		now:   t0.Add(Warmup),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, ActedOn: "promote b/full"}, Phase: PhasePromoting, Traffic: Traffic{Weight: 50}, ReplicaWeight: 50},
 	}, {
 		name:  "a step promoted as its pods are ready, before the gateway knows them: the action waits for the warm-up",
@@ -285,7 +285,7 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b"},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
 		now:   t0,
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: Warmup},
 	}, {
 		name:  "a round begun before this attempt's pods were ready (an aborted attempt's, before a retry): dropped",
 		plan:  checked,
@@ -484,13 +484,13 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t0.Add(time.Second),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 1, After: warmup - time.Second},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 1, After: Warmup - time.Second},
 	}, {
 		name:  "matches alone, warmed up: the matching requests, and no share by weight",
 		state: State{Stable: "a", Canary: "b", Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
-		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Matches: ab}, ReplicaWeight: 1, After: time.Minute - warmup},
+		now:   t0.Add(Warmup),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Matches: ab}, ReplicaWeight: 1, After: time.Minute - Warmup},
 	}, {
 		name:  "the next step's pods not ready: the matches stay, the pods are counted for its weight and mirror",
 		state: State{Stable: "a", Canary: "b", Step: 1},
@@ -501,8 +501,8 @@ func TestCanaryTrafficByRequest(t *testing.T) {
 		name:  "the next step warmed up: its weight and mirror, the matches gone",
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
-		now:   t0.Add(warmup),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10, Mirror: 50}, ReplicaWeight: 60, After: time.Minute - warmup},
+		now:   t0.Add(Warmup),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10, Mirror: 50}, ReplicaWeight: 60, After: time.Minute - Warmup},
 	}, {
 		name:  "promoting: the last step's traffic until the stable Deployment has rolled",
 		state: State{Stable: "a", Canary: "b", Step: 2},
@@ -759,7 +759,7 @@ func TestRollbackWithinTheWindow(t *testing.T) {
 }
 
 // TestBlueGreen: a blue/green's preview runs the new version at full size with no traffic, through its pause and
-// gate; the switch sends it all the traffic at once (once the gateway has had warmup to learn its pods), the
+// gate; the switch sends it all the traffic at once (once the gateway has had Warmup to learn its pods), the
 // version before kept beside it; an abort then switches back at once; after the keep, the promotion keeps the
 // traffic on the new version until the stable Deployment runs it, then moves it back.
 func TestBlueGreen(t *testing.T) {
@@ -793,14 +793,14 @@ func TestBlueGreen(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
 		now:   t0.Add(3 * time.Minute),
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(3 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100, After: warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(3 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100, After: Warmup},
 	}, {
 		name:  "the switch waits for the gateway to learn the pods",
 		plan:  plan,
 		state: State{Stable: "a", Canary: "b", Step: 1},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
 		now:   t1,
-		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t1}, Phase: PhaseCanary, ReplicaWeight: 100, After: warmup},
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t1}, Phase: PhaseCanary, ReplicaWeight: 100, After: Warmup},
 	}, {
 		name:  "switched: all the traffic to the new version, the version before kept",
 		plan:  plan,

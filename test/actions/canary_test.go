@@ -107,10 +107,10 @@ func startPrometheus(t *testing.T) {
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
 // up to 5 s, or behind a route sometimes a blue/green; in half of them a check of the test's Prometheus, evaluated
 // every second, with what no value counts as (onNoData).
-func (s *seq) randomPlan(routed bool) map[string]any {
+func (s *seq) randomPlan(routed, autoscaled bool) map[string]any {
 	plan := map[string]any{}
-	if routed && s.chance(0.3) {
-		// Behind a route, a blue/green instead of steps.
+	if routed && !autoscaled && s.chance(0.3) {
+		// Behind a route, a blue/green instead of steps (not with autoscaling: the API refuses it).
 		plan["blueGreen"] = s.blueGreen()
 	} else {
 		plan["steps"] = s.randomSteps(routed)
@@ -320,7 +320,8 @@ func (s *seq) setCanary(a *app) {
 		plan, change = s.changedPlan(a.plan)
 		what = "change the canary plan of WebApp %s: " + change
 	default:
-		plan = s.randomPlan(a.exposed)
+		v2 := s.getV2(a.name)
+		plan = s.randomPlan(a.exposed, v2 != nil && v2.Spec.Autoscaling != nil)
 	}
 	what = fmt.Sprintf(what, a.name) + s.phaseNote(a.name)
 	sp := map[string]any{}

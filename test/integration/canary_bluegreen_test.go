@@ -167,9 +167,14 @@ func TestBlueGreenRefusals(t *testing.T) {
 		{"neither", gateway, webappv2.CanarySpec{}, "a canary has steps or blueGreen, exactly one of them"},
 		{"a preview host that is an address", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "10.0.0.1"}}, "not an IP address"},
 		{"a keep of more than a day", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 86401}}, "keepSeconds"},
+		{"a preview host that is the WebApp's", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "shop.example.com"}}, "previewHost must not be one of expose.hosts"},
+		{"with autoscaling", gateway, webappv2.CanarySpec{BlueGreen: bg}, "blueGreen does not go with autoscaling yet"},
 	} {
 		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "bg-"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
 			Expose: c.expose, Rollout: webappv2.RolloutSpec{Canary: &c.canary}}}
+		if c.name == "with autoscaling" {
+			app.Spec.Autoscaling = &webappv2.Autoscaling{MaxReplicas: 4}
+		}
 		err := k8s.Create(context.Background(), app)
 		switch {
 		case c.want == "" && err != nil:

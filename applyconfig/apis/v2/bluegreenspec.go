@@ -25,8 +25,9 @@ type BlueGreenSpecApplyConfiguration struct {
 	// annotation webapp.example.com/action: "promote <canaryRevision>/0"); with timeoutSeconds the wait ends on
 	// its own, as onTimeout says.
 	Gate *CanaryGateApplyConfiguration `json:"gate,omitempty"`
-	// KeepSeconds is how long the version before is kept at full size after the switch, ready to take the traffic
-	// back at once (0: until the checks pass once on the production traffic).
+	// KeepSeconds is how long the version before is kept at full size after the switch (counted from when the
+	// route sends the new version all the traffic), ready to take it back at once (0: until the checks pass once
+	// on the production traffic).
 	KeepSeconds *int32 `json:"keepSeconds,omitempty"`
 	// PreviewHost is a host whose requests go to the new version alone while it runs: a second HTTPRoute,
 	// <name>-preview, on expose's Gateway and paths, from the preview until the promotion is complete (it is gone
