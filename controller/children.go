@@ -90,7 +90,7 @@ var children = expand([]childKind{
 		return desired.HTTPRoute(app, traffic), nil
 	}, gwv1ac.ExtractHTTPRoute).whereServed().
 		// A blue/green's preview host, to the canary's Service alone while it runs.
-		alsoAs("preview", desired.PreviewName, buildPreviewRoute),
+		alsoAs("preview", desired.CanaryName, buildPreviewRoute),
 	// With a volume of kind claim, the PersistentVolumeClaim the WebApp owns. Without, it is released, never
 	// deleted: a spec edit never takes data away. On the WebApp's deletion it is released too, unless its
 	// deletionPolicy is Delete.

@@ -323,7 +323,6 @@ func (w *podWatch) synced() bool {
 	return w.pods != nil && w.pods.inf.HasSynced() && w.rss.inf.HasSynced()
 }
 
-
 // active: the informers run.
 func (w *podWatch) active() bool {
 	w.mu.RLock()

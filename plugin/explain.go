@@ -12,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/pods"
 )
 
@@ -228,9 +229,21 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.step / weight", fmt.Sprintf("%d / %d", c.Step, c.Weight)})
 		if int(c.Step) < len(spec.EffectiveSteps()) {
 			step := spec.EffectiveSteps()[c.Step]
-			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".spec.rollout.canary.steps[%d]", c.Step), fmt.Sprintf("weight %d, pause %ds", step.Weight, step.PauseSeconds)})
+			field, words := fmt.Sprintf(".spec.rollout.canary.steps[%d]", c.Step), fmt.Sprintf("weight %d, pause %ds", step.Weight, step.PauseSeconds)
+			switch {
+			case spec.BlueGreen != nil && c.Step == 0:
+				field, words = ".spec.rollout.canary.blueGreen.previewSeconds", fmt.Sprintf("%d: the preview, at full size with no traffic", step.PauseSeconds)
+			case spec.BlueGreen != nil:
+				field, words = ".spec.rollout.canary.blueGreen.keepSeconds", fmt.Sprintf("%d: the version before kept after the switch (and the 5 s warm-up)", step.PauseSeconds)
+			}
+			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, field, words})
 			if c.StepStartedAt != nil {
-				left := c.StepStartedAt.Add(time.Duration(step.PauseSeconds) * time.Second).Sub(now).Round(time.Second)
+				pause := time.Duration(step.PauseSeconds) * time.Second
+				if spec.BlueGreen != nil && c.Step == 1 {
+					// The keep is counted from the switch, a warm-up after the step's start.
+					pause += canary.Warmup
+				}
+				left := c.StepStartedAt.Add(pause).Sub(now).Round(time.Second)
 				words := "its pause is over: it moves on once its checks pass"
 				if left > 0 {
 					words = fmt.Sprintf("its pause ends in %s", left)

@@ -652,7 +652,7 @@ type BlueGreenSpec struct {
 	KeepSeconds int32 `json:"keepSeconds,omitempty"`
 
 	// PreviewHost is a host whose requests go to the new version alone while it runs: a second HTTPRoute,
-	// <name>-preview, on expose's Gateway and paths, from the preview until the promotion is complete (it is gone
+	// <name>-canary (the canary's name, as its Deployment and Service), on expose's Gateway and paths, from the preview until the promotion is complete (it is gone
 	// after a rollback). The Gateway's listener must accept the host.
 	// +optional
 	PreviewHost Hostname `json:"previewHost,omitempty"`

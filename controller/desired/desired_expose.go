@@ -104,10 +104,7 @@ func gatewayParent(g *webappv2.GatewayRef) *gwv1ac.ParentReferenceApplyConfigura
 	return parent
 }
 
-// PreviewName names a blue/green's preview HTTPRoute.
-func PreviewName(app *webappv2.WebApp) string { return app.Name + "-preview" }
-
-// PreviewRoute is a blue/green's preview HTTPRoute, while its new version runs (d: a canary under way, from its
+// PreviewRoute is a blue/green's preview HTTPRoute (named as the canary's Deployment and Service: no new name to collide with), while its new version runs (d: a canary under way, from its
 // preview until its promotion is complete): the requests for previewHost on expose's Gateway and paths go to the
 // canary's Service alone. nil without a preview host, a Gateway or a canary under way: it must not exist.
 func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteApplyConfiguration {
@@ -121,7 +118,7 @@ func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteAppl
 	for _, p := range exposePaths(e) {
 		rule.WithMatches(prefixMatch(p))
 	}
-	return gwv1ac.HTTPRoute(PreviewName(app), app.Namespace).
+	return gwv1ac.HTTPRoute(CanaryName(app), app.Namespace).
 		WithLabels(CommonLabels(app)).
 		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(gwv1ac.HTTPRouteSpec().WithParentRefs(gatewayParent(e.Gateway)).WithRules(rule).

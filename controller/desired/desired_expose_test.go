@@ -162,7 +162,7 @@ func TestPreviewRoute(t *testing.T) {
 		d      canary.Decision
 		want   string // the route's JSON; "": none
 	}{
-		{"a blue/green under way", &gateway, blueGreen("preview.example.com"), running, `{"kind":"HTTPRoute","apiVersion":"gateway.networking.k8s.io/v1","metadata":{"name":"shop-preview","namespace":"ns",` +
+		{"a blue/green under way", &gateway, blueGreen("preview.example.com"), running, `{"kind":"HTTPRoute","apiVersion":"gateway.networking.k8s.io/v1","metadata":{"name":"shop-canary","namespace":"ns",` +
 			`"labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
 			`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},` +
 			`"spec":{"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"public","sectionName":"http"}],"hostnames":["preview.example.com"],` +

@@ -307,7 +307,7 @@ func TestPreviewVerdict(t *testing.T) {
 		Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public", Namespace: "infra"}}}}
 	parent := gwv1.ParentReference{Name: "public", Namespace: ptr.To(gwv1.Namespace("infra"))}
 	route := func(conds ...metav1.Condition) *gwv1.HTTPRoute {
-		r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web-preview", Generation: 1}}
+		r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web-canary", Generation: 1}}
 		if conds != nil {
 			r.Status.Parents = []gwv1.RouteParentStatus{{ParentRef: parent, ControllerName: "traefik.io/gateway-controller", Conditions: conds}}
 		}
@@ -323,9 +323,9 @@ func TestPreviewVerdict(t *testing.T) {
 	}{
 		{"none", nil, ""},
 		{"accepted", route(cond("Accepted", metav1.ConditionTrue, "Accepted", ""), cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", "")), ""},
-		{"not judged yet", route(), "the preview host's route web-preview: no controller of Gateway infra/public has reported on the HTTPRoute yet"},
+		{"not judged yet", route(), "the preview host's route web-canary: no controller of Gateway infra/public has reported on the HTTPRoute yet"},
 		{"a host the listener refuses", route(cond("Accepted", metav1.ConditionFalse, "NoMatchingListenerHostname", "no listener accepts preview.example.com")),
-			"the preview host's route web-preview: Gateway infra/public does not accept the HTTPRoute: NoMatchingListenerHostname: no listener accepts preview.example.com"},
+			"the preview host's route web-canary: Gateway infra/public does not accept the HTTPRoute: NoMatchingListenerHostname: no listener accepts preview.example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := previewVerdict(app, tc.route); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {

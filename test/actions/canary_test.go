@@ -41,7 +41,7 @@ var (
 // canaryName and recordName name a WebApp's canary objects (the canary's Deployment and, behind a Gateway route, its
 // Service) and the stable version's record (controller/stable_record.go).
 func canaryName(name string) string  { return name + "-canary" }
-func previewName(name string) string { return name + "-preview" }
+func previewName(name string) string { return name + "-canary" } // a blue/green's preview route
 func recordName(name string) string  { return name + "-stable" }
 
 // promAnswers are the answers the test's Prometheus gives, by the first segment of the check's address path: a

@@ -77,10 +77,10 @@ func TestBlueGreenThroughTheRoute(t *testing.T) {
 	})
 	preview := &gwv1.HTTPRoute{}
 	testutil.Eventually(t, wait10s, "the preview route", func(ctx context.Context) error {
-		if err := get(ctx, ns, "web-preview", preview); err != nil {
+		if err := get(ctx, ns, "web-canary", preview); err != nil {
 			return err
 		}
-		rules, err := routeRules(ctx, ns, "web-preview")
+		rules, err := routeRules(ctx, ns, "web-canary")
 		if err == nil && (rules != "[/] web-canary=1" || len(preview.Spec.Hostnames) != 1 || preview.Spec.Hostnames[0] != "preview.shop.example.com") {
 			err = fmt.Errorf("the preview route: %s for %v", rules, preview.Spec.Hostnames)
 		}
@@ -94,7 +94,7 @@ func TestBlueGreenThroughTheRoute(t *testing.T) {
 	if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil ||
 		!strings.Contains(ready.Message, "Blue/green preview of revision "+held.Status.Canary.CanaryRevision+" at full size, with none of the production traffic") {
 		t.Errorf("Ready does not say the new version is previewed: %+v", ready)
-	} else if !strings.Contains(ready.Message, "; the preview host's route web-preview: no controller of Gateway "+ns+"/public has reported on the HTTPRoute yet") {
+	} else if !strings.Contains(ready.Message, "; the preview host's route web-canary: no controller of Gateway "+ns+"/public has reported on the HTTPRoute yet") {
 		// (No Gateway controller runs here: its verdict on the preview route is awaited, and said.)
 		t.Errorf("Ready does not say the preview route waits for its Gateway: %s", ready.Message)
 	}
@@ -126,7 +126,7 @@ func TestBlueGreenThroughTheRoute(t *testing.T) {
 	})
 	canaryPhase(t, ns, "web", "RolledBack/1/0")
 	waitRoute(t, ns, stableOnly)
-	gone(t, ns, "web-preview", &gwv1.HTTPRoute{})
+	gone(t, ns, "web-canary", &gwv1.HTTPRoute{})
 	gone(t, ns, "web-canary", &appsv1.Deployment{})
 	op = restartCostsNoWrites(t, op, ns)
 

@@ -491,7 +491,7 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		}
 		jsonpathEquals(t, 30*time.Second, "1", "{.spec.rules[*].backendRefs[*].weight}", "-n", appNS, "httproute/cny")
 		eventually(t, 30*time.Second, "the preview route gone", func() error {
-			out, err := kubectlErr("get", "-n", appNS, "httproute/cny-preview", "--ignore-not-found", "-o", "name")
+			out, err := kubectlErr("get", "-n", appNS, "httproute/cny-canary", "--ignore-not-found", "-o", "name")
 			if err == nil && strings.TrimSpace(out) != "" {
 				err = fmt.Errorf("still there: %s", out)
 			}
