@@ -258,14 +258,20 @@ func TestCanaryRouteRefusals(t *testing.T) {
 		{"a cookie value with a semicolon", gateway, webappv2.CanaryStep{Weight: 10, Matches: []webappv2.CanaryMatch{{Cookie: &webappv2.CanaryCookieMatch{Name: "c", Value: "a;b"}}}}, "cookie.value"},
 		{"a mirror of 0%", gateway, webappv2.CanaryStep{Weight: 10, MirrorPercent: -1}, "mirrorPercent"},
 	} {
-		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "route-"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
-			Expose: c.expose, Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{c.step}}}}}
-		err := k8s.Create(context.Background(), app)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v, want accepted", c.name, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s: %v, want refused, saying %q", c.name, err, c.want)
-		}
+		judgeCreate(t, c.name, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "route-"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
+			Expose: c.expose, Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{c.step}}}}}, c.want)
+	}
+}
+
+// judgeCreate creates app and fails the test unless the API server accepts it (want "") or refuses it with a
+// message saying want.
+func judgeCreate(t *testing.T, what string, app *webappv2.WebApp, want string) {
+	t.Helper()
+	err := k8s.Create(context.Background(), app)
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%s: %v, want accepted", what, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%s: %v, want refused, saying %q", what, err, want)
 	}
 }
