@@ -104,9 +104,10 @@ func gatewayParent(g *webappv2.GatewayRef) *gwv1ac.ParentReferenceApplyConfigura
 	return parent
 }
 
-// PreviewRoute is a blue/green's preview HTTPRoute (named as the canary's Deployment and Service: no new name to collide with), while its new version runs (d: a canary under way, from its
+// PreviewRoute is a blue/green's preview HTTPRoute while its new version runs (d: a canary under way, from its
 // preview until its promotion is complete): the requests for previewHost on expose's Gateway and paths go to the
-// canary's Service alone. nil without a preview host, a Gateway or a canary under way: it must not exist.
+// canary's Service alone. It is named as the canary's Deployment and Service, so it adds no name for another
+// WebApp's objects to collide with. nil without a preview host, a Gateway or a canary under way: it must not exist.
 func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteApplyConfiguration {
 	e := app.Spec.Expose
 	c := app.Spec.Rollout.Canary
