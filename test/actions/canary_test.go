@@ -322,6 +322,9 @@ func (s *seq) setCanary(a *app) {
 	default:
 		v2 := s.getV2(a.name)
 		plan = s.randomPlan(a.exposed, v2 != nil && v2.Spec.Autoscaling != nil)
+		if plan["blueGreen"] != nil {
+			what = "give WebApp %s a blue/green strategy"
+		}
 	}
 	what = fmt.Sprintf(what, a.name) + s.phaseNote(a.name)
 	sp := map[string]any{}
