@@ -109,7 +109,7 @@ func startPrometheus(t *testing.T) {
 // every second, with what no value counts as (onNoData).
 func (s *seq) randomPlan(routed, autoscaled bool) map[string]any {
 	plan := map[string]any{}
-	if routed && !autoscaled && s.chance(0.3) {
+	if routed && !autoscaled && s.chance(0.5) {
 		// Behind a route, a blue/green instead of steps (not with autoscaling: the API refuses it).
 		plan["blueGreen"] = s.blueGreen()
 	} else {
