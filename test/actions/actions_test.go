@@ -136,6 +136,8 @@ type seq struct {
 	writes *writeLog
 	faults atomic.Pointer[fault]
 	faultN int // steps left until the fault is removed
+	// blueGreens counts the blue/green plans drawn: a sequence's first plan behind a route is one.
+	blueGreens int
 	op     *operator
 	hist   *history
 	specs  map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp

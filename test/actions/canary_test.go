@@ -109,8 +109,10 @@ func startPrometheus(t *testing.T) {
 // every second, with what no value counts as (onNoData).
 func (s *seq) randomPlan(routed, autoscaled bool) map[string]any {
 	plan := map[string]any{}
-	if routed && !autoscaled && s.chance(0.5) {
-		// Behind a route, a blue/green instead of steps (not with autoscaling: the API refuses it).
+	if routed && !autoscaled && (s.blueGreens == 0 || s.chance(0.5)) {
+		// Behind a route, a blue/green instead of steps (not with autoscaling: the API refuses it): the first one
+		// of a sequence, and half the others.
+		s.blueGreens++
 		plan["blueGreen"] = s.blueGreen()
 	} else {
 		plan["steps"] = s.randomSteps(routed)
