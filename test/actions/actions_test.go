@@ -138,10 +138,10 @@ type seq struct {
 	faultN int // steps left until the fault is removed
 	// blueGreens counts the blue/green plans drawn: a sequence's first plan behind a route is one.
 	blueGreens int
-	op     *operator
-	hist   *history
-	specs  map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp
-	bounds map[types.UID]map[int64]*bounds             // and its autoscaling (nil: none)
+	op         *operator
+	hist       *history
+	specs      map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp
+	bounds     map[types.UID]map[int64]*bounds             // and its autoscaling (nil: none)
 	// hpasRefused: the quota noHPAs exists.
 	hpasRefused bool
 	ours        map[types.UID]bool   // objects the test itself created
