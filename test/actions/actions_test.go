@@ -95,6 +95,9 @@ type app struct {
 	// prevImage is the image before the last image change (actStartCanary), to set the spec back to it.
 	prevImage string
 	claim     *claimVol // the claim volume last applied through v2 (nil: none)
+	// before are the uids of the WebApps of this name before this one: a child one released (Orphan) is taken up by
+	// the next, with the fields our manager still owned on it.
+	before []types.UID
 }
 
 // deletion is what the test knew when it deleted a WebApp, to check afterwards.
@@ -305,6 +308,9 @@ func (s *seq) createWebApp(a *app) {
 	u := s.applySpec(a, spec)
 	if u == nil {
 		return
+	}
+	if a.uid != "" {
+		a.before = append(a.before, a.uid)
 	}
 	a.state, a.uid, a.plan, a.exposed, a.claim, a.prevImage = alive, u.GetUID(), nil, false, nil, ""
 	s.created[a.uid] = time.Now()
