@@ -51,6 +51,12 @@ type canaryRun struct {
 	// kept is, while a canary is promoted, the stable version's pod template its record still holds (nil: none):
 	// the record keeps it until the promotion completes, so an abort can roll the stable Deployment back to it.
 	kept *corev1ac.PodTemplateSpecApplyConfiguration
+	// retiring is, while a canary the spec left retires (State.Retiring), its Deployment as our manager owns it,
+	// applied as it is (nil: none of that version is there).
+	retiring *appsv1ac.DeploymentApplyConfiguration
+	// retireOnly: the strategy is out of the spec, and a canary's pods retire (retiringWithoutStrategy); for all
+	// else the WebApp has no strategy.
+	retireOnly bool
 	// stableReplicas is the stable Deployment's count, which the canary's follows.
 	stableReplicas int32
 	// err: the canary could not be decided (its inputs unknown); its objects are left as they are.
@@ -63,6 +69,9 @@ type canaryRun struct {
 	// not seen our last write of it): where the stable version's pod template is found (heldStable).
 	record *appsv1.ControllerRevision
 	stable *appsv1.Deployment
+	// canaryDep is the canary Deployment (nil: none of the WebApp's, or none may retire), where a retiring canary's
+	// is found.
+	canaryDep *appsv1.Deployment
 }
 
 // planOf is the spec's strategy with its defaults.
@@ -128,7 +137,10 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 		// counted for another step.
 		s.Step, s.Since, s.GateSince = len(plan.Steps)-1, time.Time{}, time.Time{}
 	}
-	s.ActedOn, s.Previous = st.ActedOn, st.PreviousRevision
+	s.ActedOn, s.Previous, s.Retiring = st.ActedOn, st.PreviousRevision, st.RetiringRevision
+	if st.RetiringSince != nil {
+		s.RetiringSince = st.RetiringSince.Time
+	}
 	if st.PreviousUntil != nil {
 		s.PreviousUntil = st.PreviousUntil.Time
 	}
@@ -163,9 +175,10 @@ func countFailures(failures []int32, n, i int, count int32) []int32 {
 func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebApp, o observed) *canaryRun {
 	spec := app.Spec.Rollout.Canary
 	if spec == nil {
-		return nil
+		return r.retiringWithoutStrategy(ctx, app, o)
 	}
 	run := &canaryRun{plan: planOf(spec)}
+	run.plan.Shared = desired.CanaryShared(app)
 	if o.configErr != nil || o.hpaErr != nil {
 		// Which version the spec is, or the count the canary follows, is not known.
 		run.err = errors.Join(o.configErr, o.hpaErr)
@@ -199,6 +212,10 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step].Pods(), desired.CanaryShared(app))
 		// Behind a route, its Service must be ours too (one of that name that is not: no traffic goes there).
 		obs.CanaryReady = runs(canaryDep, state.Canary) && status.RolledOut(canaryDep, n) && (desired.CanaryShared(app) || r.hasCanaryService(ctx, app))
+		if state.Step+1 < len(run.plan.Steps) {
+			// The next step's share may need the same count (20% and 25% of 4 pods are one pod each).
+			obs.NextStepReady = obs.CanaryReady && n == desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step+1].Pods(), desired.CanaryShared(app))
+		}
 	}
 	if trying && state.Step < len(run.plan.Steps) && runs(canaryDep, state.Canary) {
 		// The canary's pods' trouble, as the stable pods' is found (their probes' words too).
@@ -261,14 +278,66 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		// Promoting: an abort can go back only to a version the record still holds.
 		obs.StableKept = heldTemplate(run.record, state.Stable) != nil
 	}
+	mayRetire := state.Retiring != "" || state.Canary != "" && state.Canary != run.revision ||
+		state.Failed != "" && state.Failed != run.revision && !state.Since.IsZero()
+	if mayRetire {
+		run.canaryDep = r.retiringCanaryDeployment(ctx, app)
+	}
 	run.state, run.seen = state, obs
+	return run
+}
+
+// retiringCanaryDeployment is app's canary Deployment with our manager's fields whole, where a retiring canary's is
+// found (nil: none of app's): through the client (the cache keeps our entry without its owner's UID, which the
+// client puts back), or from the API server when the cache has not seen our last write of it. A retiring canary's
+// Deployment is applied as our manager owns it, never as a write the cache missed.
+func (r *WebAppReconciler) retiringCanaryDeployment(ctx context.Context, app *webappv2.WebApp) *appsv1.Deployment {
+	dep := &appsv1.Deployment{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: desired.CanaryName(app)}, dep); err != nil || pods.OwnedDeployment(app, dep) == "" {
+		return nil
+	}
+	if !r.mem.Behind("Deployment/canary", client.ObjectKeyFromObject(app), dep) {
+		return dep
+	}
+	fresh := &appsv1.Deployment{}
+	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(dep), fresh); err != nil || pods.OwnedDeployment(app, fresh) == "" {
+		return nil
+	}
+	return fresh
+}
+
+// retiringWithoutStrategy is the run of a WebApp whose strategy was taken out of the spec while the route sent its
+// canary traffic (or while a rolled-back one's pods retired): its pods retire first, as those of a version the spec
+// left do (canary.Dropped), and status.canary says so until they are gone. Nil once nothing retires: no strategy.
+func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *webappv2.WebApp, o observed) *canaryRun {
+	st := app.Status.Canary
+	if st == nil || st.CanaryRevision == "" && st.RetiringRevision == "" && (st.FailedRevision == "" || st.StepStartedAt == nil) {
+		// (The status is read as the cache has it: one we wrote that it has not seen yet retires nothing more.)
+		return nil
+	}
+	run := &canaryRun{retireOnly: true}
+	// The state as the status keeps it (stateOf fits it to a plan, and there is none now).
+	state := canary.State{Stable: st.StableRevision, Canary: st.CanaryRevision, Failed: st.FailedRevision, Step: max(int(st.Step), 0), Retiring: st.RetiringRevision}
+	if st.StepStartedAt != nil {
+		state.Since = st.StepStartedAt.Time
+	}
+	if st.RetiringSince != nil {
+		state.RetiringSince = st.RetiringSince.Time
+	}
+	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), desired.CanaryShared(app), o.now)
+	if d.State.Retiring == "" {
+		return nil
+	}
+	run.state, run.decision = state, d
+	run.retiring = retiringDeployment(r.retiringCanaryDeployment(ctx, app), d.State.Retiring)
 	return run
 }
 
 // decide is the canary's next state, from what observeCanary read: the step machine's decision and, while the
 // stable version keeps serving beside a canary or after a rollback, its pod template.
 func (run *canaryRun) decide(now time.Time) {
-	if run == nil || run.err != nil {
+	if run == nil || run.err != nil || run.retireOnly {
+		// (Without a strategy, retiringWithoutStrategy has decided.)
 		return
 	}
 	run.decision = canary.Next(run.plan, run.state, run.seen, now)
@@ -280,6 +349,20 @@ func (run *canaryRun) decide(now time.Time) {
 		// Only the record's own (never the Deployment's, which rolls to the promoted version now).
 		run.kept = heldTemplate(run.record, run.decision.State.Stable)
 	}
+	run.retiring = retiringDeployment(run.canaryDep, run.decision.State.Retiring)
+}
+
+// retiringDeployment is the canary Deployment dep as our manager owns it, when it runs rev, the version whose
+// pods retire (nil otherwise: there is nothing of it to keep).
+func retiringDeployment(dep *appsv1.Deployment, rev string) *appsv1ac.DeploymentApplyConfiguration {
+	if rev == "" || dep == nil || dep.Annotations[webappv2.AnnotationRevision] != rev {
+		return nil
+	}
+	owned, err := appsv1ac.ExtractDeployment(dep, webappv2.FieldManager)
+	if err != nil || owned.Spec == nil {
+		return nil
+	}
+	return owned
 }
 
 // stableTemplateSources reads where the stable version's pod template is kept (heldStable): its record, and app's
@@ -495,7 +578,7 @@ func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecAppl
 
 // tellCanary records an event when the canary starts, moves to another step, is promoted or rolled back.
 func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
-	if run == nil || run.err != nil {
+	if run == nil || run.err != nil || run.retireOnly {
 		return
 	}
 	was, d, s := run.state, run.decision, run.decision.State
@@ -547,6 +630,10 @@ var errStableUnknown = errors.New("the stable version's pod template is not know
 
 // buildCanaryDeployment is the canary variant of the Deployment (nil: none must exist).
 func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	if dep := in.canary.retiringDeployment(); dep != nil {
+		// The pods of a version the spec left retire as they are: the route already sends them nothing.
+		return dep, nil
+	}
 	if _, ok, err := in.canary.decided(); !ok {
 		return nil, err
 	}
@@ -560,6 +647,10 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 
 // buildCanaryService is the canary variant of the Service (nil: none must exist).
 func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApplyConfiguration, error) {
+	if in.canary.retiringDeployment() != nil {
+		// Its retiring pods' (the gateway may still send them a request).
+		return desired.CanaryService(app, in.canary.decision), nil
+	}
 	d, ok, err := in.canary.decided()
 	if !ok {
 		return nil, err
@@ -582,11 +673,19 @@ func canaryTraffic(in inputs) (canary.Traffic, error) {
 	return d.Traffic, err
 }
 
-// decided is run's decision; ok is false without a strategy (run nil, err nil) or when the canary could not be
-// decided (err says why: its objects are left as they are).
+// retiringDeployment is the Deployment of a canary whose pods retire, as our manager owns it (nil: none retires).
+func (run *canaryRun) retiringDeployment() *appsv1ac.DeploymentApplyConfiguration {
+	if run == nil || run.err != nil || run.decision.State.Retiring == "" {
+		return nil
+	}
+	return run.retiring
+}
+
+// decided is run's decision; ok is false without a strategy (run nil or retireOnly, err nil) or when the canary
+// could not be decided (err says why: its objects are left as they are).
 func (run *canaryRun) decided() (d canary.Decision, ok bool, err error) {
 	switch {
-	case run == nil:
+	case run == nil || run.retireOnly:
 		return d, false, nil
 	case run.err != nil:
 		return d, false, run.err

@@ -174,3 +174,25 @@ func TestAPlanThatShrankMidCanaryRunsItsLastStep(t *testing.T) {
 		t.Errorf("the keep is %s from the switch's start, want a minute after its warm-up", p)
 	}
 }
+
+// TestARetiringCanaryRoundTripsThroughTheStatus: a canary the spec left, whose pods retire, reads back from the
+// status as the state that wrote it (a restart lets them go when it would have), and is written again the same way.
+func TestARetiringCanaryRoundTripsThroughTheStatus(t *testing.T) {
+	plan := planOf(&webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}, {Weight: 50}}})
+	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
+	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Step: 1, Since: at.Add(-time.Minute)}, canary.Observation{Revision: "c", Deployed: "a"}, at)
+	if d.State.Retiring != "b" || d.State.Canary != "c" {
+		t.Fatalf("the spec left a canary at 50%%, but its pods do not retire: %+v", d.State)
+	}
+	stored := storedStatus(t, d, plan)
+	back := stateOf(&stored, plan)
+	if back.Retiring != "b" || !back.RetiringSince.Equal(at.Truncate(time.Second)) {
+		t.Errorf("read back: retiring %q since %v, want b since %v", back.Retiring, back.RetiringSince, at.Truncate(time.Second))
+	}
+	if again := status.CanaryStatus(canary.Decision{State: back, Phase: d.Phase, ReplicaWeight: d.ReplicaWeight}, plan); apptest.JSON(t, again) != apptest.JSON(t, status.CanaryStatus(d, plan)) {
+		t.Errorf("the status read back is written again differently:\n%s\n%s", apptest.JSON(t, again), apptest.JSON(t, status.CanaryStatus(d, plan)))
+	}
+	if later := canary.Next(plan, back, canary.Observation{Revision: "c", Deployed: "a"}, at.Add(canary.Retire)); later.State.Retiring != "" {
+		t.Errorf("Retire after the route left them, the pods still retire: %+v", later.State)
+	}
+}

@@ -279,6 +279,16 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.reason / message", c.Reason + ": " + c.Message})
 		}
 	}
+	if c.RetiringRevision != "" && c.RetiringSince != nil {
+		// Pods of a version the spec left, still there: said, with when they go.
+		until := c.RetiringSince.Add(canary.Retire)
+		words := fmt.Sprintf("the spec left this version at %s while the route sent it traffic: its pods (%s) retire until %s, the route sending them nothing, so requests already on their way are answered",
+			c.RetiringSince.UTC().Format(time.RFC3339), canaryName, until.UTC().Format(time.RFC3339))
+		if c.Phase == "Canary" {
+			words += "; the new version's canary starts in their place then"
+		}
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.retiringRevision", c.RetiringRevision + ": " + words})
+	}
 	if c.PreviousRevision != "" && c.PreviousUntil != nil {
 		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
 		switch left := c.PreviousUntil.Sub(now).Round(time.Second); {

@@ -402,6 +402,17 @@ type CanaryStatus struct {
 	// +optional
 	ActedOn string `json:"actedOn,omitempty"`
 
+	// RetiringRevision is a canary's version that the spec left (set back, or changed again) while the route sent
+	// it traffic: its pods stay as they are, the route sending them nothing, until retiringSince plus 10 s, so the
+	// requests already on their way to them are answered; then they go (and a new version's canary starts).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	RetiringRevision string `json:"retiringRevision,omitempty"`
+
+	// RetiringSince is when the route left retiringRevision's pods.
+	// +optional
+	RetiringSince *metav1.Time `json:"retiringSince,omitempty"`
+
 	// Failures counts each check's failed evaluations in this canary.
 	// +listType=map
 	// +listMapKey=name

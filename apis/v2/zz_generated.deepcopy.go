@@ -277,6 +277,10 @@ func (in *CanaryStatus) DeepCopyInto(out *CanaryStatus) {
 		in, out := &in.PreviousUntil, &out.PreviousUntil
 		*out = (*in).DeepCopy()
 	}
+	if in.RetiringSince != nil {
+		in, out := &in.RetiringSince, &out.RetiringSince
+		*out = (*in).DeepCopy()
+	}
 	if in.Failures != nil {
 		in, out := &in.Failures, &out.Failures
 		*out = make([]CanaryCheckFailures, len(*in))

@@ -252,6 +252,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: reason
       type:
         scalar: string
+    - name: retiringRevision
+      type:
+        scalar: string
+    - name: retiringSince
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: stableRevision
       type:
         scalar: string

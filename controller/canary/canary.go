@@ -26,6 +26,9 @@ type Plan struct {
 	// RollbackWindow is how long after a promotion a spec set back to the version it replaced is rolled back to at
 	// once, without a canary (0: never).
 	RollbackWindow time.Duration
+	// Shared: no route splits the traffic; the canary's pods are behind the one Service, which they leave as any
+	// pod going does (so a canary the spec leaves has nothing to retire from).
+	Shared bool
 }
 
 // Step sends weight percent of the traffic to the canary, then pauses: the canary must be ready at that
@@ -145,6 +148,10 @@ type State struct {
 	// Evaluations are each check's last result in this canary (the one rolled back, after a rollback), in the
 	// plan's order at the time. They change when a round of checks ends, so a pause without checks costs no write.
 	Evaluations []Evaluation
+	// Retiring is a canary the spec left while the route sent it traffic, since RetiringSince: its pods stay as
+	// they are, with none of the traffic, until Retire has passed (the gateway follows the route first).
+	Retiring      string
+	RetiringSince time.Time
 }
 
 // Observation is what a reconcile saw of the two versions.
@@ -153,6 +160,9 @@ type Observation struct {
 	Revision, Deployed string
 	// canaryReady: the canary Deployment has as many available pods as its step's weight asks for.
 	CanaryReady bool
+	// NextStepReady: so has it for the next step, whose share asks for the same count (no event of its pods would
+	// say so).
+	NextStepReady bool
 	// troubleReason and troubleMessage are the canary's pods' trouble (podTrouble), "" when none.
 	TroubleReason, TroubleMessage string
 	// checks are the results of the round of checks that ended since the last reconcile, in the plan's order (nil:
@@ -271,6 +281,77 @@ func MatchWords(m webappv2.CanaryMatch) string {
 
 // Next decides the rollout's next state from the plan, the state reached and what was observed at now.
 func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
+	left := s.Canary != "" && obs.Revision != s.Canary
+	if left {
+		// The spec left the canary (set back, or changed again): what follows is decided without it, its pods
+		// retiring first if the route sent them traffic.
+		s = abandon(plan, s, obs, now)
+	}
+	if s.Canary == "" && s.Failed != "" && !s.Since.IsZero() && obs.Revision != s.Failed && !plan.Shared {
+		// The spec left a rolled-back canary whose pods retire still: they finish retiring, as one it left.
+		s.Retiring, s.RetiringSince, s.Step, s.Since = s.Failed, s.Since, 0, time.Time{}
+	}
+	return retire(next(plan, s, obs, now, left), now)
+}
+
+// abandon leaves s's canary, which the spec no longer asks for. The route sends it nothing from now on; its pods,
+// if the route sent them traffic, retire: they stay Retire as they are, answering the requests already on their
+// way (the gateway follows the route within moments), and a new version's canary starts in their place after.
+// Being promoted, it is what the stable Deployment runs (or rolls to): stable, unless the spec is set back to the
+// version before.
+func abandon(plan Plan, s State, obs Observation, now time.Time) State {
+	promoting := s.Step >= len(plan.Steps)
+	if !plan.Shared && (promoting || s.Step > 0 || !s.Since.IsZero()) {
+		// (Before its first step's pods were ready, the route sent it nothing.)
+		s.Retiring, s.RetiringSince = s.Canary, now
+	}
+	if promoting && obs.Revision != s.Stable {
+		// (Its promotion did not complete: no rollback window for the version it replaced.)
+		s.Stable, s.Previous, s.PreviousUntil = s.Canary, "", time.Time{}
+	}
+	s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations = "", 0, time.Time{}, time.Time{}, nil, nil
+	return s
+}
+
+// Dropped decides for a strategy taken out of the spec at now, from the state it left (promoting: it was being
+// promoted; shared: no route split the traffic). No canary runs from now on; the pods of the one that ran, if a route
+// sent them traffic, retire first as those of a version the spec left do, and so do a rolled-back one's still
+// retiring. Phase Stable, with nothing left to retire: the strategy's state is done with.
+func Dropped(s State, promoting, shared bool, now time.Time) Decision {
+	out := State{Stable: s.Stable, Retiring: s.Retiring, RetiringSince: s.RetiringSince}
+	switch {
+	case shared:
+		// (Behind the one Service, the pods leave it as any pod going does.)
+		out.Retiring, out.RetiringSince = "", time.Time{}
+	case s.Canary != "" && (promoting || s.Step > 0 || !s.Since.IsZero()):
+		out.Retiring, out.RetiringSince = s.Canary, now
+	case s.Canary == "" && s.Failed != "" && !s.Since.IsZero():
+		out.Retiring, out.RetiringSince = s.Failed, s.Since
+	}
+	return retire(Decision{State: out, Phase: PhaseStable}, now)
+}
+
+// retire keeps a retiring canary's pods until Retire after the route left them (d.After brings the reconcile that
+// lets them go), and forgets them then, or once the spec asks for their version again (they are its canary's).
+func retire(d Decision, now time.Time) Decision {
+	s := &d.State
+	if s.Retiring == "" {
+		return d
+	}
+	left := s.RetiringSince.Add(Retire).Sub(now)
+	if s.Retiring == s.Canary || left <= 0 || left > Retire {
+		// (Bounded by Retire: a since in the future, from a clock ahead of ours, never holds them longer.)
+		s.Retiring, s.RetiringSince = "", time.Time{}
+		return d
+	}
+	if d.After == 0 || left < d.After {
+		d.After = left
+	}
+	return d
+}
+
+// next is Next for a state whose canary, if any, is the spec's version; left: the spec has just left another one.
+func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decision {
 	act := ""
 	if obs.Action != s.ActedOn && len(obs.Action) <= MaxAction {
 		// (A longer value acts on nothing: the status keeps the value acted on whole, to compare it.)
@@ -291,11 +372,11 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 	case obs.Revision == s.Stable:
 		// The spec is back at the stable version (a canary abandoned by the user, or none): nothing to try. A
 		// failed revision stays known, so applying it again still does not loop.
-		s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations = "", 0, time.Time{}, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
-	case s.Canary == "" && s.Previous != "" && obs.Revision == s.Previous && plan.RollbackWindow > 0 && now.Before(s.PreviousUntil):
+	case s.Canary == "" && !left && s.Previous != "" && obs.Revision == s.Previous && plan.RollbackWindow > 0 && now.Before(s.PreviousUntil):
 		// The spec set back to the version the last promotion replaced, within the window (a reverted commit): it
 		// is stable again at once, and the stable Deployment rolls back to it without a canary's steps or checks.
+		// (Not while another version's canary ran: the stable one is not what the spec was set back from.)
 		s.Reason, s.Message = webappv2.ReasonRolledBackToPrevious, fmt.Sprintf("the spec was set back to revision %s, the version before revision %s, within the rollback window: rolled back to it at once, without a canary", s.Previous, s.Stable)
 		s.Stable, s.Previous, s.PreviousUntil, s.Step, s.Since, s.Failures, s.Evaluations = s.Previous, "", time.Time{}, 0, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
@@ -323,12 +404,8 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		s.Previous, s.PreviousUntil = "", time.Time{}
 		return Decision{State: s, Phase: PhaseStable}
 	case obs.Revision != s.Canary:
-		// A new version (or one changed mid-canary): its canary starts from the first step. One that comes while
-		// another is promoted starts beside it: the stable Deployment already runs (or rolls to) the promoted one.
-		if s.Canary != "" && s.Step >= len(plan.Steps) {
-			// (Its promotion did not complete: no rollback window for the version it replaced.)
-			s.Stable, s.Previous, s.PreviousUntil = s.Canary, "", time.Time{}
-		}
+		// A new version (or one changed mid-canary, or while another was promoted: abandon): its canary starts
+		// from the first step.
 		return startCanary(plan, s, obs)
 	}
 	if s.Step >= len(plan.Steps) && act == Abort(s.Canary) && obs.StableKept {
@@ -465,9 +542,9 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 	// The next step's pods are not there yet: the traffic stays until they are ready.
 	d.ReplicaWeight = plan.Steps[d.State.Step].Pods()
 	d.After = 0
-	if obs.CanaryReady && d.ReplicaWeight == plan.Steps[d.State.Step-1].Pods() {
-		// They are: the step before's, ready (a blue/green's switch). Its pause starts now, the traffic after the
-		// warm-up; no event of the pods' would bring the canary back.
+	if obs.CanaryReady && (d.ReplicaWeight == plan.Steps[d.State.Step-1].Pods() || obs.NextStepReady) {
+		// They are: the step before's, ready (a blue/green's switch, or a share that needs no other count). Its
+		// pause starts now, the traffic after the warm-up; no event of the pods' would bring the canary back.
 		d.State.Since, d.After = now, Warmup
 	}
 	return d

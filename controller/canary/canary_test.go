@@ -382,7 +382,7 @@ func TestNextCanary(t *testing.T) {
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Step: 2},
 		obs:   Observation{Revision: "c", Deployed: "b"},
-		want:  Decision{State: State{Stable: "b", Canary: "c"}, Phase: PhaseCanary, ReplicaWeight: 10},
+		want:  Decision{State: State{Stable: "b", Canary: "c", Retiring: "b"}, Phase: PhaseCanary, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "the rolled-back version applied again: it stays rolled back (no loop)",
 		plan:  plain,
@@ -400,13 +400,69 @@ func TestNextCanary(t *testing.T) {
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, Failures: []int32{1}, Evaluations: evaluated("0.3", false, "", t0)},
 		obs:   Observation{Revision: "a", Deployed: "a"},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(time.Minute)}, Phase: PhaseStable, After: Retire},
+	}, {
+		name:  "the spec set back before the canary's first step was ready: the route sent it nothing, it goes at once",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b"},
+		obs:   Observation{Revision: "a", Deployed: "a", CanaryReady: true},
 		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
+	}, {
+		name:  "the spec set back mid-canary without a route: its pods leave the one Service as any pod going does, nothing retires",
+		plan:  Plan{Steps: plain.Steps, Shared: true},
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "a", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
+	}, {
+		name:  "a step passed whose next needs no other count: the next one's pause starts now, its traffic after the warm-up",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, NextStepReady: true},
+		now:   t0.Add(2 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(2 * time.Minute)}, Phase: PhaseCanary, Traffic: Traffic{Weight: 10}, ReplicaWeight: 50, After: Warmup},
 	}, {
 		name:  "the version changed mid-canary: the new one starts from the first step",
 		plan:  plain,
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
 		obs:   Observation{Revision: "c", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "c", Retiring: "b", RetiringSince: t0.Add(time.Minute)}, Phase: PhaseCanary, ReplicaWeight: 10, After: Retire},
+	}, {
+		name:  "the version the spec left retires: the new one's canary waits, with no traffic, until its pods are gone",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "c", Retiring: "b", RetiringSince: t0},
+		obs:   Observation{Revision: "c", Deployed: "a"},
+		now:   t0.Add(4 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "c", Retiring: "b", RetiringSince: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: 6 * time.Second},
+	}, {
+		name:  "retired: the version the spec left is forgotten, its Deployment replaced by the new one's",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "c", Retiring: "b", RetiringSince: t0},
+		obs:   Observation{Revision: "c", Deployed: "a"},
+		now:   t0.Add(Retire),
 		want:  Decision{State: State{Stable: "a", Canary: "c"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "retiring since a time ahead of our clock: never held longer than Retire",
+		plan:  plain,
+		state: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(time.Hour)},
+		obs:   Observation{Revision: "a", Deployed: "a"},
+		now:   t0,
+		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
+	}, {
+		name:  "the spec back at the retiring version: its pods are its new canary's, not retiring",
+		plan:  plain,
+		state: State{Stable: "a", Retiring: "b", RetiringSince: t0},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		now:   t0.Add(time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "a new version while a rolled-back canary's pods retire: they finish retiring before the new canary's come",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "b", Step: 1, Since: t0, Reason: webappv2.ReasonCheckFailed},
+		obs:   Observation{Revision: "c", Deployed: "a"},
+		now:   t0.Add(3 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "c", Failed: "b", Retiring: "b", RetiringSince: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: 7 * time.Second},
 	}, {
 		name:  "the last pause over: promoting, the canary keeping its weight while stable rolls",
 		plan:  plain,
@@ -746,14 +802,15 @@ func TestRollbackWithinTheWindow(t *testing.T) {
 		state: State{Stable: "b", Canary: "c", Step: 1, Previous: "a", PreviousUntil: t0.Add(time.Hour)},
 		obs:   Observation{Revision: "d", Deployed: "c"},
 		now:   t0.Add(time.Minute),
-		want:  Decision{State: State{Stable: "c", Canary: "d"}, Phase: PhaseCanary, ReplicaWeight: 10},
+		want:  Decision{State: State{Stable: "c", Canary: "d", Retiring: "c", RetiringSince: t0.Add(time.Minute)}, Phase: PhaseCanary, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "while another version's canary runs: the previous one is tried by a canary too",
 		plan:  windowed,
 		state: State{Stable: "b", Canary: "c", Since: t0, Previous: "a", PreviousUntil: t0.Add(time.Hour)},
 		obs:   Observation{Revision: "a", Deployed: "b"},
 		now:   t0.Add(time.Minute),
-		want:  Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
+		want: Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour), Retiring: "c", RetiringSince: t0.Add(time.Minute)},
+			Phase: PhaseCanary, ReplicaWeight: 10, After: Retire},
 	}}
 	runNext(t, tests)
 }
@@ -817,6 +874,20 @@ func TestBlueGreen(t *testing.T) {
 		want: Decision{State: State{Stable: "a", Failed: "b", Step: 1, Since: t1.Add(30 * time.Second), ActedOn: "abort b", Reason: webappv2.ReasonAborted,
 			Message: "aborted by a person (" + webappv2.AnnotationAction + ": abort b)"}, Phase: PhaseRolledBack, ReplicaWeight: 100, After: Retire},
 	}, {
+		name:  "the spec set back to the version before after the switch: all the traffic back at once, the new version's pods retiring",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t1},
+		obs:   Observation{Revision: "a", Deployed: "a", CanaryReady: true},
+		now:   t1.Add(30 * time.Second),
+		want:  Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: t1.Add(30 * time.Second)}, Phase: PhaseStable, After: Retire},
+	}, {
+		name:  "a newer version while the stable Deployment rolls to the switched one: it is stable, the route leaves the new version's pods, which retire",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 2},
+		obs:   Observation{Revision: "c", Deployed: "b"},
+		now:   t1,
+		want:  Decision{State: State{Stable: "b", Canary: "c", Retiring: "b", RetiringSince: t1}, Phase: PhaseCanary, ReplicaWeight: 100, After: Retire},
+	}, {
 		name:  "pods in trouble after the switch: all the traffic back at once",
 		plan:  plan,
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t1},
@@ -839,4 +910,43 @@ func TestBlueGreen(t *testing.T) {
 		now:   t1.Add(5 * time.Minute),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t1.Add(5 * time.Minute)}, Phase: PhasePromoting, ReplicaWeight: 100, After: Retire},
 	}})
+}
+
+// TestDropped: a strategy taken out of the spec leaves no canary; the pods of the one that ran retire first when the
+// route sent them traffic (at a later step, once ready at the first, or being promoted), as do a rolled-back one's
+// still retiring; the retiring pods go once Retire has passed.
+func TestDropped(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		name      string
+		state     State
+		promoting bool
+		want      Decision
+	}{
+		{"no canary: nothing to retire", State{Stable: "a"}, false, Decision{State: State{Stable: "a"}, Phase: PhaseStable}},
+		{"a canary not yet ready at its first step: the route sent it nothing", State{Stable: "a", Canary: "b"}, false,
+			Decision{State: State{Stable: "a"}, Phase: PhaseStable}},
+		{"a canary ready at its first step: it retires", State{Stable: "a", Canary: "b", Since: t0}, false,
+			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
+		{"a canary at its second step: it retires", State{Stable: "a", Canary: "b", Step: 1}, false,
+			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
+		{"a canary being promoted: it retires", State{Stable: "a", Canary: "b", Step: 2}, true,
+			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
+		{"a rolled-back canary retiring: it goes on retiring", State{Stable: "a", Failed: "b", Since: t0.Add(55 * time.Second)}, false,
+			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(55 * time.Second)}, Phase: PhaseStable, After: 5 * time.Second}},
+		{"retiring already: until Retire has passed", State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(52 * time.Second)}, false,
+			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(52 * time.Second)}, Phase: PhaseStable, After: 2 * time.Second}},
+		{"retired: nothing left", State{Stable: "a", Retiring: "b", RetiringSince: t0}, false, Decision{State: State{Stable: "a"}, Phase: PhaseStable}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Dropped(tc.state, tc.promoting, false, now); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Dropped:\n got %+v\nwant %+v", got, tc.want)
+			}
+			// Behind the one Service, nothing retires: its pods leave it as any pod going does.
+			if got := Dropped(tc.state, tc.promoting, true, now); got.State.Retiring != "" {
+				t.Errorf("Dropped without a route: %+v retires", got.State)
+			}
+		})
+	}
 }

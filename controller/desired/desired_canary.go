@@ -106,10 +106,11 @@ func CanaryDeployment(app *webappv2.WebApp, in Inputs, d canary.Decision, stable
 	return dep, nil
 }
 
-// CanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods); nil
-// without a canary or without a Gateway (the one Service serves both).
+// CanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods, those of
+// a version the spec left while they retire too: the gateway may still send them a request); nil without a canary
+// or without a Gateway (the one Service serves both).
 func CanaryService(app *webappv2.WebApp, d canary.Decision) *corev1ac.ServiceApplyConfiguration {
-	if d.ReplicaWeight <= 0 || CanaryShared(app) {
+	if d.ReplicaWeight <= 0 && d.State.Retiring == "" || CanaryShared(app) {
 		return nil
 	}
 	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(canarySelector(app)).WithPorts(servicePorts(app)...)

@@ -74,7 +74,8 @@ type Canary struct {
 
 // Running says a canary is under way (tried, promoting, or its pods still there after a rollback).
 func (c *Canary) Running() bool {
-	return c != nil && c.Decided && (c.Decision.Phase == canary.PhaseCanary || c.Decision.Phase == canary.PhasePromoting || c.Decision.ReplicaWeight > 0)
+	return c != nil && c.Decided && (c.Decision.Phase == canary.PhaseCanary || c.Decision.Phase == canary.PhasePromoting || c.Decision.ReplicaWeight > 0 ||
+		c.Decision.State.Retiring != "")
 }
 
 // Desired is the complete status we mean to own for app (the snapshot whose spec the children were built
@@ -496,6 +497,9 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 	if s.Previous != "" {
 		st.WithPreviousRevision(s.Previous).WithPreviousUntil(metav1.NewTime(s.PreviousUntil))
 	}
+	if s.Retiring != "" {
+		st.WithRetiringRevision(s.Retiring).WithRetiringSince(metav1.NewTime(s.RetiringSince))
+	}
 	if s.ActedOn != "" {
 		// Whole (canary.MaxAction bounds what acts): compared with the annotation, a cut value would act again.
 		st.WithActedOn(s.ActedOn)
@@ -567,5 +571,14 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 		words += fmt.Sprintf("; its gate waits for a person since %s: kubectl webapp promote, or annotate %s=%q",
 			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, canary.PromoteStep(s.Canary, s.Step))
 	}
+	if s.Retiring != "" {
+		words += "; " + RetiringWords(s)
+	}
 	return words
+}
+
+// RetiringWords say that the pods of a version the spec left retire, and until when.
+func RetiringWords(s canary.State) string {
+	return fmt.Sprintf("the pods of revision %s, which the spec left, retire first: the route sends them nothing, and they go at %s", s.Retiring,
+		s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
 }

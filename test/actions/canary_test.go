@@ -575,6 +575,11 @@ func (s *seq) canaryConverged(ctx context.Context, a *app) error {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: a.name}, app); err != nil {
 		return err
 	}
+	if c := app.Status.Canary; c != nil && c.RetiringRevision != "" {
+		// The pods of a canary the spec left (or the strategy taken out) retire for 10 s after the route left them:
+		// their end is written, so rest comes after it, whatever else holds the WebApp.
+		return fmt.Errorf("WebApp %s: the pods of revision %s retire since %v", a.name, c.RetiringRevision, c.RetiringSince)
+	}
 	if app.Spec.Rollout.Canary == nil {
 		return nil
 	}

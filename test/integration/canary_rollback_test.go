@@ -33,12 +33,7 @@ func TestRollbackWithinTheWindowNeedsNoCanary(t *testing.T) {
 	if left := time.Until(promoted.Status.Canary.PreviousUntil.Time); left < 9*time.Minute || left > 10*time.Minute {
 		t.Errorf("previousUntil is %s away, want about 10m", left)
 	}
-	testutil.Eventually(t, wait10s, "the canary gone", func(ctx context.Context) error {
-		if err := get(ctx, ns, "web-canary", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the canary Deployment: %w", err)
-		}
-		return nil
-	})
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
 	if code, out, errOut := kubectlWebApp(t, "-n", ns, "explain", "web"); code != 0 || !strings.Contains(out, ".status.canary.previousRevision: "+first+": the version before the last promotion: setting the spec back to it within") {
 		t.Errorf("explain does not say the version before can be rolled back to at once: exit %d, %s%s", code, out, errOut)
 	}

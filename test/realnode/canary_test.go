@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -418,20 +419,20 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		}
 	})
 
-	t.Run("a blue/green is previewed at full size with no traffic, switched at once, and promoted, no request failed", func(t *testing.T) {
-		const preview = "cny-preview.shop.test"
-		bg := webAppV2(appNS, "cny", "webapp-test/webserver:2", 4, `  container:
+	const preview = "cny-preview.shop.test"
+	// blueGreen is the WebApp of version env (a value of env var AB) with a blue/green held at its gate.
+	blueGreen := func(env string, keep int) string {
+		return webAppV2(appNS, "cny", "webapp-test/webserver:2", 4, `  container:
     healthCheckPath: /healthz
     drainSeconds: 10
-    env: [{name: AB, value: g}]
+    env: [{name: AB, value: `+env+`}]
   expose: {hosts: [cny.shop.test], gateway: {name: public, namespace: traefik-system}}
   rollout:
     canary:
-      blueGreen: {previewHost: `+preview+`, gate: {}, keepSeconds: 20}
+      blueGreen: {previewHost: `+preview+`, gate: {}, keepSeconds: `+strconv.Itoa(keep)+`}
 `)
-		load := record(traefik)
-		start := time.Now()
-		apply(t, bg)
+	}
+	heldAtTheGate := func(t *testing.T) {
 		eventually(t, 3*time.Minute, "previewed, held at the gate", func() error {
 			// (Step 0 and weight 0 are left out of the status.)
 			if st := jsonpath(t, "{.status.canary.phase}/{.status.canary.step}/{.status.canary.gateSince}", "-n", appNS, "webapp/cny"); !strings.HasPrefix(st, "Canary//") || strings.HasSuffix(st, "/") {
@@ -439,6 +440,13 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	t.Run("a blue/green is previewed at full size with no traffic, switched at once, and promoted, no request failed", func(t *testing.T) {
+		bg := blueGreen("g", 20)
+		load := record(traefik)
+		start := time.Now()
+		apply(t, bg)
+		heldAtTheGate(t)
 		pods := jsonpath(t, "{.status.availableReplicas}", "-n", appNS, "deployment/cny-canary")
 		eventually(t, 30*time.Second, "the preview host answered by the new version", func() error {
 			if canary, _, _ := tallyHost(traefik, preview, "", 1); canary != 1 {
@@ -497,6 +505,57 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			}
 			return err
 		})
+	})
+
+	t.Run("a spec set back after a blue/green's switch takes the traffic back at once, no request failed, the new version's pods retiring after", func(t *testing.T) {
+		// The version the last subtest promoted (AB=g) serves; a new one (AB=h) is previewed, then switched to.
+		apply(t, blueGreen("h", 3600))
+		heldAtTheGate(t)
+		rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
+		kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=promote "+rev+"/0")
+		eventually(t, time.Minute, "every production request answered by the new version", func() error {
+			if canary, _, _ := tally(traefik, "", 1); canary != 1 {
+				return errors.New("answered by the version before")
+			}
+			return nil
+		})
+		load := record(traefik)
+		start := time.Now()
+		time.Sleep(2 * time.Second)
+		// The spec set back to the version before, as reverting a commit does, in the keep.
+		reverted := time.Now()
+		apply(t, blueGreen("g", 3600))
+		var back time.Time
+		eventually(t, time.Minute, "every production request answered by the version before", func() error {
+			if canary, _, _ := tally(traefik, "", 1); canary != 0 {
+				return errors.New("answered by the new version")
+			}
+			back = time.Now()
+			return nil
+		})
+		retiring := jsonpath(t, "{.status.canary.retiringRevision}", "-n", appNS, "webapp/cny")
+		var goneAfter time.Duration
+		eventually(t, time.Minute, "the new version's Deployment gone", func() error {
+			out, err := kubectlErr("get", "-n", appNS, "deployment/cny-canary", "--ignore-not-found", "-o", "name")
+			if err == nil && strings.TrimSpace(out) != "" {
+				err = fmt.Errorf("still there: %s", out)
+			}
+			goneAfter = time.Since(reverted)
+			return err
+		})
+		time.Sleep(3 * time.Second)
+		load.end()
+		n, canary, failed := load.between(start, time.Now())
+		after, afterCanary, _ := load.between(back.Add(3*time.Second), time.Now())
+		fmt.Printf("realnode: blue/green: the spec set back in the keep: all the traffic back %.1fs after the apply, revision %s retiring, its Deployment gone %.0fs after the apply; %d of %d requests failed (%s); %d of %d answered by the new version after the switch back\n",
+			back.Sub(reverted).Seconds(), retiring, goneAfter.Seconds(), failed, n, load.failed(), afterCanary, after)
+		if failed != 0 || retiring != rev || afterCanary != 0 || canary == 0 || goneAfter < 9*time.Second {
+			t.Errorf("set back in the keep: %d of %d failed (%s), retiring %q (want %s), %d of %d answered by the new version 3 s after the switch back, gone %s after the apply: want 0 failed, it retiring, none, gone after 10 s",
+				failed, n, load.failed(), retiring, rev, afterCanary, after, goneAfter)
+		}
+		if back.Sub(reverted) > 15*time.Second {
+			t.Errorf("the traffic came back %s after the apply", back.Sub(reverted))
+		}
 	})
 
 	t.Run("a mirror Traefik's class does not list is rolled back before the route gets it", func(t *testing.T) {

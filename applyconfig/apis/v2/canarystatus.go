@@ -43,6 +43,12 @@ type CanaryStatusApplyConfiguration struct {
 	PreviousUntil *v1.Time `json:"previousUntil,omitempty"`
 	// ActedOn is the last value of the annotation webapp.example.com/action that took effect: a value acts once.
 	ActedOn *string `json:"actedOn,omitempty"`
+	// RetiringRevision is a canary's version that the spec left (set back, or changed again) while the route sent
+	// it traffic: its pods stay as they are, the route sending them nothing, until retiringSince plus 10 s, so the
+	// requests already on their way to them are answered; then they go (and a new version's canary starts).
+	RetiringRevision *string `json:"retiringRevision,omitempty"`
+	// RetiringSince is when the route left retiringRevision's pods.
+	RetiringSince *v1.Time `json:"retiringSince,omitempty"`
 	// Failures counts each check's failed evaluations in this canary.
 	Failures []CanaryCheckFailuresApplyConfiguration `json:"failures,omitempty"`
 	// Checks are each check's last evaluation in this canary, kept after a rollback as its evidence: the value
@@ -145,6 +151,22 @@ func (b *CanaryStatusApplyConfiguration) WithPreviousUntil(value v1.Time) *Canar
 // If called multiple times, the ActedOn field is set to the value of the last call.
 func (b *CanaryStatusApplyConfiguration) WithActedOn(value string) *CanaryStatusApplyConfiguration {
 	b.ActedOn = &value
+	return b
+}
+
+// WithRetiringRevision sets the RetiringRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RetiringRevision field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithRetiringRevision(value string) *CanaryStatusApplyConfiguration {
+	b.RetiringRevision = &value
+	return b
+}
+
+// WithRetiringSince sets the RetiringSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RetiringSince field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithRetiringSince(value v1.Time) *CanaryStatusApplyConfiguration {
+	b.RetiringSince = &value
 	return b
 }
 
