@@ -329,6 +329,9 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 		return nil
 	}
 	run.state, run.decision = state, d
+	if state.Canary != "" && d.State.Retiring == state.Canary {
+		r.tellRetiring(app, d.State)
+	}
 	run.retiring = retiringDeployment(r.retiringCanaryDeployment(ctx, app), d.State.Retiring)
 	return run
 }
@@ -596,6 +599,15 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
 	case d.Phase == canary.PhaseCanary && s.Step != was.Step:
 		r.event(app, nil, corev1.EventTypeNormal, "CanaryStep", "Canary", "Revision %s passed step %d of %d", s.Canary, was.Step+1, len(run.plan.Steps))
 	}
+	if s.Retiring != "" && s.Retiring == was.Canary {
+		r.tellRetiring(app, s)
+	}
+}
+
+// tellRetiring records an event when the spec leaves a canary whose pods then retire.
+func (r *WebAppReconciler) tellRetiring(app *webappv2.WebApp, s canary.State) {
+	r.event(app, nil, corev1.EventTypeNormal, "CanaryLeft", "Canary", "The spec left revision %s: the route sends it nothing from now on, and its pods go at %s",
+		s.Retiring, s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
 }
 
 // desiredStableDeployment is the WebApp's own Deployment: the spec's, or with a canary the stable version's,

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,13 @@ func retiresAfterTheRoute(t *testing.T, ns string, was *appsv1.Deployment, stabl
 	if err := get(ctx, ns, "web-canary", &corev1.Service{}); err != nil {
 		t.Fatalf("the retiring pods' Service: %v", err)
 	}
+	testutil.Eventually(t, wait10s, "the CanaryLeft event", func(context.Context) error {
+		want := "web CanaryLeft: The spec left revision " + c.RetiringRevision + ": the route sends it nothing from now on"
+		if events := eventsSince(t, ns, time.Time{}); !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, want) }) {
+			return fmt.Errorf("no event %q in %q", want, events)
+		}
+		return nil
+	})
 	if code, out, errOut := kubectlWebApp(t, "-n", ns, "explain", "web"); code != 0 || !strings.Contains(out, c.RetiringRevision+": the spec left this version at") {
 		t.Errorf("explain does not say the canary's pods retire: exit %d, %s%s", code, out, errOut)
 	}
