@@ -51,9 +51,10 @@ type canaryRun struct {
 	// kept is, while a canary is promoted, the stable version's pod template its record still holds (nil: none):
 	// the record keeps it until the promotion completes, so an abort can roll the stable Deployment back to it.
 	kept *corev1ac.PodTemplateSpecApplyConfiguration
-	// retiring is, while a canary the spec left retires (State.Retiring), its Deployment as our manager owns it,
-	// applied as it is (nil: none of that version is there).
-	retiring *appsv1ac.DeploymentApplyConfiguration
+	// retiring and retiringSvc are, while a canary the spec left retires (State.Retiring), its Deployment and
+	// Service as our manager owns them, applied as they are (nil: none of that version is there).
+	retiring    *appsv1ac.DeploymentApplyConfiguration
+	retiringSvc *corev1ac.ServiceApplyConfiguration
 	// retireOnly: the strategy is out of the spec, and a canary's pods retire (retiringWithoutStrategy); for all
 	// else the WebApp has no strategy.
 	retireOnly bool
@@ -69,9 +70,8 @@ type canaryRun struct {
 	// not seen our last write of it): where the stable version's pod template is found (heldStable).
 	record *appsv1.ControllerRevision
 	stable *appsv1.Deployment
-	// canaryDep is the canary Deployment (nil: none of the WebApp's, or none may retire), where a retiring canary's
-	// is found.
-	canaryDep *appsv1.Deployment
+	// canaryObjs are the canary's objects where a retiring canary's are found (read only when one may retire).
+	canaryObjs canaryObjects
 }
 
 // planOf is the spec's strategy with its defaults.
@@ -281,41 +281,75 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	mayRetire := state.Retiring != "" || state.Canary != "" && state.Canary != run.revision ||
 		state.Failed != "" && state.Failed != run.revision && !state.Since.IsZero()
 	if mayRetire {
-		run.canaryDep = r.retiringCanaryDeployment(ctx, app)
+		if run.canaryObjs, err = r.retiringCanaryObjects(ctx, app); err != nil {
+			run.err = err
+			return run
+		}
 	}
 	run.state, run.seen = state, obs
 	return run
 }
 
-// retiringCanaryDeployment is app's canary Deployment with our manager's fields whole, where a retiring canary's is
-// found (nil: none of app's): through the client (the cache keeps our entry without its owner's UID, which the
-// client puts back), or from the API server when the cache has not seen our last write of it. A retiring canary's
-// Deployment is applied as our manager owns it, never as a write the cache missed.
-func (r *WebAppReconciler) retiringCanaryDeployment(ctx context.Context, app *webappv2.WebApp) *appsv1.Deployment {
-	dep := &appsv1.Deployment{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: desired.CanaryName(app)}, dep); err != nil || pods.OwnedDeployment(app, dep) == "" {
-		return nil
+// canaryObjects are app's canary Deployment and Service (nil: none of app's), where a retiring canary's are found.
+type canaryObjects struct {
+	dep *appsv1.Deployment
+	svc *corev1.Service
+}
+
+// retiringCanaryObjects reads app's canary Deployment and Service with our manager's fields whole: through the
+// client (the cache keeps our entry without its owner's UID, which the client puts back), or from the API server
+// when the cache has not seen our last write of one. A retiring canary's objects are applied as our manager owns
+// them, never as a write the cache missed; a read that fails (other than NotFound) leaves them as they are.
+func (r *WebAppReconciler) retiringCanaryObjects(ctx context.Context, app *webappv2.WebApp) (canaryObjects, error) {
+	var out canaryObjects
+	dep, err := readOwnedCanary(ctx, r, app, "Deployment/canary", &appsv1.Deployment{})
+	if err != nil {
+		return out, err
 	}
-	if !r.mem.Behind("Deployment/canary", client.ObjectKeyFromObject(app), dep) {
-		return dep
+	svc, err := readOwnedCanary(ctx, r, app, "Service/canary", &corev1.Service{})
+	if err != nil {
+		return out, err
 	}
-	fresh := &appsv1.Deployment{}
-	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(dep), fresh); err != nil || pods.OwnedDeployment(app, fresh) == "" {
-		return nil
+	out.dep, out.svc = dep, svc
+	return out, nil
+}
+
+// readOwnedCanary reads app's canary object of id (a child variant's, named desired.CanaryName) into obj, fresh from
+// the API server when the cache has not seen our last write of it; nil when there is none of app's.
+func readOwnedCanary[T client.Object](ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, id string, obj T) (T, error) {
+	var none T
+	key := types.NamespacedName{Namespace: app.Namespace, Name: desired.CanaryName(app)}
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		return none, client.IgnoreNotFound(err)
 	}
-	return fresh
+	if r.mem.Behind(id, client.ObjectKeyFromObject(app), obj) {
+		if err := r.reader().Get(ctx, key, obj); err != nil {
+			return none, client.IgnoreNotFound(err)
+		}
+	}
+	if ssa.NotOursReason(obj, app.UID) != "" {
+		return none, nil
+	}
+	return obj, nil
 }
 
 // retiringWithoutStrategy is the run of a WebApp whose strategy was taken out of the spec while the route sent its
 // canary traffic (or while a rolled-back one's pods retired): its pods retire first, as those of a version the spec
 // left do (canary.Dropped), and status.canary says so until they are gone. Nil once nothing retires: no strategy.
 func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *webappv2.WebApp, o observed) *canaryRun {
-	st := app.Status.Canary
-	if st == nil || st.CanaryRevision == "" && st.RetiringRevision == "" && (st.FailedRevision == "" || st.StepStartedAt == nil) {
-		// (The status is read as the cache has it: one we wrote that it has not seen yet retires nothing more.)
+	if st := app.Status.Canary; st == nil || st.CanaryRevision == "" && st.RetiringRevision == "" && (st.FailedRevision == "" || st.StepStartedAt == nil) {
+		// Nothing ran, and nothing retires (a status we wrote since, which the cache has not seen, retires no more).
 		return nil
 	}
 	run := &canaryRun{retireOnly: true}
+	st, err := r.canaryStatus(ctx, app)
+	if err != nil {
+		run.err = err
+		return run
+	}
+	if st == nil {
+		return nil
+	}
 	// The state as the status keeps it (stateOf fits it to a plan, and there is none now).
 	state := canary.State{Stable: st.StableRevision, Canary: st.CanaryRevision, Failed: st.FailedRevision, Step: max(int(st.Step), 0), Retiring: st.RetiringRevision}
 	if st.StepStartedAt != nil {
@@ -328,11 +362,12 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 	if d.State.Retiring == "" {
 		return nil
 	}
-	run.state, run.decision = state, d
-	if state.Canary != "" && d.State.Retiring == state.Canary {
-		r.tellRetiring(app, d.State)
+	if run.canaryObjs, err = r.retiringCanaryObjects(ctx, app); err != nil {
+		run.err = err
+		return run
 	}
-	run.retiring = retiringDeployment(r.retiringCanaryDeployment(ctx, app), d.State.Retiring)
+	run.state, run.decision = state, d
+	run.retiring, run.retiringSvc = retiringObjects(run.canaryObjs, d.State.Retiring)
 	return run
 }
 
@@ -352,20 +387,27 @@ func (run *canaryRun) decide(now time.Time) {
 		// Only the record's own (never the Deployment's, which rolls to the promoted version now).
 		run.kept = heldTemplate(run.record, run.decision.State.Stable)
 	}
-	run.retiring = retiringDeployment(run.canaryDep, run.decision.State.Retiring)
+	run.retiring, run.retiringSvc = retiringObjects(run.canaryObjs, run.decision.State.Retiring)
 }
 
-// retiringDeployment is the canary Deployment dep as our manager owns it, when it runs rev, the version whose
-// pods retire (nil otherwise: there is nothing of it to keep).
-func retiringDeployment(dep *appsv1.Deployment, rev string) *appsv1ac.DeploymentApplyConfiguration {
-	if rev == "" || dep == nil || dep.Annotations[webappv2.AnnotationRevision] != rev {
-		return nil
+// retiringObjects are the canary's Deployment and Service as our manager owns them, when the Deployment runs rev,
+// the version whose pods retire (nil otherwise: there is nothing of it to keep; the Service nil when there is none).
+func retiringObjects(objs canaryObjects, rev string) (*appsv1ac.DeploymentApplyConfiguration, *corev1ac.ServiceApplyConfiguration) {
+	if rev == "" || objs.dep == nil || objs.dep.Annotations[webappv2.AnnotationRevision] != rev {
+		return nil, nil
 	}
-	owned, err := appsv1ac.ExtractDeployment(dep, webappv2.FieldManager)
+	owned, err := appsv1ac.ExtractDeployment(objs.dep, webappv2.FieldManager)
 	if err != nil || owned.Spec == nil {
-		return nil
+		return nil, nil
 	}
-	return owned
+	if objs.svc == nil {
+		return owned, nil
+	}
+	svc, err := corev1ac.ExtractService(objs.svc, webappv2.FieldManager)
+	if err != nil || svc.Spec == nil {
+		return owned, nil
+	}
+	return owned, svc
 }
 
 // stableTemplateSources reads where the stable version's pod template is kept (heldStable): its record, and app's
@@ -520,15 +562,24 @@ func settledPods(podList []*pods.Pod, now time.Time) []*pods.Pod {
 
 // canaryState is the state app's status keeps: the status we last wrote when the cache has not seen it yet.
 func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp, plan canary.Plan) (canary.State, error) {
+	st, err := r.canaryStatus(ctx, app)
+	if err != nil {
+		return canary.State{}, err
+	}
+	return stateOf(st, plan), nil
+}
+
+// canaryStatus is app's status.canary: the one we last wrote when the cache has not seen it yet.
+func (r *WebAppReconciler) canaryStatus(ctx context.Context, app *webappv2.WebApp) (*webappv2.CanaryStatus, error) {
 	key := client.ObjectKeyFromObject(app)
 	if !r.mem.Behind("WebAppStatus", key, app) {
-		return stateOf(app.Status.Canary, plan), nil
+		return app.Status.Canary, nil
 	}
 	live := &webappv2.WebApp{}
 	if err := r.reader().Get(ctx, key, live); err != nil {
-		return canary.State{}, &ssa.Error{Kind: "WebApp", Key: key, Err: err, Read: true}
+		return nil, &ssa.Error{Kind: "WebApp", Key: key, Err: err, Read: true}
 	}
-	return stateOf(live.Status.Canary, plan), nil
+	return live.Status.Canary, nil
 }
 
 // cachedDeploymentOf is app's Deployment of that name as the cache has it, if app controls it (nil otherwise).
@@ -581,10 +632,17 @@ func deployedRevision(dep *appsv1.Deployment, want *corev1ac.PodTemplateSpecAppl
 
 // tellCanary records an event when the canary starts, moves to another step, is promoted or rolled back.
 func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
-	if run == nil || run.err != nil || run.retireOnly {
+	if run == nil || run.err != nil {
 		return
 	}
 	was, d, s := run.state, run.decision, run.decision.State
+	if run.retireOnly {
+		// The strategy taken out: only the retiring pods are told.
+		if s.Retiring != "" && s.Retiring == was.Canary {
+			r.tellRetiring(app, s)
+		}
+		return
+	}
 	switch {
 	case d.Phase == canary.PhaseRolledBack && was.Canary != "":
 		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.Failed, s.Reason, pods.TruncateTo(s.Message, 800))
@@ -660,8 +718,8 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 // buildCanaryService is the canary variant of the Service (nil: none must exist).
 func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApplyConfiguration, error) {
 	if in.canary.retiringDeployment() != nil {
-		// Its retiring pods' (the gateway may still send them a request).
-		return desired.CanaryService(app, in.canary.decision), nil
+		// Its retiring pods' (the gateway may still send them a request), as it is.
+		return in.canary.retiringSvc, nil
 	}
 	d, ok, err := in.canary.decided()
 	if !ok {

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
@@ -194,5 +195,45 @@ func TestARetiringCanaryRoundTripsThroughTheStatus(t *testing.T) {
 	}
 	if later := canary.Next(plan, back, canary.Observation{Revision: "c", Deployed: "a"}, at.Add(canary.Retire)); later.State.Retiring != "" {
 		t.Errorf("Retire after the route left them, the pods still retire: %+v", later.State)
+	}
+}
+
+// TestRetiringCanaryObjectsAreAppliedAsTheyAre: while a canary the spec left retires, its Deployment and Service are
+// built as our manager owns them (so nothing is written), whatever the spec now says (another image, other ports,
+// no strategy); once it has retired, or for a Deployment of another version, they are built from the decision again.
+func TestRetiringCanaryObjectsAreAppliedAsTheyAre(t *testing.T) {
+	app := apptest.Exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}})
+	app.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "preview.shop.example.com"}}
+	owned := appsv1ac.Deployment(desired.CanaryName(app), app.Namespace).WithAnnotations(map[string]string{webappv2.AnnotationRevision: "b"})
+	ownedSvc := corev1ac.Service(desired.CanaryName(app), app.Namespace)
+	// (A newer version's blue/green waits for them: its preview would show the retiring pods.)
+	retiring := canary.Decision{State: canary.State{Stable: "a", Canary: "c", Retiring: "b"}, Phase: canary.PhaseCanary, ReplicaWeight: 100}
+	for _, run := range []*canaryRun{
+		{decision: retiring, retiring: owned, retiringSvc: ownedSvc},
+		{decision: retiring, retiring: owned, retiringSvc: ownedSvc, retireOnly: true},
+	} {
+		in := inputs{canary: run}
+		if dep, err := buildCanaryDeployment(app, in); err != nil || dep != owned {
+			t.Errorf("retiring (retireOnly %v): the canary Deployment built as %v (%v), want it as our manager owns it", run.retireOnly, apptest.JSON(t, dep), err)
+		}
+		if svc, err := buildCanaryService(app, in); err != nil || svc != ownedSvc {
+			t.Errorf("retiring (retireOnly %v): the canary Service built as %v (%v), want it as our manager owns it", run.retireOnly, apptest.JSON(t, svc), err)
+		}
+		if route, err := buildPreviewRoute(app, in); err != nil || route != nil {
+			t.Errorf("retiring: a preview route %v (%v)", apptest.JSON(t, route), err)
+		}
+	}
+	// Retired: the decision's own (none, in Stable).
+	in := inputs{canary: &canaryRun{decision: canary.Decision{State: canary.State{Stable: "a"}, Phase: canary.PhaseStable}, retiring: owned, retiringSvc: ownedSvc}}
+	if dep, err := buildCanaryDeployment(app, in); err != nil || dep != nil {
+		t.Errorf("retired: the canary Deployment built as %v (%v), want none", apptest.JSON(t, dep), err)
+	}
+	if svc, err := buildCanaryService(app, in); err != nil || svc != nil {
+		t.Errorf("retired: the canary Service built as %v (%v), want none", apptest.JSON(t, svc), err)
+	}
+	// A Deployment of another version than the one retiring is not kept.
+	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{webappv2.AnnotationRevision: "c"}}}
+	if dep, svc := retiringObjects(canaryObjects{dep: other}, "b"); dep != nil || svc != nil {
+		t.Errorf("a Deployment of revision c kept for retiring revision b")
 	}
 }

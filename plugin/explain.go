@@ -212,11 +212,17 @@ func hpaReason(h *autoscalingv2.HorizontalPodAutoscaler) string {
 func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 	app := s.App
 	c, spec := app.Status.Canary, app.Spec.Rollout.Canary
-	if c == nil || spec == nil {
+	if c == nil || spec == nil && c.RetiringRevision == "" {
 		return Statement{}, false
 	}
 	st := Statement{}
 	canaryName := app.Name + "-canary"
+	if spec == nil {
+		// The strategy taken out while the route sent its canary traffic: its pods retire, then status.canary goes.
+		st.Says = fmt.Sprintf("All the traffic goes to %s: spec.rollout.canary was taken out, and the pods of the canary it ran retire", app.Name)
+		st.Evidence = append(st.Evidence, retiringEvidence(app, c, canaryName))
+		return st, true
+	}
 	switch c.Phase {
 	case "Canary":
 		st.Says = fmt.Sprintf("%d%% of the traffic goes to revision %s (%s), the rest to revision %s (%s): the canary is at step %d of %d", c.Weight, c.CanaryRevision, canaryName, c.StableRevision, app.Name, c.Step+1, len(spec.EffectiveSteps()))
@@ -279,15 +285,9 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.reason / message", c.Reason + ": " + c.Message})
 		}
 	}
-	if c.RetiringRevision != "" && c.RetiringSince != nil {
+	if c.RetiringRevision != "" {
 		// Pods of a version the spec left, still there: said, with when they go.
-		until := c.RetiringSince.Add(canary.Retire)
-		words := fmt.Sprintf("the spec left this version at %s while the route sent it traffic: its pods (%s) retire until %s, the route sending them nothing, so requests already on their way are answered",
-			c.RetiringSince.UTC().Format(time.RFC3339), canaryName, until.UTC().Format(time.RFC3339))
-		if c.Phase == "Canary" {
-			words += "; the new version's canary starts in their place then"
-		}
-		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.retiringRevision", c.RetiringRevision + ": " + words})
+		st.Evidence = append(st.Evidence, retiringEvidence(app, c, canaryName))
 	}
 	if c.PreviousRevision != "" && c.PreviousUntil != nil {
 		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
@@ -369,4 +369,17 @@ func checkWords(e webappv2.CanaryCheckStatus) string {
 		words += " (" + e.Error + ")"
 	}
 	return words + fmt.Sprintf(", at %s, from %s: %s", e.EvaluatedAt.UTC().Format(time.RFC3339), e.Address, e.Query)
+}
+
+// retiringEvidence says that the pods of a version the spec left retire, and until when.
+func retiringEvidence(app *webappv2.WebApp, c *webappv2.CanaryStatus, canaryName string) Evidence {
+	words := fmt.Sprintf("the spec left this version while the route sent it traffic: its pods (%s) retire, the route sending them nothing, so requests already on their way are answered", canaryName)
+	if c.RetiringSince != nil {
+		words = fmt.Sprintf("the spec left this version at %s while the route sent it traffic: its pods (%s) retire until %s, the route sending them nothing, so requests already on their way are answered",
+			c.RetiringSince.UTC().Format(time.RFC3339), canaryName, c.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
+	}
+	if c.Phase == "Canary" {
+		words += "; the new version's canary starts in their place then"
+	}
+	return Evidence{"WebApp " + app.Name, ".status.canary.retiringRevision", c.RetiringRevision + ": " + words}
 }

@@ -287,7 +287,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// retiring first if the route sent them traffic.
 		s = abandon(plan, s, obs, now)
 	}
-	if s.Canary == "" && s.Failed != "" && !s.Since.IsZero() && obs.Revision != s.Failed && !plan.Shared {
+	if s.Canary == "" && s.Failed != "" && !s.Since.IsZero() && obs.Revision != s.Failed && !plan.Shared && s.Retiring == "" {
 		// The spec left a rolled-back canary whose pods retire still: they finish retiring, as one it left.
 		s.Retiring, s.RetiringSince, s.Step, s.Since = s.Failed, s.Since, 0, time.Time{}
 	}
@@ -318,7 +318,9 @@ func abandon(plan Plan, s State, obs Observation, now time.Time) State {
 // sent them traffic, retire first as those of a version the spec left do, and so do a rolled-back one's still
 // retiring. Phase Stable, with nothing left to retire: the strategy's state is done with.
 func Dropped(s State, promoting, shared bool, now time.Time) Decision {
-	out := State{Stable: s.Stable, Retiring: s.Retiring, RetiringSince: s.RetiringSince}
+	// (No stable version is kept: the Deployment runs the spec's from now on, and a strategy set again takes what
+	// it runs as stable.)
+	out := State{Retiring: s.Retiring, RetiringSince: s.RetiringSince}
 	switch {
 	case shared:
 		// (Behind the one Service, the pods leave it as any pod going does.)
@@ -339,11 +341,13 @@ func retire(d Decision, now time.Time) Decision {
 		return d
 	}
 	left := s.RetiringSince.Add(Retire).Sub(now)
-	if s.Retiring == s.Canary || left <= 0 || left > Retire {
-		// (Bounded by Retire: a since in the future, from a clock ahead of ours, never holds them longer.)
+	if s.Retiring == s.Canary || left <= 0 || left > 2*Retire {
+		// (A since far in the future, from a clock far ahead of ours, holds them no longer.)
 		s.Retiring, s.RetiringSince = "", time.Time{}
 		return d
 	}
+	// A clock a little ahead of ours (a leader before this one) holds them Retire at most from now.
+	left = min(left, Retire)
 	if d.After == 0 || left < d.After {
 		d.After = left
 	}
@@ -394,7 +398,7 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 			s.Step, s.Since = 0, time.Time{}
 		}
 		return Decision{State: s, Phase: PhaseRolledBack}
-	case s.Canary == "" && obs.Deployed == "":
+	case s.Canary == "" && !left && obs.Deployed == "":
 		// A new version while no stable Deployment runs and no canary is under way (the Deployment API refused
 		// the stable version, or it is not created yet): there is no traffic to protect, and a canary beside a
 		// version that cannot run would hold the new one back for ever. The spec's version is stable, as the first
@@ -617,6 +621,11 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 func rollBack(plan Plan, s State, reason, message string, now time.Time) Decision {
 	s.Failed, s.Canary, s.Since, s.GateSince, s.Failures = s.Canary, "", now, time.Time{}, nil
 	s.Reason, s.Message = reason, message
+	if s.Retiring != "" {
+		// Its pods never came: those of the version before it still retire in the canary's Deployment.
+		s.Step, s.Since = 0, time.Time{}
+		return Decision{State: s, Phase: PhaseRolledBack}
+	}
 	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: Retire}
 }
 

@@ -450,6 +450,35 @@ func TestNextCanary(t *testing.T) {
 		now:   t0,
 		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
 	}, {
+		name:  "retiring since a moment ahead of our clock (a leader's before ours): held Retire at most from now",
+		plan:  plain,
+		state: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(3 * time.Second)},
+		obs:   Observation{Revision: "a", Deployed: "a"},
+		now:   t0,
+		want:  Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(3 * time.Second)}, Phase: PhaseStable, After: Retire},
+	}, {
+		name:  "the new version's canary aborted while the one before it retires: nothing of its own to retire, the other's pods retire on",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "c", Retiring: "b", RetiringSince: t0},
+		obs:   Observation{Revision: "c", Deployed: "a", Action: "abort c"},
+		now:   t0.Add(2 * time.Second),
+		want: Decision{State: State{Stable: "a", Failed: "c", ActedOn: "abort c", Reason: webappv2.ReasonAborted, Message: "aborted by a person (" + webappv2.AnnotationAction + ": abort c)",
+			Retiring: "b", RetiringSince: t0}, Phase: PhaseRolledBack, After: 8 * time.Second},
+	}, {
+		name:  "a newer version while a rolled-back canary and the one before it retire: the retiring pods stay the ones in the Deployment",
+		plan:  plain,
+		state: State{Stable: "a", Failed: "c", Since: t0.Add(time.Second), Step: 1, Retiring: "b", RetiringSince: t0},
+		obs:   Observation{Revision: "d", Deployed: "a"},
+		now:   t0.Add(2 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "d", Failed: "c", Retiring: "b", RetiringSince: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: 8 * time.Second},
+	}, {
+		name:  "the spec leaves a canary while no stable Deployment runs (deleted, about to come back): the new version is a canary still",
+		plan:  plain,
+		state: State{Stable: "a", Canary: "b", Step: 1},
+		obs:   Observation{Revision: "c"},
+		now:   t0,
+		want:  Decision{State: State{Stable: "a", Canary: "c", Retiring: "b", RetiringSince: t0}, Phase: PhaseCanary, ReplicaWeight: 10, After: Retire},
+	}, {
 		name:  "the spec back at the retiring version: its pods are its new canary's, not retiring",
 		plan:  plain,
 		state: State{Stable: "a", Retiring: "b", RetiringSince: t0},
@@ -924,20 +953,20 @@ func TestDropped(t *testing.T) {
 		promoting bool
 		want      Decision
 	}{
-		{"no canary: nothing to retire", State{Stable: "a"}, false, Decision{State: State{Stable: "a"}, Phase: PhaseStable}},
+		{"no canary: nothing to retire", State{Stable: "a"}, false, Decision{State: State{}, Phase: PhaseStable}},
 		{"a canary not yet ready at its first step: the route sent it nothing", State{Stable: "a", Canary: "b"}, false,
-			Decision{State: State{Stable: "a"}, Phase: PhaseStable}},
+			Decision{State: State{}, Phase: PhaseStable}},
 		{"a canary ready at its first step: it retires", State{Stable: "a", Canary: "b", Since: t0}, false,
-			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
+			Decision{State: State{Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
 		{"a canary at its second step: it retires", State{Stable: "a", Canary: "b", Step: 1}, false,
-			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
+			Decision{State: State{Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
 		{"a canary being promoted: it retires", State{Stable: "a", Canary: "b", Step: 2}, true,
-			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
+			Decision{State: State{Retiring: "b", RetiringSince: now}, Phase: PhaseStable, After: Retire}},
 		{"a rolled-back canary retiring: it goes on retiring", State{Stable: "a", Failed: "b", Since: t0.Add(55 * time.Second)}, false,
-			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(55 * time.Second)}, Phase: PhaseStable, After: 5 * time.Second}},
+			Decision{State: State{Retiring: "b", RetiringSince: t0.Add(55 * time.Second)}, Phase: PhaseStable, After: 5 * time.Second}},
 		{"retiring already: until Retire has passed", State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(52 * time.Second)}, false,
-			Decision{State: State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(52 * time.Second)}, Phase: PhaseStable, After: 2 * time.Second}},
-		{"retired: nothing left", State{Stable: "a", Retiring: "b", RetiringSince: t0}, false, Decision{State: State{Stable: "a"}, Phase: PhaseStable}},
+			Decision{State: State{Retiring: "b", RetiringSince: t0.Add(52 * time.Second)}, Phase: PhaseStable, After: 2 * time.Second}},
+		{"retired: nothing left", State{Stable: "a", Retiring: "b", RetiringSince: t0}, false, Decision{State: State{}, Phase: PhaseStable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Dropped(tc.state, tc.promoting, false, now); !reflect.DeepEqual(got, tc.want) {

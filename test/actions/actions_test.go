@@ -95,8 +95,8 @@ type app struct {
 	// prevImage is the image before the last image change (actStartCanary), to set the spec back to it.
 	prevImage string
 	claim     *claimVol // the claim volume last applied through v2 (nil: none)
-	// before are the uids of the WebApps of this name before this one: a child one released (Orphan) is taken up by
-	// the next, with the fields our manager still owned on it.
+	// before are the uids of the WebApps of this name before this one whose deletion released their children
+	// (Orphan): the next WebApp of the name takes them up, with the fields our manager still owned on them.
 	before []types.UID
 }
 
@@ -309,9 +309,6 @@ func (s *seq) createWebApp(a *app) {
 	if u == nil {
 		return
 	}
-	if a.uid != "" {
-		a.before = append(a.before, a.uid)
-	}
 	a.state, a.uid, a.plan, a.exposed, a.claim, a.prevImage = alive, u.GetUID(), nil, false, nil, ""
 	s.created[a.uid] = time.Now()
 	// A new WebApp of the name may create children of the name again.
@@ -424,6 +421,10 @@ func (s *seq) deleteWebApp(a *app, with *objectRef) {
 	s.note("the WebApp had finalizers %v and deletionPolicy %s: its children must be %s", cur.Finalizers, cur.Spec.DeletionPolicy,
 		map[bool]string{true: "released", false: "garbage-collected"}[d.release])
 	a.state = deleting
+	if d.release {
+		// Its children are released, to be taken up by the next WebApp of the name with our manager's fields.
+		a.before = append(a.before, d.uid)
+	}
 	s.pending = append(s.pending, d)
 	if with != nil {
 		s.deleteNamed(a, with.k, with.name)

@@ -525,6 +525,14 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		// The spec set back to the version before, as reverting a commit does, in the keep.
 		reverted := time.Now()
 		apply(t, blueGreen("g", 3600))
+		// The route left the new version when the status says its pods retire (read at once: it lasts 10 s).
+		var retiring, since string
+		eventually(t, 10*time.Second, "the new version retiring", func() error {
+			if retiring, since = jsonpath(t, "{.status.canary.retiringRevision}", "-n", appNS, "webapp/cny"), jsonpath(t, "{.status.canary.retiringSince}", "-n", appNS, "webapp/cny"); retiring == "" {
+				return errors.New("status.canary.retiringRevision not set")
+			}
+			return nil
+		})
 		var back time.Time
 		eventually(t, time.Minute, "every production request answered by the version before", func() error {
 			if canary, _, _ := tally(traefik, "", 1); canary != 0 {
@@ -533,24 +541,29 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			back = time.Now()
 			return nil
 		})
-		retiring := jsonpath(t, "{.status.canary.retiringRevision}", "-n", appNS, "webapp/cny")
-		var goneAfter time.Duration
+		var goneAt time.Time
 		eventually(t, time.Minute, "the new version's Deployment gone", func() error {
 			out, err := kubectlErr("get", "-n", appNS, "deployment/cny-canary", "--ignore-not-found", "-o", "name")
 			if err == nil && strings.TrimSpace(out) != "" {
 				err = fmt.Errorf("still there: %s", out)
 			}
-			goneAfter = time.Since(reverted)
+			goneAt = time.Now()
 			return err
 		})
+		sinceAt, err := time.Parse(time.RFC3339, since)
+		if err != nil {
+			t.Fatalf("status.canary.retiringSince %q: %v", since, err)
+		}
+		// (retiringSince is kept to the second: the Deployment may go up to a second before 10 s from the route's change.)
+		goneAfter := goneAt.Sub(sinceAt)
 		time.Sleep(3 * time.Second)
 		load.end()
 		n, canary, failed := load.between(start, time.Now())
 		after, afterCanary, _ := load.between(back.Add(3*time.Second), time.Now())
-		fmt.Printf("realnode: blue/green: the spec set back in the keep: all the traffic back %.1fs after the apply, revision %s retiring, its Deployment gone %.0fs after the apply; %d of %d requests failed (%s); %d of %d answered by the new version after the switch back\n",
+		fmt.Printf("realnode: blue/green: the spec set back in the keep: all the traffic back %.1fs after the apply, revision %s retiring, its Deployment gone %.0fs after the route left it; %d of %d requests failed (%s); %d of %d answered by the new version after the switch back\n",
 			back.Sub(reverted).Seconds(), retiring, goneAfter.Seconds(), failed, n, load.failed(), afterCanary, after)
 		if failed != 0 || retiring != rev || afterCanary != 0 || canary == 0 || goneAfter < 9*time.Second {
-			t.Errorf("set back in the keep: %d of %d failed (%s), retiring %q (want %s), %d of %d answered by the new version 3 s after the switch back, gone %s after the apply: want 0 failed, it retiring, none, gone after 10 s",
+			t.Errorf("set back in the keep: %d of %d failed (%s), retiring %q (want %s), %d of %d answered by the new version 3 s after the switch back, gone %s after the route left it: want 0 failed, it retiring, none, gone after 10 s",
 				failed, n, load.failed(), retiring, rev, afterCanary, after, goneAfter)
 		}
 		if back.Sub(reverted) > 15*time.Second {
