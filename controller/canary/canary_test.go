@@ -409,6 +409,14 @@ func TestNextCanary(t *testing.T) {
 		obs:   Observation{Revision: "a", Deployed: "a", CanaryReady: true},
 		want:  Decision{State: State{Stable: "a"}, Phase: PhaseStable},
 	}, {
+		name:  "a check failed without a route: rolled back, the canary's pods deleted at once (kept, they would serve their share behind the one Service)",
+		plan:  Plan{Steps: plain.Steps, Checks: checked.Checks, Shared: true},
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, Failures: []int32{1}, Evaluations: evaluated("0.3", false, "", t0)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad, ChecksAt: t0.Add(10 * time.Second)},
+		now:   t0.Add(11 * time.Second),
+		want: Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCheckFailed, Message: "check errors: 0.3 > 0.05 (failures 2, allowed 1)",
+			Evaluations: evaluated("0.3", false, "", t0.Add(10*time.Second))}, Phase: PhaseRolledBack},
+	}, {
 		name:  "the spec set back mid-canary without a route: its pods leave the one Service as any pod going does, nothing retires",
 		plan:  Plan{Steps: plain.Steps, Shared: true},
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
