@@ -706,21 +706,32 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			preview.Weight, preview.Matches, preview.Mirror, preview.Full = 0, nil, 0, true
 			plan = Plan{BlueGreen: true, Steps: []Step{preview, {Weight: 100, Pause: time.Duration(rng.IntN(3)) * time.Minute, Full: true}}}
 		}
-		actions := []string{"", "", "", "promote b/0", "promote b/1", "promote b/full", "abort b", "retry b", "retry b again", "abort b again"}
+		// Without a route, now and then (nothing retires then).
+		plan.Shared = !plan.BlueGreen && rng.IntN(4) == 0
+		// The spec's version: b, and now and then another (set back to a, or c), which leaves a canary of b.
+		rev := "b"
+		actions := []string{"", "", "", "promote %s/0", "promote %s/1", "promote %s/full", "abort %s", "retry %s", "retry %s again", "abort %s again"}
 		s, now := State{Stable: "a"}, t0
 		look := func(action string) Decision {
-			obs := Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: action}
+			obs := Observation{Revision: rev, Deployed: s.Stable, CanaryReady: true, Action: action}
 			if s.Step >= len(plan.Steps) && s.Canary != "" {
-				obs.Deployed, obs.StableRolledOut = "b", true
+				obs.Deployed, obs.StableRolledOut = s.Canary, true
 			}
 			d := Next(plan, s, obs, now)
 			s = d.State
-			now = now.Add(time.Duration(1+rng.IntN(90)) * time.Second)
+			now = now.Add(time.Duration(1+rng.IntN(30)) * time.Second)
 			return d
 		}
 		var walk []string
 		for range 30 {
+			if rng.IntN(6) == 0 {
+				rev = []string{"a", "b", "c"}[rng.IntN(3)]
+				walk = append(walk, "spec "+rev)
+			}
 			a := actions[rng.IntN(len(actions))]
+			if strings.Contains(a, "%s") {
+				a = fmt.Sprintf(a, rev)
+			}
 			d := look(a)
 			walk = append(walk, fmt.Sprintf("%q→%s/%d", a, d.Phase, s.Step))
 		}
@@ -733,18 +744,20 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			return fmt.Sprintf("seed %d, plan %+v, walk %v: %s at step %d, state %+v", seed, plan, walk, d.Phase, s.Step, s)
 		}
 		switch {
+		case s.Retiring != "" || d.State.Retiring != "":
+			t.Fatalf("a canary's pods retire for ever: %s", at())
 		case d.Phase == PhaseStable || d.Phase == PhaseRolledBack:
 		case d.Phase == PhaseCanary && !s.GateSince.IsZero() && plan.Steps[s.Step].Gate && plan.Steps[s.Step].GateTimeout == 0:
 			// Waiting for a person: an abort takes it back at once; a promotion all the way finishes it.
 			held := s
-			if d := look("abort b now"); d.Phase != PhaseRolledBack {
+			if d := look("abort " + rev + " now"); d.Phase != PhaseRolledBack {
 				t.Fatalf("an abort at a gate did not roll back: %s", at())
 			}
 			s = held
 			for range 50 {
-				d = look("promote b/full now")
+				d = look("promote " + rev + "/full now")
 			}
-			if d.Phase != PhaseStable || s.Stable != "b" {
+			if d.Phase != PhaseStable || s.Stable != rev {
 				t.Fatalf("a promotion all the way from a gate did not finish: %s", at())
 			}
 		default:
