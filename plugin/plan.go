@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/conversion"
 )
 
@@ -101,8 +103,8 @@ func plan(ctx context.Context, c client.Client, manifest []byte, namespace, fiel
 	}
 	p.Changes = Diff(cur, next)
 	planned := controller.Plan(ctx, c, next)
-	if next.Spec.Rollout.Canary != nil {
-		p.Canary = canaryPlan(cur, next, planned)
+	if next.Spec.Rollout.Canary != nil || cur != nil && cur.Status.Canary != nil {
+		p.Canary = canaryPlan(cur, next, planned, time.Now())
 	}
 	for _, want := range planned.Children {
 		cp, err := planChild(ctx, c, next, want)
@@ -229,29 +231,73 @@ func keptByOthers(kind string, obj client.Object) []string {
 	return out
 }
 
-// canaryPlan says what a canary strategy does with the change: a canary of the new revision starts beside the
-// stable one, or nothing starts.
-func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren) string {
+// canaryPlan says what a canary strategy does with the change at now, as the step machine (controller/canary)
+// decides it from the WebApp's status.canary: a canary under way goes on, or is left (its pods retiring after the
+// route when it sent them traffic); a version set back to within the rollback window is rolled back to at once; a
+// rolled-back one stays so; another starts a canary (or a blue/green's preview). "" when there is nothing to say.
+func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, now time.Time) string {
 	if planned.Err != nil {
 		return "the new revision is not known (" + planned.Err.Error() + ")"
 	}
-	stable := ""
-	if cur != nil && cur.Status.Canary != nil {
-		stable = cur.Status.Canary.StableRevision
+	var c *webappv2.CanaryStatus
+	if cur != nil {
+		c = cur.Status.Canary
 	}
-	switch {
-	case stable == "":
+	spec := next.Spec.Rollout.Canary
+	if spec == nil {
+		if c == nil || c.CanaryRevision == "" {
+			return ""
+		}
+		return fmt.Sprintf("spec.rollout.canary is taken out: the Deployment runs revision %s; the canary of revision %s %s", planned.Revision, c.CanaryRevision, leftWords(c, next))
+	}
+	if c == nil || c.StableRevision == "" {
 		return fmt.Sprintf("revision %s is the first: it becomes stable without a canary", planned.Revision)
+	}
+	stable, running := c.StableRevision, c.CanaryRevision
+	switch {
+	case running != "" && planned.Revision == running && c.Phase == "Promoting":
+		return fmt.Sprintf("revision %s goes on being promoted", running)
+	case running != "" && planned.Revision == running:
+		return fmt.Sprintf("the canary of revision %s goes on where it is (step %d of %d)", running, c.Step+1, len(spec.EffectiveSteps()))
+	case planned.Revision == stable && running != "":
+		return fmt.Sprintf("the spec is set back to revision %s, which serves: the canary of revision %s %s", stable, running, leftWords(c, next))
 	case planned.Revision == stable:
-		return fmt.Sprintf("the revision stays %s: no canary starts, and a canary under way is abandoned", stable)
-	case cur.Status.Canary.FailedRevision == planned.Revision:
-		return fmt.Sprintf("revision %s was rolled back: applying it again does not start it again", planned.Revision)
+		return fmt.Sprintf("the revision stays %s: no canary starts", stable)
+	case planned.Revision == c.FailedRevision:
+		words := fmt.Sprintf("revision %s was rolled back: applying it again does not start it again (kubectl webapp retry does)", planned.Revision)
+		if running != "" {
+			words = fmt.Sprintf("the canary of revision %s %s; %s", running, leftWords(c, next), words)
+		}
+		return words
+	case running == "" && planned.Revision == c.PreviousRevision && spec.RollbackWindowSeconds > 0 && c.PreviousUntil != nil && now.Before(c.PreviousUntil.Time):
+		return fmt.Sprintf("revision %s is the version before the last promotion, within its rollback window (until %s): it is stable again at once, the Deployment rolling back to it without a canary",
+			planned.Revision, c.PreviousUntil.UTC().Format(time.RFC3339))
 	}
-	if next.Spec.Rollout.Canary.BlueGreen != nil {
-		return fmt.Sprintf("revision %s starts at full size beside revision %s, previewed with none of the traffic until the blue/green switch", planned.Revision, stable)
+	words := ""
+	if running != "" {
+		words = fmt.Sprintf("the canary of revision %s %s; then ", running, leftWords(c, next))
+		if c.Phase == "Promoting" {
+			// (Its promotion did not complete, but the Deployment runs it, or rolls to it: it is stable.)
+			stable = running
+		}
 	}
-	steps := next.Spec.Rollout.Canary.Steps
-	return fmt.Sprintf("a canary of revision %s starts beside revision %s, at %d%% of the traffic (step 1 of %d)", planned.Revision, stable, steps[0].Weight, len(steps))
+	if spec.BlueGreen != nil {
+		return words + fmt.Sprintf("revision %s starts at full size beside revision %s, previewed with none of the traffic until the blue/green switch", planned.Revision, stable)
+	}
+	return words + fmt.Sprintf("a canary of revision %s starts beside revision %s, at %d%% of the traffic (step 1 of %d)", planned.Revision, stable, spec.Steps[0].Weight, len(spec.Steps))
+}
+
+// leftWords say what becomes of a canary the spec leaves (c, the status): behind a route that sent it traffic its
+// pods retire 10 s after the route leaves it; otherwise they go at once.
+func leftWords(c *webappv2.CanaryStatus, next *webappv2.WebApp) string {
+	routed := next.Spec.Expose != nil && next.Spec.Expose.Gateway != nil
+	switch {
+	case !routed:
+		return "is left: its pods go at once, leaving the one Service as any pod going does"
+	case c.Phase == "Promoting" || c.Step > 0 || c.StepStartedAt != nil:
+		return fmt.Sprintf("is left: the route sends it nothing from then on, and its pods go %s later, answering the requests already on their way", canary.Retire)
+	}
+	return "is left: the route has sent it nothing yet, and its pods go at once"
 }
 
 // ignored are the fields a diff leaves out: the type (a typed object read carries none), the server's bookkeeping,

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller"
 )
 
 func TestTreeSaysEachObjectsState(t *testing.T) {
@@ -268,6 +269,53 @@ func TestActionValueSaysWhatActsOrWhyNot(t *testing.T) {
 			}
 			if err != nil || got != tc.want {
 				t.Errorf("%q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCanaryPlanSaysWhatTheStepMachineDoes: plan's words for a change, from the WebApp's status.canary, follow the
+// step machine's cases: a canary under way goes on, or is left (retiring after the route when it sent it traffic,
+// at once without one); the version before within the rollback window comes back at once; a rolled-back version
+// stays so; another version starts a canary or a preview.
+func TestCanaryPlanSaysWhatTheStepMachineDoes(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	steps := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}, {Weight: 50}}, RollbackWindowSeconds: 600}
+	routed := &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
+	app := func(strategy *webappv2.CanarySpec, expose *webappv2.Expose, c *webappv2.CanaryStatus) *webappv2.WebApp {
+		return &webappv2.WebApp{Spec: webappv2.WebAppSpec{Expose: expose, Rollout: webappv2.RolloutSpec{Canary: strategy}}, Status: webappv2.WebAppStatus{Canary: c}}
+	}
+	started := metav1.NewTime(now.Add(-time.Minute))
+	atStep2 := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "a", CanaryRevision: "b", Step: 1, Weight: 50, StepStartedAt: &started}
+	notReady := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "a", CanaryRevision: "b"}
+	promoted := &webappv2.CanaryStatus{Phase: "Stable", StableRevision: "b", PreviousRevision: "a", PreviousUntil: &metav1.Time{Time: now.Add(5 * time.Minute)}}
+	for _, tc := range []struct {
+		name     string
+		cur      *webappv2.WebApp
+		next     *webappv2.WebApp
+		revision string
+		want     string
+	}{
+		{"the first version", nil, app(steps, nil, nil), "a", "revision a is the first: it becomes stable without a canary"},
+		{"the canary's own version again", app(steps, routed, atStep2), app(steps, routed, nil), "b", "the canary of revision b goes on where it is (step 2 of 2)"},
+		{"set back mid-canary behind a route", app(steps, routed, atStep2), app(steps, routed, nil), "a",
+			"the spec is set back to revision a, which serves: the canary of revision b is left: the route sends it nothing from then on, and its pods go 10s later, answering the requests already on their way"},
+		{"set back before the route sent the canary anything", app(steps, routed, notReady), app(steps, routed, nil), "a",
+			"the spec is set back to revision a, which serves: the canary of revision b is left: the route has sent it nothing yet, and its pods go at once"},
+		{"a newer version mid-canary without a route", app(steps, nil, atStep2), app(steps, nil, nil), "c",
+			"the canary of revision b is left: its pods go at once, leaving the one Service as any pod going does; then a canary of revision c starts beside revision a, at 10% of the traffic (step 1 of 2)"},
+		{"the strategy taken out mid-canary", app(steps, routed, atStep2), app(nil, routed, nil), "b",
+			"spec.rollout.canary is taken out: the Deployment runs revision b; the canary of revision b is left: the route sends it nothing from then on, and its pods go 10s later, answering the requests already on their way"},
+		{"the version before, within the window", app(steps, routed, promoted), app(steps, routed, nil), "a",
+			"revision a is the version before the last promotion, within its rollback window (until 2026-12-07T12:05:00Z): it is stable again at once, the Deployment rolling back to it without a canary"},
+		{"the rolled-back version again", app(steps, nil, &webappv2.CanaryStatus{Phase: "RolledBack", StableRevision: "a", FailedRevision: "b"}), app(steps, nil, nil), "b",
+			"revision b was rolled back: applying it again does not start it again (kubectl webapp retry does)"},
+		{"a blue/green's next version", app(steps, routed, promoted), app(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}, routed, nil), "c",
+			"revision c starts at full size beside revision b, previewed with none of the traffic until the blue/green switch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := canaryPlan(tc.cur, tc.next, controller.PlannedChildren{Revision: tc.revision}, now); got != tc.want {
+				t.Errorf("canaryPlan:\n got %s\nwant %s", got, tc.want)
 			}
 		})
 	}
