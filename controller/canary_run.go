@@ -137,7 +137,7 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 		// counted for another step.
 		s.Step, s.Since, s.GateSince = len(plan.Steps)-1, time.Time{}, time.Time{}
 	}
-	s.ActedOn, s.Previous, s.Retiring = st.ActedOn, st.PreviousRevision, st.RetiringRevision
+	s.ActedOn, s.Previous, s.Retiring, s.Held = st.ActedOn, st.PreviousRevision, st.RetiringRevision, st.HeldReplicas
 	if st.RetiringSince != nil {
 		s.RetiringSince = st.RetiringSince.Time
 	}
@@ -207,6 +207,10 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	now := o.now
 	obs := canary.Observation{Revision: run.revision, Deployed: deployedRevision(stable, want.Spec.Template, run.revision),
 		Action: app.Annotations[webappv2.AnnotationAction]}
+	if app.Spec.Autoscaling != nil {
+		// What a blue/green's switch holds as the HPA's floor (without autoscaling, nothing is held).
+		obs.StableReplicas = run.stableReplicas
+	}
 	trying := state.Canary == run.revision && state.Canary != ""
 	if trying && state.Step < len(run.plan.Steps) {
 		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), run.plan.Steps[state.Step].Pods(), desired.CanaryShared(app))
@@ -735,6 +739,16 @@ func buildPreviewRoute(app *webappv2.WebApp, in inputs) (*gwv1ac.HTTPRouteApplyC
 		return nil, err
 	}
 	return desired.PreviewRoute(app, d), nil
+}
+
+// heldReplicas is the count a blue/green's switch holds as the HPA's floor (0: none); an error when app's
+// blue/green could not be decided, and its floor is not known.
+func heldReplicas(app *webappv2.WebApp, in inputs) (int32, error) {
+	d, ok, err := in.canary.decided()
+	if !ok && err != nil && app.Spec.Rollout.Canary != nil && app.Spec.Rollout.Canary.BlueGreen != nil {
+		return 0, err
+	}
+	return d.State.Held, nil
 }
 
 // canaryTraffic is the traffic the route sends to the canary (none: the stable Service alone).

@@ -72,8 +72,13 @@ var children = expand([]childKind{
 		// Behind a Gateway, the canary's own Service, the route's second backend.
 		alsoAs("canary", desired.CanaryName, buildCanaryService),
 	// With autoscaling, the HorizontalPodAutoscaler; without, it must not exist.
-	declare("HorizontalPodAutoscaler", "autoscaling/v2", true, func(app *webappv2.WebApp, _ inputs) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
-		return desired.HPA(app)
+	declare("HorizontalPodAutoscaler", "autoscaling/v2", true, func(app *webappv2.WebApp, in inputs) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
+		held, err := heldReplicas(app, in)
+		if err != nil {
+			// A blue/green's floor is not known: the HPA is left as it is (dropped, it would let both versions shrink).
+			return nil, err
+		}
+		return desired.HPA(app, held)
 	}, autoscalingv2ac.ExtractHorizontalPodAutoscaler),
 	// With spec.expose.ingress, an Ingress; without, it must not exist.
 	declare("Ingress", "networking.k8s.io/v1", true, func(app *webappv2.WebApp, _ inputs) (*networkingv1ac.IngressApplyConfiguration, error) {

@@ -289,6 +289,11 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		// Pods of a version the spec left, still there: said, with when they go.
 		st.Evidence = append(st.Evidence, retiringEvidence(app, c, canaryName))
 	}
+	if c.HeldReplicas > 0 {
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.heldReplicas", fmt.Sprintf(
+			"%d: the HorizontalPodAutoscaler's floor (minReplicas) holds %s at %d pods, its count at the blue/green switch, until the release ends (the stable pods serve nothing meanwhile, and the HPA would shrink both versions)",
+			c.HeldReplicas, app.Name, c.HeldReplicas)})
+	}
 	if c.PreviousRevision != "" && c.PreviousUntil != nil {
 		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
 		switch left := c.PreviousUntil.Sub(now).Round(time.Second); {

@@ -413,6 +413,13 @@ type CanaryStatus struct {
 	// +optional
 	RetiringSince *metav1.Time `json:"retiringSince,omitempty"`
 
+	// HeldReplicas is the stable Deployment's count at a blue/green's switch, under autoscaling: from the switch
+	// until the release ends, the HorizontalPodAutoscaler's minReplicas is at least this, since the stable pods then
+	// serve nothing and the HPA, which measures them, would shrink both versions.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HeldReplicas int32 `json:"heldReplicas,omitempty"`
+
 	// Failures counts each check's failed evaluations in this canary.
 	// +listType=map
 	// +listMapKey=name

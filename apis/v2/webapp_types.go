@@ -58,7 +58,6 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.steps) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.blueGreen switches the traffic by the WebApp's HTTPRoute: it needs expose.gateway (without one, the Service would send a full-size preview its share of the traffic)"
-// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.autoscaling)",message="rollout.canary.blueGreen does not go with autoscaling yet: after the switch the HorizontalPodAutoscaler would measure the stable Deployment, which then serves nothing, and shrink both versions; use steps, or set replicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || !has(self.expose) || !(self.rollout.canary.blueGreen.previewHost in self.expose.hosts)",message="rollout.canary.blueGreen.previewHost must not be one of expose.hosts: the preview route would take that host's traffic from the WebApp's route"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
@@ -1166,6 +1165,13 @@ type CanaryStatus struct {
 	// RetiringSince is when the route left retiringRevision's pods.
 	// +optional
 	RetiringSince *metav1.Time `json:"retiringSince,omitempty"`
+
+	// HeldReplicas is the stable Deployment's count at a blue/green's switch, under autoscaling: from the switch
+	// until the release ends, the HorizontalPodAutoscaler's minReplicas is at least this, since the stable pods then
+	// serve nothing and the HPA, which measures them, would shrink both versions.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HeldReplicas int32 `json:"heldReplicas,omitempty"`
 
 	// Failures counts each check's failed evaluations in this canary.
 	// +listType=map

@@ -237,6 +237,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: gateSince
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: heldReplicas
+      type:
+        scalar: numeric
     - name: message
       type:
         scalar: string

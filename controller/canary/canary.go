@@ -152,6 +152,10 @@ type State struct {
 	// they are, with none of the traffic, until Retire has passed (the gateway follows the route first).
 	Retiring      string
 	RetiringSince time.Time
+	// Held is the stable count at a blue/green's switch, which an HPA's floor keeps (0: none held) from the switch
+	// until the release ends: the stable pods serve nothing meanwhile, and the HPA, which measures them, would
+	// shrink them, and the new version's count with them.
+	Held int32
 }
 
 // Observation is what a reconcile saw of the two versions.
@@ -163,6 +167,8 @@ type Observation struct {
 	// NextStepReady: so has it for the next step, whose share asks for the same count (no event of its pods would
 	// say so).
 	NextStepReady bool
+	// StableReplicas is the stable Deployment's count (an HPA's when it autoscales), which a blue/green's switch holds.
+	StableReplicas int32
 	// troubleReason and troubleMessage are the canary's pods' trouble (podTrouble), "" when none.
 	TroubleReason, TroubleMessage string
 	// checks are the results of the round of checks that ended since the last reconcile, in the plan's order (nil:
@@ -309,7 +315,7 @@ func abandon(plan Plan, s State, obs Observation, now time.Time) State {
 		// (Its promotion did not complete: no rollback window for the version it replaced.)
 		s.Stable, s.Previous, s.PreviousUntil = s.Canary, "", time.Time{}
 	}
-	s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations = "", 0, time.Time{}, time.Time{}, nil, nil
+	s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations, s.Held = "", 0, time.Time{}, time.Time{}, nil, nil, 0
 	return s
 }
 
@@ -543,6 +549,10 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 	if d.State.Step >= len(plan.Steps) {
 		return promote(plan, d.State, obs, now)
 	}
+	if plan.BlueGreen && plan.Steps[d.State.Step].Weight >= 100 && d.State.Held == 0 {
+		// A blue/green's switch: the stable count now is held (by an HPA's floor) until the release ends.
+		d.State.Held = obs.StableReplicas
+	}
 	// The next step's pods are not there yet: the traffic stays until they are ready.
 	d.ReplicaWeight = plan.Steps[d.State.Step].Pods()
 	d.After = 0
@@ -566,7 +576,7 @@ func (d *Decision) routeAs(plan Plan, i int) {
 // startCanary starts a canary of obs.revision at the first step.
 // What this reconcile saw of a canary belongs to the version before, so nothing else follows from it yet.
 func startCanary(plan Plan, s State, obs Observation) Decision {
-	s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Reason, s.Message, s.Evaluations = obs.Revision, 0, time.Time{}, time.Time{}, nil, "", "", nil
+	s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Reason, s.Message, s.Evaluations, s.Held = obs.Revision, 0, time.Time{}, time.Time{}, nil, "", "", nil, 0
 	if len(plan.Steps) == 0 {
 		return promote(plan, s, Observation{}, time.Time{})
 	}
@@ -612,14 +622,14 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if plan.RollbackWindow > 0 {
 		s.Previous, s.PreviousUntil = s.Stable, now.Add(plan.RollbackWindow).Truncate(time.Second)
 	}
-	s.Stable, s.Canary, s.Failed, s.Step, s.Since, s.Failures, s.Evaluations = s.Canary, "", "", 0, time.Time{}, nil, nil
+	s.Stable, s.Canary, s.Failed, s.Step, s.Since, s.Failures, s.Evaluations, s.Held = s.Canary, "", "", 0, time.Time{}, nil, nil, 0
 	return Decision{State: s, Phase: PhaseStable}
 }
 
 // rollBack stops the canary, saying why: the stable version serves everything from now, and the canary's pods go
 // Retire later (the gateway follows the route first); step stays the one it failed at.
 func rollBack(plan Plan, s State, reason, message string, now time.Time) Decision {
-	s.Failed, s.Canary, s.Since, s.GateSince, s.Failures = s.Canary, "", now, time.Time{}, nil
+	s.Failed, s.Canary, s.Since, s.GateSince, s.Failures, s.Held = s.Canary, "", now, time.Time{}, nil, 0
 	s.Reason, s.Message = reason, message
 	if s.Retiring != "" || plan.Shared {
 		// Its pods never came: those of the version before it still retire in the canary's Deployment. Or no route

@@ -225,15 +225,18 @@ func maxReplicas(app *webappv2.WebApp) int32 {
 }
 
 // HPA is the HorizontalPodAutoscaler of an autoscaling WebApp (nil: none must exist): it scales the
-// Deployment between minReplicas and maxReplicas on the CPU and memory targets (CPU 80% when neither is set).
-func HPA(app *webappv2.WebApp) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
+// Deployment between minReplicas and maxReplicas on the CPU and memory targets (CPU 80% when neither is set); held
+// (a blue/green's count at its switch, 0: none) raises its floor until the release ends.
+func HPA(app *webappv2.WebApp, held int32) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
 	a := app.Spec.Autoscaling
 	if a == nil {
 		return nil, nil
 	}
+	// A blue/green's switch holds the stable count (canary.State.Held) as the HPA's floor, within its bounds.
+	floor := min(max(ptr.Deref(a.MinReplicas, 1), held), a.MaxReplicas)
 	spec := autoscalingv2ac.HorizontalPodAutoscalerSpec().
 		WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().WithAPIVersion("apps/v1").WithKind("Deployment").WithName(app.Name)).
-		WithMinReplicas(ptr.Deref(a.MinReplicas, 1)).
+		WithMinReplicas(floor).
 		WithMaxReplicas(a.MaxReplicas)
 	cpu, memory := a.TargetCPUUtilizationPercentage, a.TargetMemoryUtilizationPercentage
 	if cpu == nil && memory == nil {

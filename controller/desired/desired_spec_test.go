@@ -247,7 +247,7 @@ func TestDesiredHPA(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := apptest.NewApp("x", 1, 80, "nginx")
 			app.Spec.Autoscaling = tc.a
-			ac, err := HPA(app)
+			ac, err := HPA(app, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,6 +311,33 @@ func TestDesiredDeploymentCreatedUnderAnHPA(t *testing.T) {
 			}
 			if got := apptest.Typed[appsv1.Deployment](t, ac).Spec.Replicas; !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("replicas = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
+			}
+		})
+	}
+}
+
+// TestAHeldCountIsTheHPAsFloor: a blue/green's count held at its switch raises the HPA's minReplicas, within its
+// maximum; nothing held leaves the spec's.
+func TestAHeldCountIsTheHPAsFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		min, held int32
+		want      int32
+	}{
+		{"nothing held", 2, 0, 2},
+		{"held above the spec's floor", 2, 6, 6},
+		{"held below it", 4, 3, 4},
+		{"held above the maximum", 2, 50, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := apptest.NewApp("x", 1, 80, "nginx")
+			app.Spec.Autoscaling = &webappv2.Autoscaling{MinReplicas: ptr.To(tc.min), MaxReplicas: 12}
+			ac, err := HPA(app, tc.held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h := apptest.Typed[autoscalingv2.HorizontalPodAutoscaler](t, ac); ptr.Deref(h.Spec.MinReplicas, 0) != tc.want || h.Spec.MaxReplicas != 12 {
+				t.Errorf("minReplicas %v, maxReplicas %d: want %d, 12", h.Spec.MinReplicas, h.Spec.MaxReplicas, tc.want)
 			}
 		})
 	}

@@ -500,6 +500,9 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 	if s.Retiring != "" {
 		st.WithRetiringRevision(s.Retiring).WithRetiringSince(metav1.NewTime(s.RetiringSince))
 	}
+	if s.Held > 0 {
+		st.WithHeldReplicas(s.Held)
+	}
 	if s.ActedOn != "" {
 		// Whole (canary.MaxAction bounds what acts): compared with the annotation, a cut value would act again.
 		st.WithActedOn(s.ActedOn)
@@ -541,7 +544,11 @@ func blueGreenWords(d canary.Decision) string {
 	case d.Weight < 100:
 		return fmt.Sprintf("Blue/green switch to revision %s once its pods are ready and the gateway has learnt them (revision %s serves all the traffic until then)", s.Canary, s.Stable)
 	}
-	return fmt.Sprintf("Revision %s serves all the traffic since the blue/green switch; revision %s is kept at full size to switch back to (kubectl webapp abort)", s.Canary, s.Stable)
+	words := fmt.Sprintf("Revision %s serves all the traffic since the blue/green switch; revision %s is kept at full size to switch back to (kubectl webapp abort)", s.Canary, s.Stable)
+	if s.Held > 0 {
+		words += fmt.Sprintf("; the HPA's floor holds it at %d pods, its count at the switch, until the release ends", s.Held)
+	}
+	return words
 }
 
 // keptCanaryStatus is the status as it is, for a reconcile that could not decide the canary.
@@ -561,7 +568,11 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 		if d.None() {
 			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.Canary)
 		}
-		return fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %s meanwhile", s.Canary, d.Words())
+		words := fmt.Sprintf("Revision %s passed every step: the Deployment rolls to it, the canary keeps %s meanwhile", s.Canary, d.Words())
+		if s.Held > 0 {
+			words += fmt.Sprintf("; the HPA's floor stays at %d pods until the Deployment serves it", s.Held)
+		}
+		return words
 	}
 	words := fmt.Sprintf("Canary of revision %s at step %d of %d: %s (revision %s serves the rest)", s.Canary, s.Step+1, len(plan.Steps), d.Words(), s.Stable)
 	if plan.BlueGreen {

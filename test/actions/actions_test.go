@@ -944,9 +944,6 @@ func (s *seq) actAutoscale(a *app) bool {
 		sp["autoscaling"] = map[string]any{"minReplicas": lo, "maxReplicas": lo + int64(s.rng.IntN(3))}
 		what = fmt.Sprintf("autoscale between %d and %d replicas", lo, sp["autoscaling"].(map[string]any)["maxReplicas"])
 	}
-	// A blue/green does not go with autoscaling: the API refuses to switch it on.
-	v2 := s.getV2(a.name)
-	refusedBlueGreen := !refusedBehavior && sp["autoscaling"] != nil && v2 != nil && v2.Spec.Rollout.Canary != nil && v2.Spec.Rollout.Canary.BlueGreen != nil
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
 		"metadata": map[string]any{"name": a.name}, "spec": sp}}
 	var got *unstructured.Unstructured
@@ -964,9 +961,7 @@ func (s *seq) actAutoscale(a *app) bool {
 	switch {
 	case refusedBehavior && err == nil:
 		s.fail("the WebApp API accepted an autoscaling behavior the HorizontalPodAutoscaler API refuses:\n%s", toYAML(u.Object))
-	case refusedBlueGreen && (err == nil || !strings.Contains(err.Error(), "blueGreen does not go with autoscaling")):
-		s.fail("switching autoscaling on for WebApp %s, a blue/green: %v; want it refused, saying why", a.name, err)
-	case refusedBehavior || refusedBlueGreen:
+	case refusedBehavior:
 		s.note("refused: %v", err)
 		return true
 	case err != nil:

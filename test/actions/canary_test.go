@@ -107,11 +107,11 @@ func startPrometheus(t *testing.T) {
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
 // up to 5 s, or behind a route sometimes a blue/green; in half of them a check of the test's Prometheus, evaluated
 // every second, with what no value counts as (onNoData).
-func (s *seq) randomPlan(routed, autoscaled bool) map[string]any {
+func (s *seq) randomPlan(routed bool) map[string]any {
 	plan := map[string]any{}
-	if routed && !autoscaled && (s.blueGreens == 0 || s.chance(0.5)) {
-		// Behind a route, a blue/green instead of steps (not with autoscaling: the API refuses it): the first one
-		// of a sequence, and half the others.
+	if routed && (s.blueGreens == 0 || s.chance(0.5)) {
+		// Behind a route, a blue/green instead of steps (with autoscaling too: the switch holds the HPA's floor):
+		// the first one of a sequence, and half the others.
 		s.blueGreens++
 		plan["blueGreen"] = s.blueGreen()
 	} else {
@@ -322,8 +322,7 @@ func (s *seq) setCanary(a *app) {
 		plan, change = s.changedPlan(a.plan)
 		what = "change the canary plan of WebApp %s: " + change
 	default:
-		v2 := s.getV2(a.name)
-		plan = s.randomPlan(a.exposed, v2 != nil && v2.Spec.Autoscaling != nil)
+		plan = s.randomPlan(a.exposed)
 		if plan["blueGreen"] != nil {
 			what = "give WebApp %s a blue/green strategy"
 		}

@@ -359,8 +359,7 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 		hub.Spec.Rollout.Canary = g.Canary()
 		if e := hub.Spec.Expose; e != nil && e.Gateway != nil {
 			// Behind a Gateway: steps that route by request, or a blue/green instead of steps.
-			if hub.Spec.Autoscaling == nil && g.chance(0.3) {
-				// (Not with autoscaling: the CRD refuses it.)
+			if g.chance(0.3) {
 				g.BlueGreen(hub.Spec.Rollout.Canary)
 			} else {
 				g.RouteByRequest(hub.Spec.Rollout.Canary)

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -147,8 +149,8 @@ func TestBlueGreenThroughTheRoute(t *testing.T) {
 	restartCostsNoWrites(t, op, ns)
 }
 
-// TestBlueGreenRefusals: the CRD refuses a blue/green that could not switch by the route, that is also steps, that
-// autoscales, or whose preview host is the WebApp's own.
+// TestBlueGreenRefusals: the CRD refuses a blue/green that could not switch by the route, that is also steps, or
+// whose preview host is the WebApp's own (one that autoscales is accepted: TestBlueGreenBesideAnHPA).
 func TestBlueGreenRefusals(t *testing.T) {
 	ns := newNamespace(t)
 	gateway := &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
@@ -169,7 +171,7 @@ func TestBlueGreenRefusals(t *testing.T) {
 		{"a preview host that is an address", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "10.0.0.1"}}, "not an IP address"},
 		{"a keep of more than a day", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 86401}}, "keepSeconds"},
 		{"a preview host that is the WebApp's", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "shop.example.com"}}, "previewHost must not be one of expose.hosts"},
-		{"with autoscaling", gateway, webappv2.CanarySpec{BlueGreen: bg}, "blueGreen does not go with autoscaling yet"},
+		{"with autoscaling", gateway, webappv2.CanarySpec{BlueGreen: bg}, ""},
 	} {
 		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "bg-"}, Spec: webappv2.WebAppSpec{Image: "shop:1",
 			Expose: c.expose, Rollout: webappv2.RolloutSpec{Canary: &c.canary}}}
@@ -178,4 +180,120 @@ func TestBlueGreenRefusals(t *testing.T) {
 		}
 		judgeCreate(t, c.name, app, c.want)
 	}
+}
+
+// TestBlueGreenBesideAnHPA: a blue/green of an autoscaling WebApp previews the new version at the HPA's count; from
+// the switch on, the HPA's floor (minReplicas) holds the stable count it had then, since the stable pods serve
+// nothing and the HPA, which measures them, would shrink both versions; the new version follows the HPA's count
+// up; an abort, and a promotion's end, give the floor back. The HPA's writes are made through /scale, as its
+// controller makes them; the stable count is never ours.
+func TestBlueGreenBesideAnHPA(t *testing.T) {
+	installGatewayAPI(t)
+	ns := newNamespace(t)
+	op := startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auto"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Autoscaling: &webappv2.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 12}, Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Expose:  &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{Gate: &webappv2.CanaryGate{}, KeepSeconds: 3600}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the HPA, and the count no longer ours", func(ctx context.Context) error {
+		if err := get(ctx, ns, "auto", &autoscalingv2.HorizontalPodAutoscaler{}); err != nil {
+			return err
+		}
+		return countNotOurs(ctx, ns)
+	})
+	scaleAsHPA(t, cs, ns, 6)
+	markAvailable(t, ns, "auto")
+	canaryPhase(t, ns, "auto", "Stable/0/0")
+	hpaFloor := func(want int32, why string) {
+		t.Helper()
+		testutil.Eventually(t, wait10s, fmt.Sprintf("the HPA's floor at %d: %s", want, why), func(ctx context.Context) error {
+			hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+			if err := get(ctx, ns, "auto", hpa); err != nil {
+				return err
+			}
+			if n := ptr.Deref(hpa.Spec.MinReplicas, 1); n != want {
+				return fmt.Errorf("minReplicas %d", n)
+			}
+			return nil
+		})
+	}
+	canaryCount := func(want int32, why string) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("the new version at %d: %s", want, why), func(ctx context.Context) error {
+			dep := &appsv1.Deployment{}
+			if err := get(ctx, ns, "auto-canary", dep); err != nil {
+				return err
+			}
+			if n := ptr.Deref(dep.Spec.Replicas, 0); n != want {
+				return fmt.Errorf("at %d", n)
+			}
+			return nil
+		})
+	}
+	hpaFloor(2, "the spec's")
+
+	// The preview: at the HPA's count, the floor the spec's.
+	update(t, ns, "auto", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	canaryCount(6, "the preview at the HPA's count")
+	markAvailable(t, ns, "auto-canary")
+	held := &webappv2.WebApp{}
+	testutil.Eventually(t, 30*time.Second, "held at the switch's gate", func(ctx context.Context) error {
+		if err := get(ctx, ns, "auto", held); err != nil {
+			return err
+		}
+		if c := held.Status.Canary; c == nil || c.GateSince == nil {
+			return fmt.Errorf("status.canary %+v", c)
+		}
+		return nil
+	})
+	hpaFloor(2, "nothing held before the switch")
+
+	// The switch holds the stable count: the HPA may raise it (the new version follows), never lower it.
+	update(t, ns, "auto", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(held.Status.Canary.CanaryRevision, 0)}
+	})
+	switched := canaryPhase(t, ns, "auto", "Canary/1/100")
+	if n := switched.Status.Canary.HeldReplicas; n != 6 {
+		t.Errorf("status.canary.heldReplicas %d after the switch, want the stable count then, 6", n)
+	}
+	hpaFloor(6, "the stable count at the switch")
+	scaleAsHPA(t, cs, ns, 8)
+	canaryCount(8, "the HPA's count, up")
+	markAvailable(t, ns, "auto-canary")
+	if ready := meta.FindStatusCondition(switched.Status.Conditions, webappv2.ConditionReady); ready == nil || !strings.Contains(ready.Message, "the HPA's floor holds it at 6 pods") {
+		t.Errorf("Ready does not say the HPA's floor is held: %+v", ready)
+	}
+	if code, out, errOut := kubectlWebApp(t, "-n", ns, "explain", "auto"); code != 0 || !strings.Contains(out, ".status.canary.heldReplicas: 6: the HorizontalPodAutoscaler's floor (minReplicas) holds auto at 6 pods") {
+		t.Errorf("explain does not say the HPA's floor is held: exit %d, %s%s", code, out, errOut)
+	}
+	op = restartCostsNoWrites(t, op, ns)
+
+	// An abort gives the floor back.
+	update(t, ns, "auto", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations[webappv2.AnnotationAction] = canary.Abort(held.Status.Canary.CanaryRevision)
+	})
+	canaryPhase(t, ns, "auto", "RolledBack/1/0")
+	hpaFloor(2, "the spec's again after the abort")
+	gone(t, ns, "auto-canary", &appsv1.Deployment{})
+
+	// The next version without a gate, promoted: the floor held through the promotion, then given back.
+	update(t, ns, "auto", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Image = "shop:3"
+		a.Spec.Rollout.Canary.BlueGreen = &webappv2.BlueGreenSpec{KeepSeconds: 1}
+	})
+	canaryCount(8, "the preview at the HPA's count")
+	markAvailable(t, ns, "auto-canary")
+	canaryPhase(t, ns, "auto", "Promoting/2/100")
+	hpaFloor(8, "held through the promotion")
+	stableImage(t, ns, "auto", "shop:3", "promoted behind the route")
+	markAvailable(t, ns, "auto")
+	canaryPhase(t, ns, "auto", "Stable/0/0")
+	hpaFloor(2, "the spec's again once promoted")
+	restartCostsNoWrites(t, op, ns)
 }

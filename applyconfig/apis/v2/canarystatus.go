@@ -49,6 +49,10 @@ type CanaryStatusApplyConfiguration struct {
 	RetiringRevision *string `json:"retiringRevision,omitempty"`
 	// RetiringSince is when the route left retiringRevision's pods.
 	RetiringSince *v1.Time `json:"retiringSince,omitempty"`
+	// HeldReplicas is the stable Deployment's count at a blue/green's switch, under autoscaling: from the switch
+	// until the release ends, the HorizontalPodAutoscaler's minReplicas is at least this, since the stable pods then
+	// serve nothing and the HPA, which measures them, would shrink both versions.
+	HeldReplicas *int32 `json:"heldReplicas,omitempty"`
 	// Failures counts each check's failed evaluations in this canary.
 	Failures []CanaryCheckFailuresApplyConfiguration `json:"failures,omitempty"`
 	// Checks are each check's last evaluation in this canary, kept after a rollback as its evidence: the value
@@ -167,6 +171,14 @@ func (b *CanaryStatusApplyConfiguration) WithRetiringRevision(value string) *Can
 // If called multiple times, the RetiringSince field is set to the value of the last call.
 func (b *CanaryStatusApplyConfiguration) WithRetiringSince(value v1.Time) *CanaryStatusApplyConfiguration {
 	b.RetiringSince = &value
+	return b
+}
+
+// WithHeldReplicas sets the HeldReplicas field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the HeldReplicas field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithHeldReplicas(value int32) *CanaryStatusApplyConfiguration {
+	b.HeldReplicas = &value
 	return b
 }
 
