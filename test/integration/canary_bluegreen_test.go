@@ -225,16 +225,7 @@ func TestBlueGreenBesideAnHPA(t *testing.T) {
 	}
 	canaryCount := func(want int32, why string) {
 		t.Helper()
-		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("the new version at %d: %s", want, why), func(ctx context.Context) error {
-			dep := &appsv1.Deployment{}
-			if err := get(ctx, ns, "auto-canary", dep); err != nil {
-				return err
-			}
-			if n := ptr.Deref(dep.Spec.Replicas, 0); n != want {
-				return fmt.Errorf("at %d", n)
-			}
-			return nil
-		})
+		deploymentAt(t, ns, "auto-canary", want, why)
 	}
 	hpaFloor(2, "the spec's")
 

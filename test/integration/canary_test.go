@@ -328,24 +328,11 @@ func TestCanaryBesideAnHPA(t *testing.T) {
 	}
 
 	update(t, ns, "auto", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
-	canaryCount := func(want int32) {
-		t.Helper()
-		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("the canary at %d", want), func(ctx context.Context) error {
-			dep := &appsv1.Deployment{}
-			if err := get(ctx, ns, "auto-canary", dep); err != nil {
-				return err
-			}
-			if n := ptr.Deref(dep.Spec.Replicas, 0); n != want {
-				return fmt.Errorf("at %d", n)
-			}
-			return nil
-		})
-	}
 	// 6 stable pods: 2 canary pods make 25% of 8.
-	canaryCount(2)
+	deploymentAt(t, ns, "auto-canary", 2, "the canary's share")
 	// The HPA scales the stable Deployment mid-canary: the canary follows (3 of 12).
 	scaleAsHPA(t, cs, ns, 9)
-	canaryCount(3)
+	deploymentAt(t, ns, "auto-canary", 3, "the canary following the HPA")
 	deploymentReplicas(t, cs, ns, 9)
 	if got := seen(); !slices.Equal(got, []int32{5, 6, 9}) {
 		t.Errorf("the stable Deployment's counts %v, want the HPA's alone: [5 6 9]", got)
@@ -990,4 +977,19 @@ func TestANewVersionWhenTheStableOneNeverRanIsNotHeldBack(t *testing.T) {
 	if err := get(ctx, ns, "web-canary", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a canary Deployment beside a stable version that never ran: %v", err)
 	}
+}
+
+// deploymentAt waits until Deployment name of namespace ns asks for want pods (why says why it should).
+func deploymentAt(t *testing.T, ns, name string, want int32, why string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%s at %d: %s", name, want, why), func(ctx context.Context) error {
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, name, dep); err != nil {
+			return err
+		}
+		if n := ptr.Deref(dep.Spec.Replicas, 0); n != want {
+			return fmt.Errorf("at %d", n)
+		}
+		return nil
+	})
 }
