@@ -631,11 +631,15 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 func rollBack(plan Plan, s State, reason, message string, now time.Time) Decision {
 	s.Failed, s.Canary, s.Since, s.GateSince, s.Failures, s.Held = s.Canary, "", now, time.Time{}, nil, 0
 	s.Reason, s.Message = reason, message
-	if s.Retiring != "" || plan.Shared {
-		// Its pods never came: those of the version before it still retire in the canary's Deployment. Or no route
-		// splits the traffic: its pods are behind the one Service, and kept they would go on serving their share;
-		// deleted, they leave it as any pod going does.
+	if s.Retiring != "" {
+		// Its pods never came: those of the version before it still retire in the canary's Deployment.
 		s.Step, s.Since = 0, time.Time{}
+		return Decision{State: s, Phase: PhaseRolledBack}
+	}
+	if plan.Shared {
+		// No route splits the traffic: its pods are behind the one Service, and kept they would go on serving their
+		// share; deleted, they leave it as any pod going does. (Step stays the one it failed at.)
+		s.Since = time.Time{}
 		return Decision{State: s, Phase: PhaseRolledBack}
 	}
 	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: Retire}

@@ -414,7 +414,7 @@ func TestNextCanary(t *testing.T) {
 		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0, Failures: []int32{1}, Evaluations: evaluated("0.3", false, "", t0)},
 		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: bad, ChecksAt: t0.Add(10 * time.Second)},
 		now:   t0.Add(11 * time.Second),
-		want: Decision{State: State{Stable: "a", Failed: "b", Reason: webappv2.ReasonCheckFailed, Message: "check errors: 0.3 > 0.05 (failures 2, allowed 1)",
+		want: Decision{State: State{Stable: "a", Failed: "b", Step: 1, Reason: webappv2.ReasonCheckFailed, Message: "check errors: 0.3 > 0.05 (failures 2, allowed 1)",
 			Evaluations: evaluated("0.3", false, "", t0.Add(10*time.Second))}, Phase: PhaseRolledBack},
 	}, {
 		name:  "the spec set back mid-canary without a route: its pods leave the one Service as any pod going does, nothing retires",
