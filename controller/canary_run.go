@@ -113,23 +113,16 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	return p
 }
 
-// stateOf is the state a status keeps (failures in the plan's order, by name).
+// stateOf is the state a status keeps, fitted to plan (failures in the plan's order, by name).
 func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 	if st == nil {
 		return canary.State{}
 	}
-	s := canary.State{Stable: st.StableRevision, Canary: st.CanaryRevision, Failed: st.FailedRevision, Step: max(int(st.Step), 0),
-		Reason: st.Reason, Message: st.Message}
+	s := storedState(st)
 	if st.Phase == string(canary.PhasePromoting) && st.CanaryRevision != "" {
 		// Promoted stays promoted: steps added to the plan meanwhile do not send the rollout back to one (and a check
 		// then cannot roll back a version the stable Deployment already runs).
 		s.Step = len(plan.Steps)
-	}
-	if st.StepStartedAt != nil {
-		s.Since = st.StepStartedAt.Time
-	}
-	if st.GateSince != nil {
-		s.GateSince = st.GateSince.Time
 	}
 	if st.Phase == string(canary.PhaseCanary) && st.CanaryRevision != "" && s.Step >= len(plan.Steps) {
 		// Steps taken out of the plan while the canary ran (or a blue/green made of steps): it runs the plan's last
@@ -137,19 +130,32 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 		// counted for another step.
 		s.Step, s.Since, s.GateSince = len(plan.Steps)-1, time.Time{}, time.Time{}
 	}
-	s.ActedOn, s.Previous, s.Retiring, s.Held = st.ActedOn, st.PreviousRevision, st.RetiringRevision, st.HeldReplicas
-	if st.RetiringSince != nil {
-		s.RetiringSince = st.RetiringSince.Time
-	}
-	if st.PreviousUntil != nil {
-		s.PreviousUntil = st.PreviousUntil.Time
-	}
 	for _, f := range st.Failures {
 		for i, c := range plan.Checks {
 			if c.Name == f.Name && f.Count > 0 {
 				s.Failures = countFailures(s.Failures, len(plan.Checks), i, f.Count)
 			}
 		}
+	}
+	return s
+}
+
+// storedState is the state a status keeps as it is, whatever the plan (the failures, which only a plan orders,
+// left out).
+func storedState(st *webappv2.CanaryStatus) canary.State {
+	s := canary.State{Stable: st.StableRevision, Canary: st.CanaryRevision, Failed: st.FailedRevision, Step: max(int(st.Step), 0),
+		Reason: st.Reason, Message: st.Message, ActedOn: st.ActedOn, Previous: st.PreviousRevision, Retiring: st.RetiringRevision, Held: st.HeldReplicas}
+	if st.StepStartedAt != nil {
+		s.Since = st.StepStartedAt.Time
+	}
+	if st.GateSince != nil {
+		s.GateSince = st.GateSince.Time
+	}
+	if st.RetiringSince != nil {
+		s.RetiringSince = st.RetiringSince.Time
+	}
+	if st.PreviousUntil != nil {
+		s.PreviousUntil = st.PreviousUntil.Time
 	}
 	for _, e := range st.Checks {
 		ev := canary.Evaluation{Name: e.Name, Value: e.Value, Max: e.Max, Passed: e.Passed, Error: e.Error,
@@ -355,13 +361,7 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 		return nil
 	}
 	// The state as the status keeps it (stateOf fits it to a plan, and there is none now).
-	state := canary.State{Stable: st.StableRevision, Canary: st.CanaryRevision, Failed: st.FailedRevision, Step: max(int(st.Step), 0), Retiring: st.RetiringRevision}
-	if st.StepStartedAt != nil {
-		state.Since = st.StepStartedAt.Time
-	}
-	if st.RetiringSince != nil {
-		state.RetiringSince = st.RetiringSince.Time
-	}
+	state := storedState(st)
 	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), desired.CanaryShared(app), o.now)
 	if d.State.Retiring == "" {
 		return nil

@@ -291,10 +291,14 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 // pods retire 10 s after the route leaves it; otherwise they go at once.
 func leftWords(c *webappv2.CanaryStatus, next *webappv2.WebApp) string {
 	routed := next.Spec.Expose != nil && next.Spec.Expose.Gateway != nil
+	s := canary.State{Step: int(c.Step)}
+	if c.StepStartedAt != nil {
+		s.Since = c.StepStartedAt.Time
+	}
 	switch {
 	case !routed:
 		return "is left: its pods go at once, leaving the one Service as any pod going does"
-	case c.Phase == "Promoting" || c.Step > 0 || c.StepStartedAt != nil:
+	case s.TrafficSent(c.Phase == string(canary.PhasePromoting)):
 		return fmt.Sprintf("is left: the route sends it nothing from then on, and its pods go %s later, answering the requests already on their way", canary.Retire)
 	}
 	return "is left: the route has sent it nothing yet, and its pods go at once"

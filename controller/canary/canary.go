@@ -293,7 +293,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// retiring first if the route sent them traffic.
 		s = abandon(plan, s, obs, now)
 	}
-	if s.Canary == "" && s.Failed != "" && !s.Since.IsZero() && obs.Revision != s.Failed && !plan.Shared && s.Retiring == "" {
+	if s.rolledBackRetiring() && obs.Revision != s.Failed && !plan.Shared && s.Retiring == "" {
 		// The spec left a rolled-back canary whose pods retire still: they finish retiring, as one it left.
 		s.Retiring, s.RetiringSince, s.Step, s.Since = s.Failed, s.Since, 0, time.Time{}
 	}
@@ -307,8 +307,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 // version before.
 func abandon(plan Plan, s State, obs Observation, now time.Time) State {
 	promoting := s.Step >= len(plan.Steps)
-	if !plan.Shared && (promoting || s.Step > 0 || !s.Since.IsZero()) {
-		// (Before its first step's pods were ready, the route sent it nothing.)
+	if !plan.Shared && s.TrafficSent(promoting) {
 		s.Retiring, s.RetiringSince = s.Canary, now
 	}
 	if promoting && obs.Revision != s.Stable {
@@ -331,12 +330,24 @@ func Dropped(s State, promoting, shared bool, now time.Time) Decision {
 	case shared:
 		// (Behind the one Service, the pods leave it as any pod going does.)
 		out.Retiring, out.RetiringSince = "", time.Time{}
-	case s.Canary != "" && (promoting || s.Step > 0 || !s.Since.IsZero()):
+	case s.Canary != "" && s.TrafficSent(promoting):
 		out.Retiring, out.RetiringSince = s.Canary, now
-	case s.Canary == "" && s.Failed != "" && !s.Since.IsZero():
+	case s.rolledBackRetiring():
 		out.Retiring, out.RetiringSince = s.Failed, s.Since
 	}
 	return retire(Decision{State: out, Phase: PhaseStable}, now)
+}
+
+// TrafficSent reports whether the route has sent s's canary traffic (promoting: it is being promoted): from its
+// first step's pods ready (the step before's traffic at a later step) through the promotion. Before, it sent it
+// nothing, and its pods have nothing to retire from.
+func (s State) TrafficSent(promoting bool) bool {
+	return promoting || s.Step > 0 || !s.Since.IsZero()
+}
+
+// rolledBackRetiring: s is a rolled-back canary whose pods retire still (since Since, the rollback).
+func (s State) rolledBackRetiring() bool {
+	return s.Canary == "" && s.Failed != "" && !s.Since.IsZero()
 }
 
 // retire keeps a retiring canary's pods until Retire after the route left them (d.After brings the reconcile that

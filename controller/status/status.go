@@ -583,13 +583,13 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, canary.PromoteStep(s.Canary, s.Step))
 	}
 	if s.Retiring != "" {
-		words += "; " + RetiringWords(s)
+		words += "; " + retiringWords(s)
 	}
 	return words
 }
 
-// RetiringWords say that the pods of a version the spec left retire, and until when.
-func RetiringWords(s canary.State) string {
+// retiringWords say that the pods of a version the spec left retire, and until when.
+func retiringWords(s canary.State) string {
 	return fmt.Sprintf("the pods of revision %s, which the spec left, retire first: the route sends them nothing, and they go at %s", s.Retiring,
 		s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
 }

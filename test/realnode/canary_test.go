@@ -498,13 +498,7 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			t.Errorf("the switch took %s after the promotion", switched.Sub(promoted))
 		}
 		jsonpathEquals(t, 30*time.Second, "1", "{.spec.rules[*].backendRefs[*].weight}", "-n", appNS, "httproute/cny")
-		eventually(t, 30*time.Second, "the preview route gone", func() error {
-			out, err := kubectlErr("get", "-n", appNS, "httproute/cny-canary", "--ignore-not-found", "-o", "name")
-			if err == nil && strings.TrimSpace(out) != "" {
-				err = fmt.Errorf("still there: %s", out)
-			}
-			return err
-		})
+		eventually(t, 30*time.Second, "the preview route gone", func() error { return goneFromApps("httproute/cny-canary") })
 	})
 
 	t.Run("a spec set back after a blue/green's switch takes the traffic back at once, no request failed, the new version's pods retiring after", func(t *testing.T) {
@@ -543,10 +537,7 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		})
 		var goneAt time.Time
 		eventually(t, time.Minute, "the new version's Deployment gone", func() error {
-			out, err := kubectlErr("get", "-n", appNS, "deployment/cny-canary", "--ignore-not-found", "-o", "name")
-			if err == nil && strings.TrimSpace(out) != "" {
-				err = fmt.Errorf("still there: %s", out)
-			}
+			err := goneFromApps("deployment/cny-canary")
 			goneAt = time.Now()
 			return err
 		})
@@ -593,6 +584,15 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			t.Errorf("the route has filters: %s", f)
 		}
 	})
+}
+
+// goneFromApps is nil once the object what (kind/name) of the apps' namespace is gone.
+func goneFromApps(what string) error {
+	out, err := kubectlErr("get", "-n", appNS, what, "--ignore-not-found", "-o", "name")
+	if err == nil && strings.TrimSpace(out) != "" {
+		err = fmt.Errorf("still there: %s", out)
+	}
+	return err
 }
 
 // tally sends n requests through url naming cnyHost, each on a new connection, with header X-Canary: value, and counts
