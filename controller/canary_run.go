@@ -51,6 +51,9 @@ type canaryRun struct {
 	// kept is, while a canary is promoted, the stable version's pod template its record still holds (nil: none):
 	// the record keeps it until the promotion completes, so an abort can roll the stable Deployment back to it.
 	kept *corev1ac.PodTemplateSpecApplyConfiguration
+	// warm is, while the version the last promotion replaced is kept warm (Decision.Warm), its pod template as the
+	// record holds it: the record keeps it through the rollback window, and the canary's Deployment runs it.
+	warm *corev1ac.PodTemplateSpecApplyConfiguration
 	// retiring and retiringSvc are, while a canary the spec left retires (State.Retiring), its Deployment and
 	// Service as our manager owns them, applied as they are (nil: none of that version is there).
 	retiring    *appsv1ac.DeploymentApplyConfiguration
@@ -80,7 +83,8 @@ func planOf(spec *webappv2.CanarySpec) canary.Plan {
 	if spec.CheckIntervalSeconds > 0 {
 		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
 	}
-	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second, BlueGreen: spec.BlueGreen != nil}
+	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second, BlueGreen: spec.BlueGreen != nil,
+		KeepWarm: spec.KeepPreviousWarm && spec.RollbackWindowSeconds > 0}
 	for i, s := range spec.EffectiveSteps() {
 		// A blue/green's preview and switch both run the new version at full size.
 		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent, Full: p.BlueGreen}
@@ -288,6 +292,14 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		// Promoting: an abort can go back only to a version the record still holds.
 		obs.StableKept = heldTemplate(run.record, state.Stable) != nil
 	}
+	if run.record != nil {
+		obs.Recorded = run.record.Annotations[webappv2.AnnotationRevision]
+	}
+	if run.plan.KeepWarm && !run.plan.Shared && state.Canary == "" && state.Previous != "" && run.revision == state.Previous {
+		// The spec set back to the version kept warm: its pods take the traffic at once if every one is ready.
+		n := desired.CanaryReplicas(run.stableReplicas, desired.CanaryBound(app), 100, false)
+		obs.WarmReady = runs(canaryDep, state.Previous) && status.RolledOut(canaryDep, n) && r.hasCanaryService(ctx, app)
+	}
 	mayRetire := state.Retiring != "" || state.Canary != "" && state.Canary != run.revision ||
 		state.Failed != "" && state.Failed != run.revision && !state.Since.IsZero()
 	if mayRetire {
@@ -390,6 +402,9 @@ func (run *canaryRun) decide(now time.Time) {
 	if run.decision.Phase == canary.PhasePromoting {
 		// Only the record's own (never the Deployment's, which rolls to the promoted version now).
 		run.kept = heldTemplate(run.record, run.decision.State.Stable)
+	}
+	if run.decision.Warm != "" {
+		run.warm = heldTemplate(run.record, run.decision.Warm)
 	}
 	run.retiring, run.retiringSvc = retiringObjects(run.canaryObjs, run.decision.State.Retiring)
 }
@@ -650,6 +665,10 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
 	switch {
 	case d.Phase == canary.PhaseRolledBack && was.Canary != "":
 		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back revision %s (%s): %s", s.Failed, s.Reason, pods.TruncateTo(s.Message, 800))
+	case d.Phase == canary.PhasePromoting && s.WayBack() && was.Canary == "":
+		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back to revision %s: %s", s.Canary, s.Message)
+	case d.Phase == canary.PhaseStable && s.Reason == webappv2.ReasonRolledBackToPrevious && was.WayBack() && s.Stable == was.Canary:
+		r.event(app, nil, corev1.EventTypeNormal, "RolledBackToPrevious", "Canary", "The Deployment runs revision %s again: the traffic left the pods kept warm", s.Stable)
 	case d.Phase == canary.PhaseStable && s.Reason == webappv2.ReasonRolledBackToPrevious && s.Stable != was.Stable:
 		r.event(app, nil, corev1.EventTypeWarning, webappv2.ReasonRolledBack, "Canary", "Rolled back to revision %s: %s", s.Stable, s.Message)
 	case d.Phase == canary.PhaseStable && was.Canary != "" && s.Stable == was.Canary:
@@ -711,7 +730,7 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 	if _, ok, err := in.canary.decided(); !ok {
 		return nil, err
 	}
-	dep, err := desired.CanaryDeployment(app, in.Inputs, in.canary.decision, in.canary.stableReplicas)
+	dep, err := desired.CanaryDeployment(app, in.Inputs, in.canary.decision, in.canary.stableReplicas, in.canary.warm)
 	if dep != nil && err == nil && in.claimErr != nil {
 		// Its pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
 		return nil, in.claimErr

@@ -21,7 +21,8 @@ import (
 // made for the stable revision (annotated with it). It is written whenever a strategy is set: with the spec's
 // template while the spec's version is stable, and read back while a canary holds the stable version; while a
 // canary is promoted it keeps the version that served before until the promotion completes, so a person's abort
-// can roll the stable Deployment back to it (a promoted canary still stays promoted: its phase says so). Drift on the stable Deployment (another writer's `kubectl set
+// can roll the stable Deployment back to it (a promoted canary still stays promoted: its phase says so), and with
+// keepPreviousWarm through the rollback window after it, the canary's Deployment running that version's pods from it. Drift on the stable Deployment (another writer's `kubectl set
 // image`, which takes the field from our manager) is then repaired from it, and a stable Deployment deleted mid-
 // canary or after a rollback comes back. Its data is immutable (the API server refuses a change): a new stable
 // version replaces it, deleted with a UID precondition and created again by the reconcile its deletion brings.
@@ -48,6 +49,9 @@ func desiredStableRecord(app *webappv2.WebApp, in inputs) (*appsv1ac.ControllerR
 	case in.canary.kept != nil:
 		// Promoting: the version it replaces stays recorded until the promotion completes (an abort goes back to it).
 		template, rev = in.canary.kept, d.State.Stable
+	case in.canary.warm != nil:
+		// Promoted: the version it replaced stays recorded while it is kept warm (its pods are made from it).
+		template, rev = in.canary.warm, d.Warm
 	default:
 		// Stable, or promoting: the spec's version is (or is about to be) the stable one.
 		dep, err := desired.Deployment(app, in.Inputs)

@@ -275,6 +275,11 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		}
 	case "Promoting":
 		st.Says = fmt.Sprintf("Revision %s passed every step: the stable Deployment %s rolls to it", c.CanaryRevision, app.Name)
+		if c.Reason == webappv2.ReasonRolledBackToPrevious {
+			// The way back to the version kept warm.
+			st.Says = fmt.Sprintf("All the traffic goes to revision %s (%s), the version before the last promotion, whose pods were kept warm: the stable Deployment %s rolls back to it", c.CanaryRevision, canaryName, app.Name)
+			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.reason / message", c.Reason + ": " + c.Message})
+		}
 	case "RolledBack":
 		st.Says = fmt.Sprintf("All the traffic goes to revision %s (%s): revision %s was rolled back (%s)", c.StableRevision, app.Name, c.FailedRevision, c.Reason)
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.reason / message", c.Reason + ": " + c.Message},
@@ -297,6 +302,10 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 	if c.PreviousRevision != "" && c.PreviousUntil != nil {
 		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
 		switch left := c.PreviousUntil.Sub(now).Round(time.Second); {
+		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warmIn(s, canaryName, c.PreviousRevision):
+			words = fmt.Sprintf("the version before the last promotion, its pods kept warm in %s with none of the traffic: setting the spec back to it within %s (until %s) sends them all the traffic at once, and the Deployment rolls back to it behind the route", canaryName, left, c.PreviousUntil.UTC().Format(time.RFC3339))
+		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm:
+			words = fmt.Sprintf("the version before the last promotion, to be kept warm in %s until %s, not every pod of it ready: setting the spec back to it within %s rolls back to it at once, through its pods once every one is ready (before that, by the Deployment's rollout)", canaryName, c.PreviousUntil.UTC().Format(time.RFC3339), left)
 		case left > 0 && (c.Phase == "Stable" || c.Phase == "RolledBack"):
 			words = fmt.Sprintf("the version before the last promotion: setting the spec back to it within %s (until %s) rolls back to it at once, without a canary", left, c.PreviousUntil.UTC().Format(time.RFC3339))
 		case left > 0:
@@ -387,4 +396,16 @@ func retiringEvidence(app *webappv2.WebApp, c *webappv2.CanaryStatus, canaryName
 		words += "; the new version's canary starts in their place then"
 	}
 	return Evidence{"WebApp " + app.Name, ".status.canary.retiringRevision", c.RetiringRevision + ": " + words}
+}
+
+// warmIn: s's canary Deployment (name) runs revision rev with every pod it asks for ready (the version kept warm).
+func warmIn(s Snapshot, name, rev string) bool {
+	for _, o := range s.Children {
+		d, ok := o.(*appsv1.Deployment)
+		if ok && d.Name == name && d.Annotations[webappv2.AnnotationRevision] == rev && d.Spec.Replicas != nil &&
+			d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
+			return true
+		}
+	}
+	return false
 }

@@ -270,6 +270,10 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 		}
 		return words
 	case running == "" && planned.Revision == c.PreviousRevision && spec.RollbackWindowSeconds > 0 && c.PreviousUntil != nil && now.Before(c.PreviousUntil.Time):
+		if spec.KeepPreviousWarm && spec.RollbackWindowSeconds > 0 && c.Phase == "Stable" {
+			return fmt.Sprintf("revision %s is the version before the last promotion, within its rollback window (until %s): it is stable again at once; its pods kept warm in %s-canary, once every one is ready, get all the traffic at once while the Deployment rolls back to it (otherwise the Deployment rolls back without a canary)",
+				planned.Revision, c.PreviousUntil.UTC().Format(time.RFC3339), next.Name)
+		}
 		return fmt.Sprintf("revision %s is the version before the last promotion, within its rollback window (until %s): it is stable again at once, the Deployment rolling back to it without a canary",
 			planned.Revision, c.PreviousUntil.UTC().Format(time.RFC3339))
 	}

@@ -57,6 +57,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || !quantity(n.claim.size).isLessThan(quantity(o.claim.size))))",message="claim.size cannot shrink, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim is never resized down"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.steps) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.keepPreviousWarm) || !self.rollout.canary.keepPreviousWarm || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.keepPreviousWarm sends the traffic back to the version kept warm by the WebApp's HTTPRoute: it needs expose.gateway (without one, the Service would send the kept pods their share of the traffic)"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.blueGreen switches the traffic by the WebApp's HTTPRoute: it needs expose.gateway (without one, the Service would send a full-size preview its share of the traffic)"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || !has(self.expose) || !(self.rollout.canary.blueGreen.previewHost in self.expose.hosts)",message="rollout.canary.blueGreen.previewHost must not be one of expose.hosts: the preview route would take that host's traffic from the WebApp's route"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
@@ -582,6 +583,7 @@ type RolloutSpec struct {
 
 // CanarySpec is a canary rollout's steps (or its blue/green switch) and the checks that gate them.
 // +kubebuilder:validation:XValidation:rule="has(self.steps) != has(self.blueGreen)",message="a canary has steps or blueGreen, exactly one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.keepPreviousWarm) || !self.keepPreviousWarm || has(self.rollbackWindowSeconds)",message="keepPreviousWarm keeps the version before warm for the rollback window: it needs rollbackWindowSeconds"
 type CanarySpec struct {
 	// Steps are the canary's shares of the traffic, in order; after the last one the new version is promoted (the
 	// stable Deployment rolls to it) and the canary removed.
@@ -624,6 +626,15 @@ type CanarySpec struct {
 	// +kubebuilder:validation:Maximum=2592000
 	// +optional
 	RollbackWindowSeconds int32 `json:"rollbackWindowSeconds,omitempty"`
+
+	// KeepPreviousWarm keeps the version a promotion replaced running, at the stable version's count and with none
+	// of the traffic, in <name>-canary for rollbackWindowSeconds after the promotion (a cost the user chooses: twice
+	// the pods meanwhile). Setting the spec back to it within the window, once its pods are ready, sends it all the
+	// traffic at once, through the route; the stable Deployment then rolls back to it behind the route, and the
+	// traffic moves back to the stable Service. Before its pods are ready, the way back is the rollback window's
+	// alone. Through expose.gateway only (without a route, the one Service would send the kept pods their share).
+	// +optional
+	KeepPreviousWarm bool `json:"keepPreviousWarm,omitempty"`
 }
 
 // BlueGreenSpec is a blue/green rollout: the new version previewed at full size, then all the traffic switched to

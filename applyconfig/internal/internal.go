@@ -197,6 +197,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: keepPreviousWarm
+      type:
+        scalar: boolean
     - name: rollbackWindowSeconds
       type:
         scalar: numeric

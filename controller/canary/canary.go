@@ -29,6 +29,10 @@ type Plan struct {
 	// Shared: no route splits the traffic; the canary's pods are behind the one Service, which they leave as any
 	// pod going does (so a canary the spec leaves has nothing to retire from).
 	Shared bool
+	// KeepWarm: through the rollback window, the version the last promotion replaced runs in the canary's
+	// Deployment at full size with none of the traffic, and a spec set back to it sends it all the traffic at once
+	// (only behind a route: never with Shared).
+	KeepWarm bool
 }
 
 // Step sends weight percent of the traffic to the canary, then pauses: the canary must be ready at that
@@ -186,6 +190,12 @@ type Observation struct {
 	// Action is a person's action, as the WebApp's annotation webappv2.AnnotationAction says it: acted on once
 	// (State.ActedOn), and only where it makes sense for the revision (and step) it names.
 	Action string
+	// Recorded is the revision whose pod template the stable version's record holds ("": none): the version a
+	// promotion replaced is kept warm only from it.
+	Recorded string
+	// WarmReady: the canary's Deployment runs State.Previous with every pod ready at full size, behind a canary
+	// Service of ours: a spec set back to it may be sent to them at once.
+	WarmReady bool
 }
 
 // MaxAction is the longest action value that acts (status.canary.actedOn keeps it whole).
@@ -233,6 +243,9 @@ type Decision struct {
 	ReplicaWeight int32
 	// after is when to look again without an event (a pause's end, a check's interval); zero: on events only.
 	After time.Duration
+	// Warm is the version the last promotion replaced, kept running in the canary's Deployment (from the record's
+	// pod template) with none of the traffic until its rollback window ends ("": none kept).
+	Warm string
 }
 
 // Traffic is what the route sends the canary: weight percent (its share), every request of its matches, and a copy
@@ -297,7 +310,25 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// The spec left a rolled-back canary whose pods retire still: they finish retiring, as one it left.
 		s.Retiring, s.RetiringSince, s.Step, s.Since = s.Failed, s.Since, 0, time.Time{}
 	}
-	return retire(next(plan, s, obs, now, left), now)
+	return keepWarm(plan, obs, retire(next(plan, s, obs, now, left), now), now)
+}
+
+// keepWarm keeps the version the last promotion replaced running with none of the traffic, at full size, while
+// the rollback window lasts (d.After brings the reconcile that lets it go): only when no canary runs or retires,
+// and from the record of its pod template (which the promotion kept).
+func keepWarm(plan Plan, obs Observation, d Decision, now time.Time) Decision {
+	s := d.State
+	left := s.PreviousUntil.Sub(now)
+	if !plan.KeepWarm || plan.Shared || d.Phase != PhaseStable || s.Canary != "" || s.Retiring != "" || s.rolledBackRetiring() ||
+		s.Previous == "" || obs.Recorded != s.Previous || left <= 0 || left > plan.RollbackWindow {
+		// (A window longer than the plan's, from a clock far ahead of ours or a window shortened since, keeps nothing.)
+		return d
+	}
+	d.Warm, d.ReplicaWeight = s.Previous, 100
+	if d.After == 0 || left < d.After {
+		d.After = left
+	}
+	return d
 }
 
 // abandon leaves s's canary, which the spec no longer asks for. The route sends it nothing from now on; its pods,
@@ -343,6 +374,12 @@ func Dropped(s State, promoting, shared bool, now time.Time) Decision {
 // nothing, and its pods have nothing to retire from.
 func (s State) TrafficSent(promoting bool) bool {
 	return promoting || s.Step > 0 || !s.Since.IsZero()
+}
+
+// WayBack reports that s's canary is the version the last promotion replaced, which the spec was set back to within the
+// rollback window with its pods kept warm: it takes all the traffic while the stable Deployment rolls back to it.
+func (s State) WayBack() bool {
+	return s.Canary != "" && s.Reason == webappv2.ReasonRolledBackToPrevious
 }
 
 // rolledBackRetiring: s is a rolled-back canary whose pods retire still (since Since, the rollback).
@@ -398,6 +435,14 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 		// The spec set back to the version the last promotion replaced, within the window (a reverted commit): it
 		// is stable again at once, and the stable Deployment rolls back to it without a canary's steps or checks.
 		// (Not while another version's canary ran: the stable one is not what the spec was set back from.)
+		if plan.KeepWarm && !plan.Shared && obs.WarmReady {
+			// Its pods kept warm are ready: they get all the traffic at once, through the route, and the stable
+			// Deployment rolls back to it behind the route, as a promotion's does (promote, under this reason).
+			s.Reason, s.Message = webappv2.ReasonRolledBackToPrevious, fmt.Sprintf("the spec was set back to revision %s, the version before revision %s, within the rollback window: all the traffic went to its pods kept warm at once, and the Deployment rolls back to it", s.Previous, s.Stable)
+			s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations, s.Held = s.Previous, len(plan.Steps), time.Time{}, time.Time{}, nil, nil, 0
+			s.Previous, s.PreviousUntil = "", time.Time{}
+			return promote(plan, s, Observation{}, now)
+		}
 		s.Reason, s.Message = webappv2.ReasonRolledBackToPrevious, fmt.Sprintf("the spec was set back to revision %s, the version before revision %s, within the rollback window: rolled back to it at once, without a canary", s.Previous, s.Stable)
 		s.Stable, s.Previous, s.PreviousUntil, s.Step, s.Since, s.Failures, s.Evaluations = s.Previous, "", time.Time{}, 0, time.Time{}, nil, nil
 		return Decision{State: s, Phase: PhaseStable}
@@ -611,6 +656,12 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if n := len(plan.Steps); n > 0 {
 		w = plan.Steps[n-1].Pods()
 	}
+	back := s.WayBack()
+	if back {
+		// The way back to the version kept warm: all of the traffic, on all of its pods, until the stable Deployment
+		// runs it again.
+		w = 100
+	}
 	if s.Step < len(plan.Steps) {
 		// Just promoted: the stable Deployment rolls from now on.
 		s.Step, s.Since, s.GateSince = len(plan.Steps), time.Time{}, time.Time{}
@@ -620,6 +671,9 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// The last step's traffic, until the stable Deployment serves the same version.
 		d := Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w}
 		d.routeAs(plan, len(plan.Steps)-1)
+		if back {
+			d.Traffic = Traffic{Weight: 100}
+		}
 		return d
 	}
 	if s.Since.IsZero() {
@@ -628,9 +682,10 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if left := s.Since.Add(Retire).Sub(now); left > 0 {
 		return Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w, After: left}
 	}
-	// The version replaced stays known for the rollback window: set back to, it is rolled back to at once.
+	// The version replaced stays known for the rollback window: set back to, it is rolled back to at once. (Not
+	// after a way back: what it left was the version the spec was set back from.)
 	s.Previous, s.PreviousUntil = "", time.Time{}
-	if plan.RollbackWindow > 0 {
+	if plan.RollbackWindow > 0 && !back {
 		s.Previous, s.PreviousUntil = s.Stable, now.Add(plan.RollbackWindow).Truncate(time.Second)
 	}
 	s.Stable, s.Canary, s.Failed, s.Step, s.Since, s.Failures, s.Evaluations, s.Held = s.Canary, "", "", 0, time.Time{}, nil, nil, 0

@@ -685,6 +685,8 @@ func TestCanaryRestartResumes(t *testing.T) {
 // without one for a person, from which a promotion all the way finishes it and an abort takes it back at once.
 func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	// How many walks kept a version warm, and took the way back to it: the draw must reach both.
+	var kept, wayBacks int
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		var plan Plan
@@ -708,16 +710,30 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 		}
 		// Without a route, now and then (nothing retires then).
 		plan.Shared = !plan.BlueGreen && rng.IntN(4) == 0
+		if rng.IntN(2) == 0 {
+			// A rollback window of minutes, the version before kept warm through it now and then.
+			plan.RollbackWindow, plan.KeepWarm = time.Duration(1+rng.IntN(10))*time.Minute, rng.IntN(2) == 0
+		}
 		// The spec's version: b, and now and then another (set back to a, or c), which leaves a canary of b.
 		rev := "b"
 		actions := []string{"", "", "", "promote %s/0", "promote %s/1", "promote %s/full", "abort %s", "retry %s", "retry %s again", "abort %s again"}
 		s, now := State{Stable: "a"}, t0
 		look := func(action string) Decision {
-			obs := Observation{Revision: rev, Deployed: s.Stable, CanaryReady: true, Action: action}
+			obs := Observation{Revision: rev, Deployed: s.Stable, CanaryReady: true, Action: action, WarmReady: rng.IntN(2) == 0}
+			if rng.IntN(4) > 0 {
+				// The record holds the version before, as the promotion kept it (or, now and then, it does not).
+				obs.Recorded = s.Previous
+			}
 			if s.Step >= len(plan.Steps) && s.Canary != "" {
 				obs.Deployed, obs.StableRolledOut = s.Canary, true
 			}
 			d := Next(plan, s, obs, now)
+			if d.Warm != "" {
+				kept++
+			}
+			if d.State.WayBack() && !s.WayBack() {
+				wayBacks++
+			}
 			s = d.State
 			now = now.Add(time.Duration(1+rng.IntN(30)) * time.Second)
 			return d
@@ -746,6 +762,8 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 		switch {
 		case s.Retiring != "" || d.State.Retiring != "":
 			t.Fatalf("a canary's pods retire for ever: %s", at())
+		case d.Warm != "":
+			t.Fatalf("the version before is kept warm for ever: %s", at())
 		case d.Phase == PhaseStable || d.Phase == PhaseRolledBack:
 		case d.Phase == PhaseCanary && !s.GateSince.IsZero() && plan.Steps[s.Step].Gate && plan.Steps[s.Step].GateTimeout == 0:
 			// Waiting for a person: an abort takes it back at once; a promotion all the way finishes it.
@@ -764,6 +782,10 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			t.Fatalf("held without a person to wait for: %s", at())
 		}
 	}
+	if kept == 0 || wayBacks == 0 {
+		t.Errorf("the walks kept a version warm %d times and took the way back to it %d times: the draw must reach both", kept, wayBacks)
+	}
+	t.Logf("kept warm at %d looks, %d ways back", kept, wayBacks)
 }
 
 func TestGatewayFeatures(t *testing.T) {
@@ -861,6 +883,116 @@ func TestRollbackWithinTheWindow(t *testing.T) {
 		now:   t0.Add(time.Minute),
 		want: Decision{State: State{Stable: "b", Canary: "a", Previous: "a", PreviousUntil: t0.Add(time.Hour), Retiring: "c", RetiringSince: t0.Add(time.Minute)},
 			Phase: PhaseCanary, ReplicaWeight: 10, After: Retire},
+	}}
+	runNext(t, tests)
+}
+
+// TestKeptWarm: with KeepWarm, the version a promotion replaced runs at full size with none of the traffic through
+// the rollback window (from the record of its template, never past the window); the spec set back to it once its
+// pods are ready sends them all the traffic at once, the stable Deployment rolling back behind the route, and the
+// traffic back on the stable Service after; without its pods ready (or without a route) the way back is the
+// window's alone.
+func TestKeptWarm(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	steps := []Step{{Weight: 10, Pause: time.Minute}}
+	warm := Plan{Steps: steps, RollbackWindow: time.Hour, KeepWarm: true}
+	shared := warm
+	shared.Shared = true
+	kept := State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(time.Hour)}
+	cold := "the spec was set back to revision a, the version before revision b, within the rollback window: rolled back to it at once, without a canary"
+	hot := "the spec was set back to revision a, the version before revision b, within the rollback window: all the traffic went to its pods kept warm at once, and the Deployment rolls back to it"
+	backing := State{Stable: "b", Canary: "a", Step: 1, Reason: webappv2.ReasonRolledBackToPrevious, Message: hot}
+	tests := []nextCase{{
+		name:  "a promotion completes, the record holding the version it replaced: kept warm for the window",
+		plan:  warm,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true, Recorded: "a"},
+		now:   t0.Add(Retire),
+		want:  Decision{State: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(Retire + time.Hour)}, Phase: PhaseStable, Warm: "a", ReplicaWeight: 100, After: time.Hour},
+	}, {
+		name:  "a promotion completes, the record not holding it: nothing to make its pods from",
+		plan:  warm,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true, Recorded: "b"},
+		now:   t0.Add(Retire),
+		want:  Decision{State: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(Retire + time.Hour)}, Phase: PhaseStable},
+	}, {
+		name:  "within the window: kept, looked at again when it ends",
+		plan:  warm,
+		state: kept,
+		obs:   Observation{Revision: "b", Deployed: "b", Recorded: "a"},
+		now:   t0.Add(40 * time.Minute),
+		want:  Decision{State: kept, Phase: PhaseStable, Warm: "a", ReplicaWeight: 100, After: 20 * time.Minute},
+	}, {
+		name:  "the window over: its pods go",
+		plan:  warm,
+		state: kept,
+		obs:   Observation{Revision: "b", Deployed: "b", Recorded: "a"},
+		now:   t0.Add(time.Hour),
+		want:  Decision{State: kept, Phase: PhaseStable},
+	}, {
+		name:  "a window further ahead than the plan's (a clock far ahead, or a window shortened): nothing kept",
+		plan:  Plan{Steps: steps, RollbackWindow: time.Minute, KeepWarm: true},
+		state: kept,
+		obs:   Observation{Revision: "b", Deployed: "b", Recorded: "a"},
+		now:   t0,
+		want:  Decision{State: kept, Phase: PhaseStable},
+	}, {
+		name:  "without a route: nothing kept (the one Service would send its pods their share)",
+		plan:  shared,
+		state: kept,
+		obs:   Observation{Revision: "b", Deployed: "b", Recorded: "a"},
+		now:   t0,
+		want:  Decision{State: kept, Phase: PhaseStable},
+	}, {
+		name:  "a canary's pods retiring: the canary's Deployment is theirs until they go",
+		plan:  warm,
+		state: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(time.Hour), Retiring: "c", RetiringSince: t0},
+		obs:   Observation{Revision: "b", Deployed: "b", Recorded: "a"},
+		now:   t0.Add(time.Second),
+		want:  Decision{State: State{Stable: "b", Previous: "a", PreviousUntil: t0.Add(time.Hour), Retiring: "c", RetiringSince: t0}, Phase: PhaseStable, After: Retire - time.Second},
+	}, {
+		name:  "a new version within the window: its canary takes the canary's Deployment",
+		plan:  warm,
+		state: kept,
+		obs:   Observation{Revision: "c", Deployed: "b", Recorded: "a"},
+		now:   t0,
+		want:  Decision{State: State{Stable: "b", Canary: "c", Previous: "a", PreviousUntil: t0.Add(time.Hour)}, Phase: PhaseCanary, ReplicaWeight: 10},
+	}, {
+		name:  "the spec set back, its pods ready: all the traffic to them at once, the Deployment rolling back behind the route",
+		plan:  warm,
+		state: kept,
+		obs:   Observation{Revision: "a", Deployed: "b", Recorded: "a", WarmReady: true},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: backing, Phase: PhasePromoting, ReplicaWeight: 100, Traffic: Traffic{Weight: 100}},
+	}, {
+		name:  "the spec set back before its pods are ready: the window's way back alone",
+		plan:  warm,
+		state: kept,
+		obs:   Observation{Revision: "a", Deployed: "b", Recorded: "a"},
+		now:   t0.Add(time.Minute),
+		want:  Decision{State: State{Stable: "a", Reason: webappv2.ReasonRolledBackToPrevious, Message: cold}, Phase: PhaseStable},
+	}, {
+		name:  "the way back, the Deployment rolling: all the traffic stays on the kept pods",
+		plan:  warm,
+		state: backing,
+		obs:   Observation{Revision: "a", Deployed: "a", Recorded: "a"},
+		now:   t0.Add(2 * time.Minute),
+		want:  Decision{State: backing, Phase: PhasePromoting, ReplicaWeight: 100, Traffic: Traffic{Weight: 100}},
+	}, {
+		name:  "the way back, the Deployment rolled back: the traffic leaves the kept pods, which retire",
+		plan:  warm,
+		state: backing,
+		obs:   Observation{Revision: "a", Deployed: "a", Recorded: "a", StableRolledOut: true},
+		now:   t0.Add(3 * time.Minute),
+		want:  Decision{State: State{Stable: "b", Canary: "a", Step: 1, Since: t0.Add(3 * time.Minute), Reason: webappv2.ReasonRolledBackToPrevious, Message: hot}, Phase: PhasePromoting, ReplicaWeight: 100, After: Retire},
+	}, {
+		name:  "the way back done: stable again, with no window (the version left is the one set back from)",
+		plan:  warm,
+		state: State{Stable: "b", Canary: "a", Step: 1, Since: t0, Reason: webappv2.ReasonRolledBackToPrevious, Message: hot},
+		obs:   Observation{Revision: "a", Deployed: "a", Recorded: "a", StableRolledOut: true},
+		now:   t0.Add(Retire),
+		want:  Decision{State: State{Stable: "a", Reason: webappv2.ReasonRolledBackToPrevious, Message: hot}, Phase: PhaseStable},
 	}}
 	runNext(t, tests)
 }

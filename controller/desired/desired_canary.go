@@ -75,19 +75,29 @@ func canarySelector(app *webappv2.WebApp) map[string]string {
 
 // CanaryDeployment is the canary's Deployment for a decision d beside a stable Deployment of stable pods: the
 // WebApp's Deployment as the spec asks for it now, under the canary's name, selector and labels, with the canary's
-// count (no HPA decides it; at most CanaryBound(app)) and its revision. nil while there is no canary: it must not
-// exist.
-func CanaryDeployment(app *webappv2.WebApp, in Inputs, d canary.Decision, stable int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	if d.ReplicaWeight <= 0 {
+// count (no HPA decides it; at most CanaryBound(app)) and its revision. While the version a promotion replaced is
+// kept warm (d.Warm), its pod template is warm's, the record's (nil: not known, no Deployment). nil while there is
+// no canary: it must not exist.
+func CanaryDeployment(app *webappv2.WebApp, in Inputs, d canary.Decision, stable int32, warm *corev1ac.PodTemplateSpecApplyConfiguration) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	if d.ReplicaWeight <= 0 || d.Warm != "" && warm == nil {
 		return nil, nil
 	}
 	dep, err := Deployment(app, Inputs{ConfigHash: in.ConfigHash})
 	if err != nil {
 		return nil, err
 	}
-	// The version it runs: the canary's, or the one rolled back while its pods retire.
+	// The version it runs: the canary's, the one rolled back while its pods retire, or the one kept warm.
 	rev := d.State.Canary
-	if rev == "" {
+	switch {
+	case d.Warm != "":
+		// (The record's template is the stable Deployment's as the builders made it: the labels below are the
+		// canary's, as the canary of that spec would have them.)
+		t, err := clonedTemplate(warm)
+		if err != nil {
+			return nil, err
+		}
+		rev, dep.Spec.Template = d.Warm, t
+	case rev == "":
 		rev = d.State.Failed
 	}
 	labels := maps.Clone(dep.Spec.Template.Labels)
@@ -145,4 +155,14 @@ func Revision(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16], nil
+}
+
+// clonedTemplate is a copy of t the builder may change (t is the caller's: the record's too).
+func clonedTemplate(t *corev1ac.PodTemplateSpecApplyConfiguration) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+	raw, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1ac.PodTemplateSpecApplyConfiguration{}
+	return out, json.Unmarshal(raw, out)
 }

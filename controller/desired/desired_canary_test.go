@@ -99,7 +99,7 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 			if c.set != nil {
 				c.set(app)
 			}
-			dep, err := CanaryDeployment(app, Inputs{ConfigHash: "h"}, c.d, c.stable)
+			dep, err := CanaryDeployment(app, Inputs{ConfigHash: "h"}, c.d, c.stable, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,6 +146,48 @@ func TestDesiredCanaryDeployment(t *testing.T) {
 				t.Errorf("building the canary changed the stable Deployment")
 			}
 		})
+	}
+}
+
+// The version kept warm runs the record's pod template under the canary's labels: exactly the Deployment the
+// canary of that spec would be, so the way back to it (its revision's canary, promoted at 100) rolls no pod.
+func TestAWarmDeploymentIsTheCanaryOfTheVersionBefore(t *testing.T) {
+	before := apptest.Exposed(webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}})
+	before.Spec.Image = "shop:1"
+	now := before.DeepCopy()
+	now.Spec.Image = "shop:2"
+	old, err := Deployment(before, Inputs{ConfigHash: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := Revision(old.Spec.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := apptest.JSON(t, old.Spec.Template)
+	warm := canary.Decision{Phase: canary.PhaseStable, Warm: rev, ReplicaWeight: 100, State: canary.State{Stable: "r2", Previous: rev}}
+	dep, err := CanaryDeployment(now, Inputs{ConfigHash: "h2"}, warm, WebAppReplicas(now), old.Spec.Template)
+	if err != nil || dep == nil {
+		t.Fatalf("no warm Deployment: %v", err)
+	}
+	if got := apptest.JSON(t, old.Spec.Template); got != record {
+		t.Errorf("building the warm Deployment changed the record's template:\n%s\n%s", got, record)
+	}
+	// The way back: the spec is the version before again, its canary promoted at all of the traffic.
+	back := canary.Decision{Phase: canary.PhasePromoting, ReplicaWeight: 100, State: canary.State{Stable: "r2", Canary: rev}}
+	want, err := CanaryDeployment(before, Inputs{ConfigHash: "h1"}, back, WebAppReplicas(now), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := apptest.JSON(t, dep), apptest.JSON(t, want); got != w {
+		t.Errorf("the warm Deployment is not the way back's:\n got %s\nwant %s", got, w)
+	}
+	if n := WebAppReplicas(now); *dep.Spec.Replicas != n || dep.Spec.Template.Spec.Containers[0].Image == nil || *dep.Spec.Template.Spec.Containers[0].Image != "shop:1" {
+		t.Errorf("warm: %d pods of %s, want %d of shop:1", *dep.Spec.Replicas, apptest.JSON(t, dep.Spec.Template.Spec.Containers[0].Image), n)
+	}
+	// Its template not known (no record of it): no Deployment rather than the spec's version under its name.
+	if dep, err := CanaryDeployment(now, Inputs{ConfigHash: "h2"}, warm, 4, nil); err != nil || dep != nil {
+		t.Errorf("a warm Deployment without its template: %v %v", dep, err)
 	}
 }
 

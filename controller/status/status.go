@@ -565,6 +565,12 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 	case canary.PhaseRolledBack:
 		return fmt.Sprintf("Revision %s was rolled back (%s): %s; revision %s serves. Apply a new spec to try again.", s.Failed, s.Reason, s.Message, s.Stable)
 	case canary.PhasePromoting:
+		if s.WayBack() && d.None() {
+			return fmt.Sprintf("Revision %s serves again: its pods kept warm go once the traffic has left them", s.Canary)
+		}
+		if s.WayBack() {
+			return fmt.Sprintf("Rolled back to revision %s within the rollback window: its pods kept warm take all the traffic while the Deployment rolls back to it", s.Canary)
+		}
 		if d.None() {
 			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.Canary)
 		}

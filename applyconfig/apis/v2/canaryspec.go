@@ -35,6 +35,13 @@ type CanarySpecApplyConfiguration struct {
 	// steps, pauses, gates or checks (status.canary.previousRevision and previousUntil say which, and until when).
 	// Unset: a change back is a new version like any other, tried by a canary.
 	RollbackWindowSeconds *int32 `json:"rollbackWindowSeconds,omitempty"`
+	// KeepPreviousWarm keeps the version a promotion replaced running, at the stable version's count and with none
+	// of the traffic, in <name>-canary for rollbackWindowSeconds after the promotion (a cost the user chooses: twice
+	// the pods meanwhile). Setting the spec back to it within the window, once its pods are ready, sends it all the
+	// traffic at once, through the route; the stable Deployment then rolls back to it behind the route, and the
+	// traffic moves back to the stable Service. Before its pods are ready, the way back is the rollback window's
+	// alone. Through expose.gateway only (without a route, the one Service would send the kept pods their share).
+	KeepPreviousWarm *bool `json:"keepPreviousWarm,omitempty"`
 }
 
 // CanarySpecApplyConfiguration constructs a declarative configuration of the CanarySpec type for use with
@@ -90,5 +97,13 @@ func (b *CanarySpecApplyConfiguration) WithCheckIntervalSeconds(value int32) *Ca
 // If called multiple times, the RollbackWindowSeconds field is set to the value of the last call.
 func (b *CanarySpecApplyConfiguration) WithRollbackWindowSeconds(value int32) *CanarySpecApplyConfiguration {
 	b.RollbackWindowSeconds = &value
+	return b
+}
+
+// WithKeepPreviousWarm sets the KeepPreviousWarm field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the KeepPreviousWarm field is set to the value of the last call.
+func (b *CanarySpecApplyConfiguration) WithKeepPreviousWarm(value bool) *CanarySpecApplyConfiguration {
+	b.KeepPreviousWarm = &value
 	return b
 }
