@@ -117,7 +117,7 @@ func (s *seq) randomPlan(routed bool) map[string]any {
 	} else {
 		plan["steps"] = s.randomSteps(routed)
 	}
-	s.planExtras(plan)
+	s.planExtras(plan, routed)
 	return plan
 }
 
@@ -171,11 +171,16 @@ func (s *seq) randomSteps(routed bool) []any {
 	return steps
 }
 
-// planExtras gives plan, maybe, a rollback window and a check.
-func (s *seq) planExtras(plan map[string]any) {
+// planExtras gives plan, maybe, a rollback window (behind a route, the version before kept warm through it) and a
+// check.
+func (s *seq) planExtras(plan map[string]any, routed bool) {
 	if s.chance(0.4) {
 		// A rollback window: a spec set back to the version a promotion replaced is stable at once, no canary.
 		plan["rollbackWindowSeconds"] = pick(s, int64(5), int64(600))
+		if routed && s.chance(0.5) {
+			// Its pods kept warm meanwhile, which the way back sends all the traffic to at once.
+			plan["keepPreviousWarm"] = true
+		}
 	}
 	if s.chance(0.5) {
 		plan["checkIntervalSeconds"] = int64(1)
@@ -229,10 +234,10 @@ func (s *seq) routeByRequest(step map[string]any, first bool) {
 	}
 }
 
-// routesByRequest: plan has a step with matches or a mirror, or is a blue/green (the API refuses either without
-// spec.expose.gateway).
+// routesByRequest: plan has a step with matches or a mirror, is a blue/green, or keeps the version before warm (the
+// API refuses each without spec.expose.gateway).
 func routesByRequest(plan map[string]any) bool {
-	if plan["blueGreen"] != nil {
+	if plan["blueGreen"] != nil || plan["keepPreviousWarm"] == true {
 		return true
 	}
 	steps, _ := plan["steps"].([]any)
@@ -594,9 +599,30 @@ func (s *seq) canaryConverged(ctx context.Context, a *app) error {
 		return fmt.Errorf("WebApp %s: the canary is %s at step %d, weight %d (since %v): %s", a.name, c.Phase, c.Step, c.Weight, c.StepStartedAt, toYAML(app.Status))
 	}
 	if u := s.get(deploymentKind, canaryName(a.name)); u != nil {
-		return fmt.Errorf("WebApp %s: the canary is %s but its Deployment %s is still there", a.name, c.Phase, u.GetName())
+		if until, ok := keptWarm(app, u); ok && time.Until(until) > keptWarmRest {
+			// The version before, kept warm for the rollback window: at rest, until a window's end that no wait for
+			// rest reaches (a nearer one is waited for: its end writes).
+			return nil
+		}
+		return fmt.Errorf("WebApp %s: the canary is %s but its Deployment %s is still there (revision %s)", a.name, c.Phase, u.GetName(),
+			u.GetAnnotations()[webappv2.AnnotationRevision])
 	}
 	return nil
+}
+
+// keptWarmRest is how far a kept version's window must end for its pods to count as at rest.
+const keptWarmRest = time.Minute
+
+// keptWarm reports whether WebApp app's canary Deployment dep holds the version before kept warm
+// (spec.rollout.canary.keepPreviousWarm): phase Stable with a rollback window open, dep running previousRevision;
+// and until when.
+func keptWarm(app *webappv2.WebApp, dep interface{ GetAnnotations() map[string]string }) (time.Time, bool) {
+	spec, c := app.Spec.Rollout.Canary, app.Status.Canary
+	if spec == nil || !spec.KeepPreviousWarm || c == nil || c.Phase != "Stable" || c.PreviousRevision == "" || c.PreviousUntil == nil ||
+		dep.GetAnnotations()[webappv2.AnnotationRevision] != c.PreviousRevision {
+		return time.Time{}, false
+	}
+	return c.PreviousUntil.Time, time.Now().Before(c.PreviousUntil.Time)
 }
 
 // stableUnknown reports whether WebApp a's Ready says the stable version's template is lost (its record and our
@@ -630,6 +656,15 @@ func (s *seq) checkCanaryAtRest(a *app) {
 	record := &appsv1.ControllerRevision{}
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: recordName(a.name)}, record); err != nil {
 		s.fail("invariant 8 (the stable version is the operator's own data): WebApp %s's canary is %s, but its record %s: %v", a.name, c.Phase, recordName(a.name), err)
+	}
+	warm := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: canaryName(a.name)}, warm); err == nil {
+		if _, ok := keptWarm(app, warm); ok {
+			// The version before kept warm: the record holds its template (the stable Deployment runs the spec's),
+			// and its pods are the canary's.
+			s.checkKeptWarm(a, app, record, warm)
+			return
+		}
 	}
 	if got := record.Annotations[webappv2.AnnotationRevision]; got != c.StableRevision || !controlledBy(record, app.UID) {
 		s.fail("invariant 8 (the stable version is the operator's own data): WebApp %s's stableRevision is %s, but its record is of revision %q (controlled by it: %v):\n%s",
@@ -807,5 +842,36 @@ func (s *seq) judgeToken(t *testing.T) {
 		"stringData": map[string]any{"token": "Bearer actions"}}}
 	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(s.ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating Secret judge-token: %v", err)
+	}
+}
+
+// checkKeptWarm: invariant 8 while the version before is kept warm (keepPreviousWarm). The record holds its pod
+// template, the canary Deployment runs that template (its containers: the labels are the canary's), and the only
+// canary pods are that version's.
+func (s *seq) checkKeptWarm(a *app, app *webappv2.WebApp, record *appsv1.ControllerRevision, warm *appsv1.Deployment) {
+	c := app.Status.Canary
+	if got := record.Annotations[webappv2.AnnotationRevision]; got != c.PreviousRevision || !controlledBy(record, app.UID) {
+		s.fail("invariant 8 (the version kept warm is the operator's own data): WebApp %s keeps revision %s warm, but its record is of revision %q (controlled by it: %v):\n%s",
+			a.name, c.PreviousRevision, got, controlledBy(record, app.UID), toYAML(record))
+	}
+	held := &corev1.PodTemplateSpec{}
+	if err := json.Unmarshal(record.Data.Raw, held); err != nil {
+		s.fail("decoding the record %s: %v", record.Name, err)
+	}
+	// (The canary's labels are its own.)
+	held.Labels = nil
+	if why := templateDiff(held, &warm.Spec.Template); why != "" {
+		s.fail("invariant 8 (the version kept warm runs its record): WebApp %s's %s differs from the record of revision %s: %s\nThe record:\n%s\nThe Deployment:\n%s",
+			a.name, warm.Name, c.PreviousRevision, why, toYAML(record), toYAML(warm))
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(s.ns), client.MatchingLabels{webappv2.LabelCanaryOf: a.name}); err != nil {
+		s.fail("listing pods: %v", err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Labels[webappv2.LabelCanaryRevision] != c.PreviousRevision {
+			s.fail("invariant 8 (no pod runs a version no WebApp tries or keeps): at rest, WebApp %s keeps revision %s warm, but canary pod %s runs revision %s",
+				a.name, c.PreviousRevision, p.Name, p.Labels[webappv2.LabelCanaryRevision])
+		}
 	}
 }

@@ -261,6 +261,12 @@ func (s *seq) checkRouteAtRest(a *app) {
 		// A version the Deployment API refuses stays a canary at 0% (Ready says why), its Service waiting for it.
 		return
 	}
+	if dep := s.get(deploymentKind, canaryName(a.name)); dep != nil {
+		if _, ok := keptWarm(app, dep); ok {
+			// The version before kept warm behind its Service, with none of the traffic (checked above).
+			return
+		}
+	}
 	if svc := s.get(serviceKind, canaryName(a.name)); svc != nil && controlledBy(svc, app.UID) {
 		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's canary Service %s is still there:\n%s\nThe WebApp:\n%s",
 			a.name, svc.GetName(), toYAML(svc.Object), toYAML(app))

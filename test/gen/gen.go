@@ -364,6 +364,10 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 			} else {
 				g.RouteByRequest(hub.Spec.Rollout.Canary)
 			}
+			if c := hub.Spec.Rollout.Canary; c.RollbackWindowSeconds > 0 && g.chance(0.5) {
+				// The version before kept warm through the rollback window (with the window only).
+				c.KeepPreviousWarm = true
+			}
 		}
 	}
 	if g.chance(0.6) {
