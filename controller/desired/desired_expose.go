@@ -112,8 +112,9 @@ func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteAppl
 	e := app.Spec.Expose
 	c := app.Spec.Rollout.Canary
 	if e == nil || e.Gateway == nil || c == nil || c.BlueGreen == nil || c.BlueGreen.PreviewHost == "" ||
-		d.State.Canary == "" || d.ReplicaWeight <= 0 || d.State.Retiring != "" {
-		// (While a version the spec left retires, the canary's Service selects its pods, not the new version's.)
+		d.State.Canary == "" || d.ReplicaWeight <= 0 || d.State.Retiring != "" || d.State.WayBack() {
+		// (While a version the spec left retires, the canary's Service selects its pods, not the new version's; on
+		// the way back to the version kept warm, there is nothing new to preview.)
 		return nil
 	}
 	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(serviceBackend(app, CanaryName(app), 1))

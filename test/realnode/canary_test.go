@@ -562,6 +562,68 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("a version kept warm after its promotion takes all the traffic at once when the spec is set back, no request failed", func(t *testing.T) {
+		// The version the last subtest set back to (AB=g) serves. A new one (AB=k) is switched to and promoted, the
+		// version before kept warm for the rollback window; then the spec is set back to it, as reverting a commit
+		// does.
+		warm := func(env string) string {
+			return blueGreen(env, 0) + "      rollbackWindowSeconds: 600\n      keepPreviousWarm: true\n"
+		}
+		apply(t, warm("k"))
+		heldAtTheGate(t)
+		rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
+		kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=promote "+rev+"/0")
+		var previous string
+		eventually(t, 3*time.Minute, "promoted, the version before kept warm at 4 ready pods", func() error {
+			st := jsonpath(t, "{.status.canary.phase}/{.status.canary.previousRevision}", "-n", appNS, "webapp/cny")
+			kept := jsonpath(t, `{.metadata.annotations.webapp\.example\.com/revision}/{.status.availableReplicas}/{.status.updatedReplicas}`, "-n", appNS, "deployment/cny-canary")
+			phase, prev, _ := strings.Cut(st, "/")
+			if phase != "Stable" || prev == "" || kept != prev+"/4/4" {
+				return fmt.Errorf("status.canary %s, cny-canary %s", st, kept)
+			}
+			previous = prev
+			return nil
+		})
+		if canary, _, _ := tally(traefik, "", 20); canary != 0 {
+			t.Errorf("%d of 20 requests answered by the pods kept warm: they must get none of the traffic", canary)
+		}
+		load := record(traefik)
+		start := time.Now()
+		time.Sleep(2 * time.Second)
+		reverted := time.Now()
+		apply(t, warm("g"))
+		var back time.Time
+		eventually(t, time.Minute, "every request answered by the pods kept warm", func() error {
+			if canary, _, _ := tally(traefik, "", 1); canary != 1 {
+				return errors.New("answered by the version set back from")
+			}
+			back = time.Now()
+			return nil
+		})
+		if st := jsonpath(t, "{.status.canary.phase}/{.status.canary.canaryRevision}/{.status.canary.reason}", "-n", appNS, "webapp/cny"); st != "Promoting/"+previous+"/RolledBackToPrevious" && !strings.HasPrefix(st, "Stable/") {
+			t.Errorf("status.canary on the way back: %s, want Promoting/%s/RolledBackToPrevious", st, previous)
+		}
+		eventually(t, 3*time.Minute, "the Deployment rolled back, the pods kept warm gone", func() error {
+			if st := jsonpath(t, "{.status.canary.phase}/{.status.canary.stableRevision}", "-n", appNS, "webapp/cny"); st != "Stable/"+previous {
+				return fmt.Errorf("status.canary %s", st)
+			}
+			return goneFromApps("deployment/cny-canary")
+		})
+		done := time.Now()
+		time.Sleep(3 * time.Second)
+		load.end()
+		n, warmAnswered, failed := load.between(start, time.Now())
+		after, afterWarm, _ := load.between(done, time.Now())
+		fmt.Printf("realnode: warm rollback: every request on the version kept warm %.1fs after the spec was set back; the Deployment rolled back behind the route and the pods kept warm gone %.0fs after it; %d of %d requests answered by them; %d of %d requests failed (%s); %d of %d answered by them once gone\n",
+			back.Sub(reverted).Seconds(), done.Sub(reverted).Seconds(), warmAnswered, n, failed, n, load.failed(), afterWarm, after)
+		if failed != 0 || warmAnswered == 0 || afterWarm != 0 {
+			t.Errorf("the way back: %d of %d failed (%s), %d answered by the pods kept warm, %d of %d after they went: want none failed, some, none", failed, n, load.failed(), warmAnswered, afterWarm, after)
+		}
+		if back.Sub(reverted) > 10*time.Second {
+			t.Errorf("the traffic reached the pods kept warm %s after the apply", back.Sub(reverted))
+		}
+	})
+
 	t.Run("a mirror Traefik's class does not list is rolled back before the route gets it", func(t *testing.T) {
 		load := record(traefik)
 		start := time.Now()
