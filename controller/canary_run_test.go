@@ -198,6 +198,36 @@ func TestARetiringCanaryRoundTripsThroughTheStatus(t *testing.T) {
 	}
 }
 
+// TestAWayBackRoundTripsThroughTheStatus: the way back to a version kept warm, read back from the status it wrote
+// (a restart, a new leader), is still the way back: promoting at all of the traffic, under an HPA's floor, and it
+// ends with no window kept.
+func TestAWayBackRoundTripsThroughTheStatus(t *testing.T) {
+	plan := planOf(&webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}, {Weight: 50}}, RollbackWindowSeconds: 600, KeepPreviousWarm: true})
+	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
+	kept := canary.State{Stable: "b", Previous: "a", PreviousUntil: at.Add(time.Minute).Truncate(time.Second)}
+	d := canary.Next(plan, kept, canary.Observation{Revision: "a", Deployed: "b", Recorded: "a", WarmReady: true, StableReplicas: 6}, at)
+	if !d.State.WayBack() || d.Weight != 100 || d.State.Held != 6 {
+		t.Fatalf("the spec set back to the version kept warm: %+v, want the way back at 100%% holding 6", d)
+	}
+	stored := storedStatus(t, d, plan)
+	back := stateOf(&stored, plan)
+	if !back.WayBack() || back.Step != len(plan.Steps) || back.Held != 6 {
+		t.Errorf("read back: %+v, want the way back, promoting, holding 6", back)
+	}
+	if again := status.CanaryStatus(canary.Decision{State: back, Phase: d.Phase, ReplicaWeight: d.ReplicaWeight, Traffic: d.Traffic}, plan); apptest.JSON(t, again) != apptest.JSON(t, status.CanaryStatus(d, plan)) {
+		t.Errorf("the status read back is written again differently:\n%s\n%s", apptest.JSON(t, again), apptest.JSON(t, status.CanaryStatus(d, plan)))
+	}
+	rolling := canary.Next(plan, back, canary.Observation{Revision: "a", Deployed: "a", Recorded: "a"}, at.Add(time.Second))
+	if rolling.Phase != canary.PhasePromoting || rolling.Weight != 100 || rolling.ReplicaWeight != 100 {
+		t.Errorf("after a restart, the way back: %+v, want promoting at 100%%", rolling)
+	}
+	done := canary.Next(plan, back, canary.Observation{Revision: "a", Deployed: "a", Recorded: "a", StableRolledOut: true}, at.Add(time.Second))
+	done = canary.Next(plan, done.State, canary.Observation{Revision: "a", Deployed: "a", Recorded: "a", StableRolledOut: true}, at.Add(time.Second+canary.Retire))
+	if done.Phase != canary.PhaseStable || done.State.Stable != "a" || done.State.Previous != "" || done.State.Held != 0 || done.Warm != "" {
+		t.Errorf("the way back over: %+v, want stable a, no window, nothing held or kept", done)
+	}
+}
+
 // TestRetiringCanaryObjectsAreAppliedAsTheyAre: while a canary the spec left retires, its Deployment and Service are
 // built as our manager owns them (so nothing is written), whatever the spec now says (another image, other ports,
 // no strategy); once it has retired, or for a Deployment of another version, they are built from the decision again.

@@ -46,6 +46,10 @@ func actionValue(app *webappv2.WebApp, verb string, full bool, specRevision stri
 		case "Canary":
 			return canary.Abort(c.CanaryRevision) + " at " + stamp, nil
 		case "Promoting":
+			if c.Reason == webappv2.ReasonRolledBackToPrevious {
+				// The way back to a version kept warm: it is the version the spec asks for, with nothing to go back to.
+				return "", fmt.Errorf("WebApp %s is rolling back to revision %s, the version its spec was set back to: there is no canary to abort (set the spec forward again to leave it)", app.Name, c.CanaryRevision)
+			}
 			// The stable Deployment rolls back to the version it ran (kept until the promotion completes).
 			return canary.Abort(c.CanaryRevision) + " at " + stamp, nil
 		}

@@ -302,9 +302,9 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 	if c.PreviousRevision != "" && c.PreviousUntil != nil {
 		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
 		switch left := c.PreviousUntil.Sub(now).Round(time.Second); {
-		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warmIn(s, canaryName, c.PreviousRevision):
+		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warmIn(s, canaryName, c.PreviousRevision) == warmReady:
 			words = fmt.Sprintf("the version before the last promotion, its pods kept warm in %s with none of the traffic: setting the spec back to it within %s (until %s) sends them all the traffic at once, and the Deployment rolls back to it behind the route", canaryName, left, c.PreviousUntil.UTC().Format(time.RFC3339))
-		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm:
+		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warmIn(s, canaryName, c.PreviousRevision) == warmStarting:
 			words = fmt.Sprintf("the version before the last promotion, to be kept warm in %s until %s, not every pod of it ready: setting the spec back to it within %s rolls back to it at once, through its pods once every one is ready (before that, by the Deployment's rollout)", canaryName, c.PreviousUntil.UTC().Format(time.RFC3339), left)
 		case left > 0 && (c.Phase == "Stable" || c.Phase == "RolledBack"):
 			words = fmt.Sprintf("the version before the last promotion: setting the spec back to it within %s (until %s) rolls back to it at once, without a canary", left, c.PreviousUntil.UTC().Format(time.RFC3339))
@@ -398,14 +398,25 @@ func retiringEvidence(app *webappv2.WebApp, c *webappv2.CanaryStatus, canaryName
 	return Evidence{"WebApp " + app.Name, ".status.canary.retiringRevision", c.RetiringRevision + ": " + words}
 }
 
-// warmIn: s's canary Deployment (name) runs revision rev with every pod it asks for ready (the version kept warm).
-func warmIn(s Snapshot, name, rev string) bool {
+// How far the version kept warm is in the canary's Deployment: not there (never made, or gone), starting, or ready.
+const (
+	warmNone = iota
+	warmStarting
+	warmReady
+)
+
+// warmIn says how far s's canary Deployment (name) runs revision rev, the version kept warm: every pod it asks for
+// ready, some not yet, or none of it.
+func warmIn(s Snapshot, name, rev string) int {
 	for _, o := range s.Children {
 		d, ok := o.(*appsv1.Deployment)
-		if ok && d.Name == name && d.Annotations[webappv2.AnnotationRevision] == rev && d.Spec.Replicas != nil &&
-			d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
-			return true
+		if !ok || d.Name != name || d.Annotations[webappv2.AnnotationRevision] != rev {
+			continue
 		}
+		if d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
+			return warmReady
+		}
+		return warmStarting
 	}
-	return false
+	return warmNone
 }

@@ -253,6 +253,11 @@ func TestActionValueSaysWhatActsOrWhyNot(t *testing.T) {
 		{name: "promote with no canary", verb: "promote", app: app("Stable", 0), err: "no canary to promote: it is Stable"},
 		{name: "abort", verb: "abort", app: app("Canary", 0), want: "abort b at 2026-12-07T05:00:00Z"},
 		{name: "abort while promoting: the stable Deployment goes back", verb: "abort", app: app("Promoting", 2), want: "abort b at 2026-12-07T05:00:00Z"},
+		{name: "abort on the way back to a version kept warm: nothing to go back to", verb: "abort", app: func() *webappv2.WebApp {
+			a := app("Promoting", 2)
+			a.Status.Canary.Reason = webappv2.ReasonRolledBackToPrevious
+			return a
+		}(), err: "is rolling back to revision b, the version its spec was set back to: there is no canary to abort"},
 		{name: "retry", verb: "retry", app: app("RolledBack", 0), specRevision: "b", want: "retry b at 2026-12-07T05:00:00Z"},
 		{name: "retry when the spec moved on", verb: "retry", app: app("RolledBack", 0), specRevision: "c", err: "no longer asks for the rolled-back revision b"},
 		{name: "retry with nothing rolled back", verb: "retry", app: app("Canary", 0), err: "no rolled-back version to retry"},
@@ -308,6 +313,8 @@ func TestCanaryPlanSaysWhatTheStepMachineDoes(t *testing.T) {
 			"spec.rollout.canary is taken out: the Deployment runs revision b; the canary of revision b is left: the route sends it nothing from then on, and its pods go 10s later, answering the requests already on their way"},
 		{"the version before, within the window", app(steps, routed, promoted), app(steps, routed, nil), "a",
 			"revision a is the version before the last promotion, within its rollback window (until 2026-12-07T12:05:00Z): it is stable again at once, the Deployment rolling back to it without a canary"},
+		{"the version before, kept warm", app(steps, routed, promoted), app(&webappv2.CanarySpec{Steps: steps.Steps, RollbackWindowSeconds: 600, KeepPreviousWarm: true}, routed, nil), "a",
+			"revision a is the version before the last promotion, within its rollback window (until 2026-12-07T12:05:00Z): it is stable again at once; its pods kept warm in -canary, once every one is ready, get all the traffic at once while the Deployment rolls back to it (otherwise the Deployment rolls back without a canary)"},
 		{"the rolled-back version again", app(steps, nil, &webappv2.CanaryStatus{Phase: "RolledBack", StableRevision: "a", FailedRevision: "b"}), app(steps, nil, nil), "b",
 			"revision b was rolled back: applying it again does not start it again (kubectl webapp retry does)"},
 		{"a blue/green's next version", app(steps, routed, promoted), app(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}, routed, nil), "c",

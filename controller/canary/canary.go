@@ -320,8 +320,9 @@ func keepWarm(plan Plan, obs Observation, d Decision, now time.Time) Decision {
 	s := d.State
 	left := s.PreviousUntil.Sub(now)
 	if !plan.KeepWarm || plan.Shared || d.Phase != PhaseStable || s.Canary != "" || s.Retiring != "" || s.rolledBackRetiring() ||
-		s.Previous == "" || obs.Recorded != s.Previous || left <= 0 || left > plan.RollbackWindow {
-		// (A window longer than the plan's, from a clock far ahead of ours or a window shortened since, keeps nothing.)
+		s.Previous == "" || obs.Recorded != s.Previous || left <= 0 {
+		// (Until the window's end the promotion set, as the way back is open: a window shortened since, or a clock
+		// ahead of ours, changes neither.)
 		return d
 	}
 	d.Warm, d.ReplicaWeight = s.Previous, 100
@@ -340,6 +341,10 @@ func abandon(plan Plan, s State, obs Observation, now time.Time) State {
 	promoting := s.Step >= len(plan.Steps)
 	if !plan.Shared && s.TrafficSent(promoting) {
 		s.Retiring, s.RetiringSince = s.Canary, now
+	}
+	if s.WayBack() {
+		// (What said it was rolled back to no longer holds.)
+		s.Reason, s.Message = "", ""
 	}
 	if promoting && obs.Revision != s.Stable {
 		// (Its promotion did not complete: no rollback window for the version it replaced.)
@@ -439,7 +444,10 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 			// Its pods kept warm are ready: they get all the traffic at once, through the route, and the stable
 			// Deployment rolls back to it behind the route, as a promotion's does (promote, under this reason).
 			s.Reason, s.Message = webappv2.ReasonRolledBackToPrevious, fmt.Sprintf("the spec was set back to revision %s, the version before revision %s, within the rollback window: all the traffic went to its pods kept warm at once, and the Deployment rolls back to it", s.Previous, s.Stable)
-			s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations, s.Held = s.Previous, len(plan.Steps), time.Time{}, time.Time{}, nil, nil, 0
+			// (With autoscaling, the stable count now is held by the HPA's floor until it is over: the stable pods serve
+			// nothing meanwhile, and the HPA, which measures them, would shrink them, and the kept pods' count with
+			// them.)
+			s.Canary, s.Step, s.Since, s.GateSince, s.Failures, s.Evaluations, s.Held = s.Previous, len(plan.Steps), time.Time{}, time.Time{}, nil, nil, obs.StableReplicas
 			s.Previous, s.PreviousUntil = "", time.Time{}
 			return promote(plan, s, Observation{}, now)
 		}
@@ -474,7 +482,11 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 		// from the first step.
 		return startCanary(plan, s, obs)
 	}
-	if s.Step >= len(plan.Steps) && act == Abort(s.Canary) && obs.StableKept {
+	if s.WayBack() && act == Abort(s.Canary) {
+		// An abort of the way back: it is the version the spec asks for, with nothing to go back to. The value is
+		// spent, so it never aborts a later canary of the same version.
+		s.ActedOn = obs.Action
+	} else if s.Step >= len(plan.Steps) && act == Abort(s.Canary) && obs.StableKept {
 		// A person aborts a canary being promoted: the stable Deployment rolls back to the version it ran, kept
 		// until the promotion completes, and the traffic is the stable Service's alone at once.
 		s.ActedOn = obs.Action

@@ -569,7 +569,11 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 			return fmt.Sprintf("Revision %s serves again: its pods kept warm go once the traffic has left them", s.Canary)
 		}
 		if s.WayBack() {
-			return fmt.Sprintf("Rolled back to revision %s within the rollback window: its pods kept warm take all the traffic while the Deployment rolls back to it", s.Canary)
+			words := fmt.Sprintf("Rolled back to revision %s within the rollback window: its pods kept warm take all the traffic while the Deployment rolls back to it", s.Canary)
+			if s.Held > 0 {
+				words += fmt.Sprintf("; the HPA's floor stays at %d pods until the Deployment serves it", s.Held)
+			}
+			return words
 		}
 		if d.None() {
 			return fmt.Sprintf("Revision %s is promoted: the canary is removed once the traffic has left it", s.Canary)

@@ -850,6 +850,7 @@ func (s *seq) judgeToken(t *testing.T) {
 // canary pods are that version's.
 func (s *seq) checkKeptWarm(a *app, app *webappv2.WebApp, record *appsv1.ControllerRevision, warm *appsv1.Deployment) {
 	c := app.Status.Canary
+	s.t.Logf("at rest, WebApp %s keeps revision %s warm until %s", a.name, c.PreviousRevision, c.PreviousUntil.UTC().Format(time.RFC3339))
 	if got := record.Annotations[webappv2.AnnotationRevision]; got != c.PreviousRevision || !controlledBy(record, app.UID) {
 		s.fail("invariant 8 (the version kept warm is the operator's own data): WebApp %s keeps revision %s warm, but its record is of revision %q (controlled by it: %v):\n%s",
 			a.name, c.PreviousRevision, got, controlledBy(record, app.UID), toYAML(record))
