@@ -569,21 +569,31 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		warm := func(env string) string {
 			return blueGreen(env, 0) + "      rollbackWindowSeconds: 600\n      keepPreviousWarm: true\n"
 		}
-		apply(t, warm("k"))
-		heldAtTheGate(t)
-		rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
-		kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=promote "+rev+"/0")
-		var previous string
-		eventually(t, 3*time.Minute, "promoted, the version before kept warm at 4 ready pods", func() error {
-			st := jsonpath(t, "{.status.canary.phase}/{.status.canary.previousRevision}", "-n", appNS, "webapp/cny")
-			kept := jsonpath(t, `{.metadata.annotations.webapp\.example\.com/revision}/{.status.availableReplicas}/{.status.updatedReplicas}`, "-n", appNS, "deployment/cny-canary")
-			phase, prev, _ := strings.Cut(st, "/")
-			if phase != "Stable" || prev == "" || kept != prev+"/4/4" {
-				return fmt.Errorf("status.canary %s, cny-canary %s", st, kept)
-			}
-			previous = prev
-			return nil
-		})
+		// promotedKeepingWarm switches to k and promotes it, and returns the version before, kept warm at 4 ready pods.
+		promotedKeepingWarm := func() string {
+			t.Helper()
+			apply(t, warm("k"))
+			heldAtTheGate(t)
+			rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
+			// (A value acts once: the second promotion of the same revision says when, as kubectl webapp promote does.)
+			kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=promote "+rev+"/0 at "+time.Now().UTC().Format(time.RFC3339Nano))
+			var previous string
+			eventually(t, 3*time.Minute, "promoted, the version before kept warm at 4 ready pods", func() error {
+				st := jsonpath(t, "{.status.canary.phase}/{.status.canary.previousRevision}", "-n", appNS, "webapp/cny")
+				kept, err := kubectlErr("get", "-n", appNS, "deployment/cny-canary", "-o", `jsonpath={.metadata.annotations.webapp\.example\.com/revision}/{.status.availableReplicas}/{.status.updatedReplicas}`)
+				if err != nil {
+					return fmt.Errorf("status.canary %s, cny-canary: %w", st, err)
+				}
+				phase, prev, _ := strings.Cut(st, "/")
+				if phase != "Stable" || prev == "" || kept != prev+"/4/4" {
+					return fmt.Errorf("status.canary %s, cny-canary %s", st, kept)
+				}
+				previous = prev
+				return nil
+			})
+			return previous
+		}
+		previous := promotedKeepingWarm()
 		if canary, _, _ := tally(traefik, "", 20); canary != 0 {
 			t.Errorf("%d of 20 requests answered by the pods kept warm: they must get none of the traffic", canary)
 		}
@@ -621,6 +631,43 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		}
 		if back.Sub(reverted) > 10*time.Second {
 			t.Errorf("the traffic reached the pods kept warm %s after the apply", back.Sub(reverted))
+		}
+
+		// The floor, in the same run: the same revert after the same promotion, without the pods kept warm (the
+		// field taken out with it), is the rollback window's way back, the Deployment's rolling update.
+		warmTook := back.Sub(reverted)
+		if prev := promotedKeepingWarm(); prev != previous {
+			t.Fatalf("the version before is %s, want %s", prev, previous)
+		}
+		load = record(traefik)
+		start = time.Now()
+		time.Sleep(2 * time.Second)
+		reverted = time.Now()
+		apply(t, blueGreen("g", 0)+"      rollbackWindowSeconds: 600\n")
+		var rolled time.Time
+		eventually(t, 3*time.Minute, "the Deployment rolled back to the version before", func() error {
+			st, err := kubectlErr("get", "-n", appNS, "deployment/cny", "-o", `jsonpath={.metadata.annotations.webapp\.example\.com/revision}/{.status.observedGeneration}/{.metadata.generation}/{.status.replicas}/{.status.updatedReplicas}/{.status.availableReplicas}`)
+			if err != nil {
+				return err
+			}
+			parts := strings.Split(st, "/")
+			if len(parts) != 6 || parts[0] != previous || parts[1] != parts[2] || parts[3] != "4" || parts[4] != "4" || parts[5] != "4" {
+				return fmt.Errorf("cny: revision/observedGeneration/generation/replicas/updated/available %s", st)
+			}
+			rolled = time.Now()
+			return nil
+		})
+		time.Sleep(3 * time.Second)
+		load.end()
+		coldN, _, coldFailed := load.between(start, time.Now())
+		cold := rolled.Sub(reverted)
+		fmt.Printf("realnode: warm rollback: the same revert without the pods kept warm: every pod of the version before only %.1fs after the apply (the Deployment's rolling update; %.0f times as long as with them); %d of %d requests failed (%s)\n",
+			cold.Seconds(), cold.Seconds()/max(warmTook.Seconds(), 0.1), coldFailed, coldN, load.failed())
+		if coldFailed != 0 {
+			t.Errorf("the revert without the pods kept warm: %d of %d requests failed (%s)", coldFailed, coldN, load.failed())
+		}
+		if warmTook >= cold {
+			t.Errorf("the way back to the pods kept warm took %s, no sooner than the rolling update's %s", warmTook, cold)
 		}
 	})
 
