@@ -311,10 +311,16 @@ func canaryState(c *webappv2.CanaryStatus, spec *webappv2.CanarySpec) string {
 		}
 	case "Promoting":
 		words += fmt.Sprintf(", the stable Deployment rolls to %s", c.CanaryRevision)
+		if c.Reason == webappv2.ReasonRolledBackToPrevious {
+			words += ", its pods kept warm serving all the traffic meanwhile (the spec was set back to it)"
+		}
 	case "RolledBack":
 		words += fmt.Sprintf(", revision %s rolled back (%s: %s); %s serves", c.FailedRevision, c.Reason, c.Message, c.StableRevision)
 	default:
 		words += ", revision " + c.StableRevision + " serves"
+		if c.PreviousRevision != "" && c.PreviousUntil != nil && spec.KeepPreviousWarm {
+			words += fmt.Sprintf("; %s, the version before, is kept warm through the rollback window (until %s)", c.PreviousRevision, c.PreviousUntil.UTC().Format(time.RFC3339))
+		}
 	}
 	for _, f := range c.Failures {
 		words += fmt.Sprintf(", check %s failed %d times", f.Name, f.Count)

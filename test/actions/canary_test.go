@@ -822,9 +822,13 @@ func (s *seq) actStartCanary(a *app) bool {
 	if a.state != alive || a.plan == nil {
 		return false
 	}
+	what := "set the image of WebApp %s to %s%s"
+	if s.chance(0.3) && s.trafficSent(a) {
+		// Once the route has sent the canary traffic: the spec leaves it, so its pods retire after the route.
+		what = "once the route sent its canary traffic, " + what
+	}
 	spec := *a.spec.DeepCopy()
 	images := slices.DeleteFunc([]string{"nginx:1.25", "nginx:1.27", "web:1", "web:2", "web:3"}, func(i string) bool { return i == spec.Image })
-	what := "set the image of WebApp %s to %s%s"
 	spec.Image = pick(s, images...)
 	if a.prevImage != "" && a.prevImage != spec.Image && a.prevImage != a.spec.Image && s.chance(0.4) {
 		// A reverted commit: the image before, which a promotion's rollback window may roll back to at once.
@@ -834,6 +838,26 @@ func (s *seq) actStartCanary(a *app) bool {
 	s.record(fmt.Sprintf(what, a.name, spec.Image, s.phaseNote(a.name)))
 	s.applySpec(a, spec)
 	return true
+}
+
+// trafficSent polls, for at most 8 s, until the route has sent WebApp a's running canary traffic (its step's pods
+// ready, a later step, or its promotion); false when none runs or it did not come to that (a canary whose pods never
+// get ready, a rollback).
+func (s *seq) trafficSent(a *app) bool {
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		v2 := s.getV2(a.name)
+		if v2 == nil || v2.Status.Canary == nil || v2.Status.Canary.CanaryRevision == "" {
+			return false
+		}
+		if c := v2.Status.Canary; c.StepStartedAt != nil || c.Step > 0 || c.Phase == "Promoting" {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // judgeToken creates the Secret a webhook check's header may name (judge-token; missing-token never exists).
