@@ -141,10 +141,12 @@ type seq struct {
 	faultN int // steps left until the fault is removed
 	// blueGreens counts the blue/green plans drawn: a sequence's first plan behind a route is one.
 	blueGreens int
-	op         *operator
-	hist       *history
-	specs      map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp
-	bounds     map[types.UID]map[int64]*bounds             // and its autoscaling (nil: none)
+	// keptWarm counts the plans drawn that keep the version before warm: a sequence's first plan behind a route does.
+	keptWarm int
+	op       *operator
+	hist     *history
+	specs    map[types.UID]map[int64]webappv1.WebAppSpec // the spec of every generation of every WebApp
+	bounds   map[types.UID]map[int64]*bounds             // and its autoscaling (nil: none)
 	// hpasRefused: the quota noHPAs exists.
 	hpasRefused bool
 	ours        map[types.UID]bool   // objects the test itself created
@@ -208,6 +210,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 		s.check()
 	}
 	s.quiesce()
+	s.logWaysBack()
 	// Deleting what is left proves deletion once more, from rest, under whichever policy each WebApp has.
 	for _, a := range s.apps {
 		if a.state == alive {

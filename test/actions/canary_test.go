@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -174,11 +175,18 @@ func (s *seq) randomSteps(routed bool) []any {
 // planExtras gives plan, maybe, a rollback window (behind a route, the version before kept warm through it) and a
 // check.
 func (s *seq) planExtras(plan map[string]any, routed bool) {
-	if s.chance(0.4) {
+	switch {
+	case routed && s.keptWarm == 0:
+		// The first plan behind a route: a window the sequence does not outlast, the version before kept warm
+		// through it (the way back sends its pods all the traffic at once).
+		s.keptWarm++
+		plan["rollbackWindowSeconds"], plan["keepPreviousWarm"] = int64(600), true
+	case s.chance(0.4):
 		// A rollback window: a spec set back to the version a promotion replaced is stable at once, no canary.
 		plan["rollbackWindowSeconds"] = pick(s, int64(5), int64(600))
 		if routed && s.chance(0.5) {
-			// Its pods kept warm meanwhile, which the way back sends all the traffic to at once.
+			// Its pods kept warm meanwhile.
+			s.keptWarm++
 			plan["keepPreviousWarm"] = true
 		}
 	}
@@ -838,6 +846,22 @@ func (s *seq) actStartCanary(a *app) bool {
 	s.record(fmt.Sprintf(what, a.name, spec.Image, s.phaseNote(a.name)))
 	s.applySpec(a, spec)
 	return true
+}
+
+// logWaysBack logs how often the sequence's WebApps took the way back to a version kept warm (their RolledBack
+// events say so), so a run shows whether its draws reached it.
+func (s *seq) logWaysBack() {
+	events := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), events, client.InNamespace(s.ns)); err != nil {
+		s.fail("listing events: %v", err)
+	}
+	n := 0
+	for _, e := range events.Items {
+		if e.Reason == webappv2.ReasonRolledBack && strings.Contains(e.Note, "its pods kept warm") {
+			n++
+		}
+	}
+	s.t.Logf("%d plans kept the version before warm; %d ways back to it", s.keptWarm, n)
 }
 
 // trafficSent polls, for at most 8 s, until the route has sent WebApp a's running canary traffic (its step's pods
