@@ -99,7 +99,7 @@ func TestAVersionKeptWarmTakesTheWayBackAtOnce(t *testing.T) {
 	promoted := func(image string) string {
 		t.Helper()
 		update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = image })
-		deploymentImage(t, ns, "web-canary", image)
+		stableImage(t, ns, "web-canary", image, "web-canary running "+image)
 		markAvailable(t, ns, "web-canary")
 		stableImage(t, ns, "web", image, "promoted")
 		markAvailable(t, ns, "web")
@@ -113,7 +113,7 @@ func TestAVersionKeptWarmTakesTheWayBackAtOnce(t *testing.T) {
 	}
 
 	// Kept warm: web-canary runs shop:1 at the stable count, behind its Service, with none of the traffic.
-	deploymentImage(t, ns, "web-canary", "shop:1")
+	stableImage(t, ns, "web-canary", "shop:1", "the version before kept warm")
 	deploymentAt(t, ns, "web-canary", 3, "the version before kept warm at the stable count")
 	waitRoute(t, ns, stableOnly)
 	if err := get(ctx, ns, "web-canary", &corev1.Service{}); err != nil {
@@ -170,7 +170,7 @@ func TestAVersionKeptWarmTakesTheWayBackAtOnce(t *testing.T) {
 	// Forward again, with a window of 20 s: kept warm after the promotion, gone when the window ends.
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary.RollbackWindowSeconds = 20 })
 	promoted("shop:2")
-	deploymentImage(t, ns, "web-canary", "shop:1")
+	stableImage(t, ns, "web-canary", "shop:1", "the version before kept warm")
 	end := status(t, ns, "the window's end", func(c *webappv2.CanaryStatus) bool { return c.PreviousUntil != nil }).Status.Canary.PreviousUntil.Time
 	testutil.Eventually(t, 40*time.Second, "the kept pods gone at the window's end", func(ctx context.Context) error {
 		err := get(ctx, ns, "web-canary", &appsv1.Deployment{})
@@ -187,19 +187,4 @@ func TestAVersionKeptWarmTakesTheWayBackAtOnce(t *testing.T) {
 	})
 	gone(t, ns, "web-canary", &corev1.Service{})
 	restartCostsNoWrites(t, op, ns)
-}
-
-// deploymentImage waits for Deployment name to run image.
-func deploymentImage(t *testing.T, ns, name, image string) {
-	t.Helper()
-	testutil.Eventually(t, wait10s, name+" running "+image, func(ctx context.Context) error {
-		dep := &appsv1.Deployment{}
-		if err := get(ctx, ns, name, dep); err != nil {
-			return err
-		}
-		if img := dep.Spec.Template.Spec.Containers[0].Image; img != image {
-			return fmt.Errorf("it runs %s", img)
-		}
-		return nil
-	})
 }

@@ -604,7 +604,7 @@ func TestCanaryWebhookCheck(t *testing.T) {
 	}
 }
 
-// stableImage waits until the WebApp name's stable Deployment runs want.
+// stableImage waits until Deployment name (the WebApp name's stable one, or any other) runs want.
 func stableImage(t *testing.T, ns, name, want, why string) {
 	t.Helper()
 	testutil.Eventually(t, wait10s, why, func(ctx context.Context) error {
