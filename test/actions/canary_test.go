@@ -349,12 +349,15 @@ func (s *seq) setCanary(a *app) {
 		"metadata": map[string]any{"name": a.name}, "spec": sp}}
 	s.record(what, s.heredoc("apply --server-side --field-manager=release", u))
 	_, err := dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "release"})
-	if err != nil && plan != nil && strings.Contains(err.Error(), "a canary has steps or blueGreen, exactly one of them") {
-		// A v1 client's apply co-owns the plan's other kind (steps or blueGreen) through the conversion, so the
-		// apply that leaves it out keeps it, and the API refuses both (docs/api.md, "Known gap"): the plan is set by
-		// a JSON merge patch that takes the other kind out, as spec.expose is removed.
+	if err != nil && plan != nil && (strings.Contains(err.Error(), "a canary has steps or blueGreen, exactly one of them") ||
+		strings.Contains(err.Error(), "a check has exactly one of prometheus or webhook")) {
+		// A v1 client's write co-owns the plan's other kind (steps or blueGreen, a check's prometheus or webhook)
+		// through the conversion, so the apply that leaves it out keeps it, and the API refuses both (docs/api.md,
+		// "Known gap"): the plan is set by a JSON merge patch that takes the other kind out (and replaces the
+		// checks whole), as spec.expose is removed.
 		merged := maps.Clone(plan)
-		for _, k := range []string{"steps", "blueGreen"} {
+		// (Every field a plan may have that this one has not, so the plan is this one exactly.)
+		for _, k := range []string{"steps", "blueGreen", "checks", "checkIntervalSeconds", "rollbackWindowSeconds", "keepPreviousWarm"} {
 			if _, ok := merged[k]; !ok {
 				merged[k] = nil
 			}
@@ -838,7 +841,13 @@ func (s *seq) actStartCanary(a *app) bool {
 	spec := *a.spec.DeepCopy()
 	images := slices.DeleteFunc([]string{"nginx:1.25", "nginx:1.27", "web:1", "web:2", "web:3"}, func(i string) bool { return i == spec.Image })
 	spec.Image = pick(s, images...)
-	if a.prevImage != "" && a.prevImage != spec.Image && a.prevImage != a.spec.Image && s.chance(0.4) {
+	revert := 0.4
+	if v2 := s.getV2(a.name); v2 != nil && v2.Spec.Rollout.Canary != nil && v2.Spec.Rollout.Canary.KeepPreviousWarm && v2.Status.Canary != nil &&
+		v2.Status.Canary.Phase == "Stable" && v2.Status.Canary.PreviousRevision != "" {
+		// The version before kept warm: set back to it most often, so the way back to its pods is drawn.
+		revert = 0.8
+	}
+	if a.prevImage != "" && a.prevImage != spec.Image && a.prevImage != a.spec.Image && s.chance(revert) {
 		// A reverted commit: the image before, which a promotion's rollback window may roll back to at once.
 		what, spec.Image = "set the image of WebApp %s back to %s%s", a.prevImage
 	}
