@@ -841,13 +841,12 @@ func (s *seq) actStartCanary(a *app) bool {
 	spec := *a.spec.DeepCopy()
 	images := slices.DeleteFunc([]string{"nginx:1.25", "nginx:1.27", "web:1", "web:2", "web:3"}, func(i string) bool { return i == spec.Image })
 	spec.Image = pick(s, images...)
-	revert := 0.4
-	if v2 := s.getV2(a.name); v2 != nil && v2.Spec.Rollout.Canary != nil && v2.Spec.Rollout.Canary.KeepPreviousWarm && v2.Status.Canary != nil &&
-		v2.Status.Canary.Phase == "Stable" && v2.Status.Canary.PreviousRevision != "" {
-		// The version before kept warm: set back to it most often, so the way back to its pods is drawn.
-		revert = 0.8
-	}
-	if a.prevImage != "" && a.prevImage != spec.Image && a.prevImage != a.spec.Image && s.chance(revert) {
+	switch kept := s.keptImage(a); {
+	case kept != "" && kept != a.spec.Image && s.chance(0.8):
+		// The version before kept warm: set back to its image most often, so the way back to its pods is drawn (a
+		// version that differed in more than its image is a new canary).
+		what, spec.Image = "set the image of WebApp %s back to the one kept warm, %s%s", kept
+	case a.prevImage != "" && a.prevImage != spec.Image && a.prevImage != a.spec.Image && s.chance(0.4):
 		// A reverted commit: the image before, which a promotion's rollback window may roll back to at once.
 		what, spec.Image = "set the image of WebApp %s back to %s%s", a.prevImage
 	}
@@ -855,6 +854,23 @@ func (s *seq) actStartCanary(a *app) bool {
 	s.record(fmt.Sprintf(what, a.name, spec.Image, s.phaseNote(a.name)))
 	s.applySpec(a, spec)
 	return true
+}
+
+// keptImage is the image of the version WebApp a keeps warm ("": none kept).
+func (s *seq) keptImage(a *app) string {
+	v2, u := s.getV2(a.name), s.get(deploymentKind, canaryName(a.name))
+	if v2 == nil || u == nil {
+		return ""
+	}
+	if _, ok := keptWarm(v2, u); !ok {
+		return ""
+	}
+	containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	if len(containers) == 0 {
+		return ""
+	}
+	image, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image")
+	return image
 }
 
 // logWaysBack logs how often the sequence's WebApps took the way back to a version kept warm (their RolledBack
