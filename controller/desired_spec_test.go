@@ -64,6 +64,10 @@ func TestDesiredDeploymentCountAndTheHPA(t *testing.T) {
 		{"no HPA yet, unset count and minReplicas", nil, auto(nil, 3), false, ptr.To(int32(1)), "WebApp", 1},
 		{"no HPA yet, unset count", nil, auto(ptr.To(int32(3)), 5), false, ptr.To(int32(3)), "WebApp", 3},
 		{"the HPA exists", ptr.To(int32(5)), auto(ptr.To(int32(2)), 8), true, nil, "HorizontalPodAutoscaler", 6},
+		// Bounds changed since the HPA last scaled: the count it brings the Deployment to at its next sync (the
+		// Deployment's 6 is not this generation's yet; seen by the action test, seed 24).
+		{"the HPA exists, its maximum lowered below its count", ptr.To(int32(5)), auto(ptr.To(int32(1)), 4), true, nil, "HorizontalPodAutoscaler", 4},
+		{"the HPA exists, its minimum raised above its count", ptr.To(int32(5)), auto(ptr.To(int32(7)), 9), true, nil, "HorizontalPodAutoscaler", 7},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -148,7 +148,13 @@ func DesiredReplicas(app *webappv2.WebApp, obs Observation) int32 {
 		return desired.WebAppReplicas(app)
 	}
 	if obs.Dep != nil && obs.Dep.Spec.Replicas != nil {
-		return *obs.Dep.Spec.Replicas
+		// The HPA's count, within the WebApp's bounds: the HPA brings a count outside them (bounds changed since it
+		// last scaled) inside at its next sync, metrics or not, and the rollout is not this generation's until then.
+		n := *obs.Dep.Spec.Replicas
+		if a := app.Spec.Autoscaling; a != nil {
+			n = min(max(n, ptr.Deref(a.MinReplicas, 1)), a.MaxReplicas)
+		}
+		return n
 	}
 	return 0
 }
