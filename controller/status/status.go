@@ -225,6 +225,9 @@ func rolloutOf(app *webappv2.WebApp, obs Observation, applyErr error) rollout {
 	case troubleReason != "" && !RolledOut(dep, want):
 		// What the pods say is wrong, within seconds of it, rather than a count until the deadline.
 		return rollout{reason: troubleReason, msg: trouble}
+	case obs.ReplicasByHPA && dep.Spec.Replicas != nil && *dep.Spec.Replicas != want:
+		// Bounds changed since the HPA last scaled: its next sync brings the count inside them.
+		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("The HorizontalPodAutoscaler has not yet brought the Deployment's %d replicas within spec.autoscaling's bounds (to %d)", *dep.Spec.Replicas, want)}
 	case dep.Spec.Replicas == nil || *dep.Spec.Replicas != want:
 		return rollout{reason: webappv2.ReasonDeploymentProgressing, msg: fmt.Sprintf("Deployment is not yet scaled to %d replicas", want)}
 	case dep.Status.UpdatedReplicas != want || dep.Status.Replicas != want:

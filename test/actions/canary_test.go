@@ -817,6 +817,12 @@ func (s *seq) actPersonActs(a *app) bool {
 		fmt.Sprintf("promote %s/%d at %s", c.StableRevision, c.Step+1, stamp),
 		"retry 0000000000000000",
 		c.ActedOn)
+	s.act(a, app, value)
+	return true
+}
+
+// act is a person's action value on WebApp a (app, as read): the annotation, as kubectl annotate writes it.
+func (s *seq) act(a *app, app *webappv2.WebApp, value string) {
 	s.record(fmt.Sprintf("a person acts on WebApp %s: %q%s", a.name, value, s.phaseNote(a.name)),
 		fmt.Sprintf("kubectl -n %s annotate --overwrite --field-manager=kubectl-annotate webapp/%s %s=%q", s.ns, a.name, webappv2.AnnotationAction, value))
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, webappv2.AnnotationAction, value)
@@ -824,6 +830,43 @@ func (s *seq) actPersonActs(a *app) bool {
 		// Deleted meanwhile: an outcome like any other.
 		s.note("refused: %v", err)
 	}
+}
+
+// actWayBack takes a release kept warm back: WebApp a (exposed, its plan keeping the version before warm) gets a new
+// image, a person promotes it all the way, and once the promotion is over with the version before kept warm (within
+// 40 s), the image is set back to it, as reverting a commit does; its kept pods then take all the traffic at once.
+// A release that does not get there (a check fails, another actor's change) is an outcome like any other.
+func (s *seq) actWayBack(a *app) bool {
+	if a.state != alive || !a.exposed || a.plan == nil || a.plan["keepPreviousWarm"] != true || unschedulable(a.spec) {
+		return false
+	}
+	if s.keptImage(a) == "" {
+		if !s.startedCanary(a) {
+			return true
+		}
+		if app := s.getV2(a.name); app != nil && app.Status.Canary != nil && app.Status.Canary.CanaryRevision != "" {
+			s.act(a, app, fmt.Sprintf("promote %s/full at %d", app.Status.Canary.CanaryRevision, s.rng.IntN(1000)))
+		}
+		// (A blue/green's preview and switch, each with its warm-up, the promotion's rollout and its retire.)
+		deadline := time.Now().Add(40 * time.Second)
+		for s.keptImage(a) == "" {
+			if time.Now().After(deadline) {
+				s.note("the version before was not kept warm within 40 s%s", s.phaseNote(a.name))
+				return true
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	kept := s.keptImage(a)
+	if kept == a.spec.Image {
+		// (It differed in more than its image: no way back by the image alone.)
+		return true
+	}
+	spec := *a.spec.DeepCopy()
+	spec.Image = kept
+	a.prevImage = a.spec.Image
+	s.record(fmt.Sprintf("set the image of WebApp %s back to the one kept warm, %s%s", a.name, kept, s.phaseNote(a.name)))
+	s.applySpec(a, spec)
 	return true
 }
 

@@ -444,6 +444,9 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 	if stableUnknown(ready) {
 		blocking = append(blocking, "the stable version's template is lost mid-canary (its record and the stable Deployment both edited or deleted)")
 	}
+	if n, lo, hi, ok := s.hpaCountOutside(a.name, app); ok {
+		blocking = append(blocking, fmt.Sprintf("its HPA's count %d is outside the bounds %d..%d set since, and no HPA controller runs in this cluster to bring it inside", n, lo, hi))
+	}
 	if len(blocking) > 0 {
 		if ready.Status == metav1.ConditionTrue || ready.Reason == "" || ready.Message == "" {
 			return fmt.Errorf("WebApp %s: Ready=%s %s %q although %s", a.name, ready.Status, ready.Reason, ready.Message, strings.Join(blocking, ", "))
@@ -469,6 +472,22 @@ func (s *seq) converged(ctx context.Context, a *app) error {
 		}
 	}
 	return nil
+}
+
+// hpaCountOutside reports whether WebApp name's HPA sets its count (status.replicasSetBy) and its Deployment's count
+// n is outside the bounds lo..hi its spec has now (changed since the count was set): no HPA controller runs in this
+// cluster, so nothing brings it inside, and Ready says it waits for that.
+func (s *seq) hpaCountOutside(name string, app *webappv1.WebApp) (n, lo, hi int32, ok bool) {
+	v2, u := s.getV2(name), s.get(deploymentKind, name)
+	if v2 == nil || v2.Spec.Autoscaling == nil || app.Status.ReplicasSetBy != "HorizontalPodAutoscaler" || u == nil {
+		return 0, 0, 0, false
+	}
+	r, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	if !found {
+		return 0, 0, 0, false
+	}
+	n, lo, hi = int32(r), ptr.Deref(v2.Spec.Autoscaling.MinReplicas, 1), v2.Spec.Autoscaling.MaxReplicas
+	return n, lo, hi, n < lo || n > hi
 }
 
 // blocking lists the foreign objects of name that exist and keep its WebApp from Ready: a foreign Deployment or
