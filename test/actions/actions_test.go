@@ -253,7 +253,7 @@ var actions = []struct {
 	{16, (*seq).actEditCanaryObject},
 	{6, (*seq).actDeleteMidCanary},
 	{12, (*seq).actPersonActs},
-	{5, (*seq).actWayBack},
+	{12, (*seq).actWayBack},
 	{4, (*seq).actExpose},
 	{2, (*seq).actGatewayFeatures},
 	{5, (*seq).actStorage},
