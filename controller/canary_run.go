@@ -374,13 +374,16 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 	}
 	// The state as the status keeps it (stateOf fits it to a plan, and there is none now).
 	state := storedState(st)
-	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), desired.CanaryShared(app), o.now)
-	if d.State.Retiring == "" {
-		return nil
-	}
 	if run.canaryObjs, err = r.retiringCanaryObjects(ctx, app); err != nil {
 		run.err = err
 		return run
+	}
+	// Without a Gateway, a canary with a Service of its own was a blue/green's, whose switch (the one Service's
+	// selector) may have sent its pods the traffic: they retire first, as behind a route.
+	shared := desired.CanaryShared(app) && run.canaryObjs.svc == nil
+	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), shared, o.now)
+	if d.State.Retiring == "" {
+		return nil
 	}
 	run.state, run.decision = state, d
 	run.retiring, run.retiringSvc = retiringObjects(run.canaryObjs, d.State.Retiring)

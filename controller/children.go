@@ -66,10 +66,15 @@ var children = expand([]childKind{
 			count, err := handOverReplicas(ctx, r, app, in, cur)
 			return strategy || count, err
 		}),
-	declare("Service", "v1", false, func(app *webappv2.WebApp, _ inputs) (*corev1ac.ServiceApplyConfiguration, error) {
-		return desired.Service(app), nil
+	declare("Service", "v1", false, func(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApplyConfiguration, error) {
+		traffic, err := canaryTraffic(in)
+		if err != nil && desired.CanarySwitched(app) {
+			// The Service is a blue/green's switch, and which way it points is not known: left as it is.
+			return nil, err
+		}
+		return desired.Service(app, traffic), nil
 	}, corev1ac.ExtractService).
-		// Behind a Gateway, the canary's own Service, the route's second backend.
+		// Behind a Gateway, the canary's own Service, the route's second backend; a blue/green's preview without one.
 		alsoAs("canary", desired.CanaryName, buildCanaryService),
 	// With autoscaling, the HorizontalPodAutoscaler; without, it must not exist.
 	declare("HorizontalPodAutoscaler", "autoscaling/v2", true, func(app *webappv2.WebApp, in inputs) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/status"
 )
@@ -96,7 +97,7 @@ func build(t *testing.T, app *webappv2.WebApp, dep *appsv1.Deployment, hpaExists
 	}
 	d, err := desired.Deployment(app, desired.Inputs{ConfigHash: "hash", HPAExists: hpaExists})
 	encode("Deployment", d, err)
-	encode("Service", desired.Service(app), nil)
+	encode("Service", desired.Service(app, canary.Traffic{}), nil)
 	encode("PodDisruptionBudget", desired.PDB(app), nil)
 	byHPA := desired.ReplicasByHPA(app, hpaExists)
 	encode("status", status.Desired(app, app, status.Observation{Dep: dep, Known: dep != nil, ReplicasByHPA: byHPA}, applyErr, now), nil)

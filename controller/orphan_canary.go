@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -41,14 +42,19 @@ type orphanCanaryView struct {
 	// routeToCanary: the route, as our manager owns it, has a backend of the canary's Service (or what we own on it
 	// cannot be read: an apply repairs it).
 	routeToCanary bool
-	// routeChanged is when our manager last changed the route, by the API server's clock (zero: no route of ours).
+	// serviceToCanary: the WebApp's Service, as our manager owns it, selects the canary's pods (a blue/green's switch
+	// without a Gateway).
+	serviceToCanary bool
+	// routeChanged is when our manager last changed the route, or the Service that is a blue/green's switch, by the
+	// API server's clock, the later of both (zero: none of ours).
 	routeChanged time.Time
 }
 
 // orphanCanaryStep is what an Orphan deletion does next about a canary, in this order.
 type orphanCanaryStep struct {
-	// stableRoute: apply the route with the stable Service as its only backend.
-	stableRoute bool
+	// stableTraffic: apply the route with the stable Service as its only backend, and the Service with the stable
+	// pods as its selector.
+	stableTraffic bool
 	// wait: the gateway follows the route's last change first; look again then (the canary stays meanwhile).
 	wait time.Duration
 	// deleteCanary: delete the canary's objects; note says why, for the event.
@@ -60,13 +66,14 @@ type orphanCanaryStep struct {
 // first, then (canary.Retire after the route's last change, as after a rollback) the canary's objects deleted; with
 // no canary and no traffic to one, nothing.
 func orphanCanary(v orphanCanaryView, now time.Time) orphanCanaryStep {
+	toCanary := v.routeToCanary || v.serviceToCanary
 	switch {
-	case v.routeToCanary && len(v.objects) > 0:
+	case toCanary && len(v.objects) > 0:
 		// Traffic first; the canary's pods keep answering the requests already on their way.
-		return orphanCanaryStep{stableRoute: true, wait: canary.Retire}
-	case v.routeToCanary:
+		return orphanCanaryStep{stableTraffic: true, wait: canary.Retire}
+	case toCanary:
 		// A backend with nothing behind it: the stable Service gets its share, at once.
-		return orphanCanaryStep{stableRoute: true}
+		return orphanCanaryStep{stableTraffic: true}
 	case len(v.objects) == 0:
 		return orphanCanaryStep{}
 	}
@@ -173,13 +180,28 @@ func appliedAt(obj client.Object) time.Time {
 // retireCanary, in an Orphan deletion, takes the traffic off a canary and then deletes its objects (orphanCanary
 // says what comes next). It returns how long the gateway needs to follow the route before the canary may go.
 func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebApp) (time.Duration, error) {
-	v, owned, err := r.observeOrphanCanary(ctx, app)
+	v, owned, ownedSvc, err := r.observeOrphanCanary(ctx, app)
 	if err != nil {
 		return 0, err
 	}
 	now := r.now().Time
 	step := orphanCanary(v, now)
-	if step.stableRoute {
+	if step.stableTraffic && v.serviceToCanary {
+		// The one write of the Service that is a blue/green's switch: its selector back on the stable pods, the rest as
+		// our manager owns it.
+		want := stableService(ownedSvc, app)
+		out, err := ssa.Ensure(ctx, r.writer(), "Service", client.ObjectKeyFromObject(app), func(*corev1.Service) *corev1ac.ServiceApplyConfiguration { return want },
+			corev1ac.ExtractService, ssa.Opts{Owner: app.UID, OnlyIfExists: true})
+		if err != nil {
+			r.event(app, childRef(app, *childOf("Service")), corev1.EventTypeWarning, "ApplyFailed", "Apply", "Sending the traffic back to the stable pods (Service %s's selector) failed: %v", app.Name, err)
+			return 0, err
+		}
+		v.routeChanged = now
+		if !out.Sent && out.Obj != nil {
+			v.routeChanged = appliedAt(out.Obj)
+		}
+	}
+	if step.stableTraffic && v.routeToCanary {
 		if want := stableRoute(owned, app); want != nil {
 			// The one write of the route: compared with what our manager owns, never creating one that is gone.
 			out, err := ssa.Ensure(ctx, r.writer(), "HTTPRoute", client.ObjectKeyFromObject(app), func(*gwv1.HTTPRoute) *gwv1ac.HTTPRouteApplyConfiguration { return want },
@@ -194,8 +216,10 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 				v.routeChanged = appliedAt(out.Obj)
 			}
 		}
-		// Decided again on the route as it is now (or as the spec says none should exist).
-		v.routeToCanary = false
+	}
+	if step.stableTraffic {
+		// Decided again on the route and the Service as they are now (or as the spec says no route should exist).
+		v.routeToCanary, v.serviceToCanary = false, false
 		step = orphanCanary(v, now)
 	}
 	if !step.deleteCanary {
@@ -218,24 +242,37 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 	return 0, nil
 }
 
-// observeOrphanCanary reads, from the cache, the canary's objects that are app's and the route as our manager owns
-// it (nil when it is not ours, or what we own cannot be read).
-func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv2.WebApp) (orphanCanaryView, *gwv1ac.HTTPRouteApplyConfiguration, error) {
+// observeOrphanCanary reads, from the cache, the canary's objects that are app's, and the route and the Service as
+// our manager owns them (nil when not ours, or what we own cannot be read).
+func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv2.WebApp) (orphanCanaryView, *gwv1ac.HTTPRouteApplyConfiguration, *corev1ac.ServiceApplyConfiguration, error) {
 	v := orphanCanaryView{status: app.Status.Canary}
 	var owned *gwv1ac.HTTPRouteApplyConfiguration
+	var ownedSvc *corev1ac.ServiceApplyConfiguration
 	for _, c := range r.activeChildren() {
-		if !c.isVariant() && c.kind != "HTTPRoute" {
+		if !c.isVariant() && c.kind != "HTTPRoute" && c.kind != "Service" {
 			continue
 		}
 		obj, err := r.cachedChild(ctx, c, app)
 		switch {
 		case err != nil:
-			return v, nil, &ssa.Error{Kind: c.kind, Key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, Err: err, Read: true}
+			return v, nil, nil, &ssa.Error{Kind: c.kind, Key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, Err: err, Read: true}
 		case obj == nil:
 		case c.isVariant():
 			v.objects = append(v.objects, c.kind+" "+c.objectName(app))
+		case c.kind == "Service":
+			if ownedSvc, err = corev1ac.ExtractService(obj.(*corev1.Service), webappv2.FieldManager); err != nil {
+				// What we own cannot be read: the Service as it is says.
+				ownedSvc = nil
+				v.serviceToCanary = desired.SelectsCanary(app, obj.(*corev1.Service).Spec.Selector)
+				continue
+			}
+			v.serviceToCanary = ownedSvc.Spec != nil && desired.SelectsCanary(app, ownedSvc.Spec.Selector)
+			if v.serviceToCanary || desired.CanarySwitched(app) {
+				// The Service is a blue/green's switch: its last change may have just taken the traffic off the canary.
+				v.routeChanged = later(v.routeChanged, appliedAt(obj))
+			}
 		default:
-			v.routeChanged = appliedAt(obj)
+			v.routeChanged = later(v.routeChanged, appliedAt(obj))
 			var err error
 			route := obj.(*gwv1.HTTPRoute)
 			if owned, err = gwv1ac.ExtractHTTPRoute(route, webappv2.FieldManager); err != nil {
@@ -246,5 +283,24 @@ func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv
 			v.routeToCanary = routesToCanary(owned, app)
 		}
 	}
-	return v, owned, nil
+	return v, owned, ownedSvc, nil
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// stableService is the Service as our manager owns it (owned; nil: not readable, then the spec's without a canary's
+// traffic) with its selector on the stable pods: an Orphan deletion changes the Service's selector and nothing else.
+func stableService(owned *corev1ac.ServiceApplyConfiguration, app *webappv2.WebApp) *corev1ac.ServiceApplyConfiguration {
+	out := &corev1ac.ServiceApplyConfiguration{}
+	if owned == nil || owned.Spec == nil || desired.RoundTrip(owned, out) != nil {
+		return desired.Service(app, canary.Traffic{})
+	}
+	out.Spec.Selector = desired.SelectorLabels(app)
+	return out
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ func TestOrphanCanary(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	both := []string{"Deployment shop-canary", "Service shop-canary"}
 	midCanary := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "s1", CanaryRevision: "c2", Step: 1, Weight: 50}
+	switched := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "s1", CanaryRevision: "c2", Step: 1, Weight: 100}
 	cases := []struct {
 		name string
 		view orphanCanaryView
@@ -27,7 +29,7 @@ func TestOrphanCanary(t *testing.T) {
 			orphanCanaryStep{}, nil},
 		{"no strategy, nothing", orphanCanaryView{}, orphanCanaryStep{}, nil},
 		{"mid-canary behind a route: traffic first, then wait for the gateway", orphanCanaryView{status: midCanary, objects: both, routeToCanary: true, routeChanged: now.Add(-time.Minute)},
-			orphanCanaryStep{stableRoute: true, wait: canary.Retire}, nil},
+			orphanCanaryStep{stableTraffic: true, wait: canary.Retire}, nil},
 		{"the route changed 3 s ago: the canary waits 7 s more", orphanCanaryView{status: midCanary, objects: both, routeChanged: now.Add(-3 * time.Second)},
 			orphanCanaryStep{wait: 7 * time.Second}, nil},
 		{"the route changed 10 s ago: the canary goes", orphanCanaryView{status: midCanary, objects: both, routeChanged: now.Add(-canary.Retire)},
@@ -49,7 +51,13 @@ func TestOrphanCanary(t *testing.T) {
 		{"leftovers of a finished canary", orphanCanaryView{status: &webappv2.CanaryStatus{Phase: "Stable", StableRevision: "s1"}, objects: both[1:]},
 			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Service shop-canary", "revision s1 keeps running"}},
 		{"a route to a canary already gone: the stable Service gets it at once", orphanCanaryView{status: midCanary, routeToCanary: true},
-			orphanCanaryStep{stableRoute: true}, nil},
+			orphanCanaryStep{stableTraffic: true}, nil},
+		{"a blue/green switched by the Service (no route): traffic first, then wait for the proxies", orphanCanaryView{status: switched, objects: both, serviceToCanary: true, routeChanged: now.Add(-time.Minute)},
+			orphanCanaryStep{stableTraffic: true, wait: canary.Retire}, nil},
+		{"the Service switched back 4 s ago: the canary waits 6 s more", orphanCanaryView{status: switched, objects: both, routeChanged: now.Add(-4 * time.Second)},
+			orphanCanaryStep{wait: 6 * time.Second}, nil},
+		{"the Service switched back long ago: the canary goes", orphanCanaryView{status: switched, objects: both, routeChanged: now.Add(-time.Minute)},
+			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Deployment shop-canary and Service shop-canary", "mid-canary"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,5 +144,32 @@ func TestStableRoute(t *testing.T) {
 				t.Errorf("still routes to the canary: %s", got)
 			}
 		})
+	}
+}
+
+// An Orphan deletion during a blue/green's switch without a Gateway puts the Service's selector back on the stable
+// pods, and changes nothing else of it: a spec change not yet applied does not roll out.
+func TestTheStableServiceOfAnOrphanDeletion(t *testing.T) {
+	app := apptest.NewApp("shop", 3, 8080, "shop:2")
+	app.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}
+	old := app.DeepCopy()
+	old.Spec.Service.Annotations = map[string]string{"team": "a"}
+	switched := desired.Service(old, canary.Traffic{Weight: 100})
+	if !desired.SelectsCanary(app, switched.Spec.Selector) {
+		t.Fatalf("the switched Service does not select the canary: %v", switched.Spec.Selector)
+	}
+	out := stableService(switched, app)
+	if !maps.Equal(out.Spec.Selector, desired.SelectorLabels(app)) {
+		t.Errorf("selector %v, want the stable pods' %v", out.Spec.Selector, desired.SelectorLabels(app))
+	}
+	if out.Annotations["team"] != "a" {
+		t.Errorf("the owned Service's other fields changed: %s", apptest.JSON(t, out))
+	}
+	if desired.SelectsCanary(app, out.Spec.Selector) || !desired.SelectsCanary(app, switched.Spec.Selector) {
+		t.Errorf("still selects the canary, or the owned Service was changed")
+	}
+	// What we own unreadable: the spec's Service, on the stable pods.
+	if got, want := apptest.JSON(t, stableService(nil, app)), apptest.JSON(t, desired.Service(app, canary.Traffic{})); got != want {
+		t.Errorf("unreadable:\n got %s\nwant %s", got, want)
 	}
 }

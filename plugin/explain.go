@@ -13,7 +13,9 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/pods"
+	"github.com/example/webapp-operator/controller/status"
 )
 
 // Statement is one answer of explain: what is so, and the evidence for it.
@@ -228,7 +230,7 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		st.Says = fmt.Sprintf("%d%% of the traffic goes to revision %s (%s), the rest to revision %s (%s): the canary is at step %d of %d", c.Weight, c.CanaryRevision, canaryName, c.StableRevision, app.Name, c.Step+1, len(spec.EffectiveSteps()))
 		switch {
 		case spec.BlueGreen != nil && c.Weight == 100:
-			st.Says = fmt.Sprintf("all the traffic goes to revision %s (%s) since the blue/green switch; revision %s (%s) is kept at full size to switch back to (kubectl webapp abort %s)", c.CanaryRevision, canaryName, c.StableRevision, app.Name, app.Name)
+			st.Says = fmt.Sprintf("all the traffic goes to revision %s (%s) since the blue/green switch (%s); revision %s (%s) is kept at full size to switch back to (kubectl webapp abort %s)", c.CanaryRevision, canaryName, switchWords(app), c.StableRevision, app.Name, app.Name)
 		case spec.BlueGreen != nil:
 			st.Says = fmt.Sprintf("revision %s (%s) is previewed at full size with none of the traffic, which revision %s (%s) serves: the blue/green switch comes after the preview", c.CanaryRevision, canaryName, c.StableRevision, app.Name)
 		}
@@ -301,10 +303,11 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 	}
 	if c.PreviousRevision != "" && c.PreviousUntil != nil {
 		words := fmt.Sprintf("its rollback window ended at %s: setting the spec back to it starts a canary", c.PreviousUntil.UTC().Format(time.RFC3339))
+		warm := warmIn(s, canaryName, c.PreviousRevision)
 		switch left := c.PreviousUntil.Sub(now).Round(time.Second); {
-		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warmIn(s, canaryName, c.PreviousRevision) == warmReady:
-			words = fmt.Sprintf("the version before the last promotion, its pods kept warm in %s with none of the traffic: setting the spec back to it within %s (until %s) sends them all the traffic at once, and the Deployment rolls back to it behind the route", canaryName, left, c.PreviousUntil.UTC().Format(time.RFC3339))
-		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warmIn(s, canaryName, c.PreviousRevision) == warmStarting:
+		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warm == warmReady:
+			words = fmt.Sprintf("the version before the last promotion, its pods kept warm in %s with none of the traffic: setting the spec back to it within %s (until %s) sends them all the traffic at once, and the Deployment rolls back to it behind %s", canaryName, left, c.PreviousUntil.UTC().Format(time.RFC3339), trafficBy(app))
+		case left > 0 && c.Phase == "Stable" && spec.KeepPreviousWarm && warm == warmStarting:
 			words = fmt.Sprintf("the version before the last promotion, to be kept warm in %s until %s, not every pod of it ready: setting the spec back to it within %s rolls back to it at once, through its pods once every one is ready (before that, by the Deployment's rollout)", canaryName, c.PreviousUntil.UTC().Format(time.RFC3339), left)
 		case left > 0 && (c.Phase == "Stable" || c.Phase == "RolledBack"):
 			words = fmt.Sprintf("the version before the last promotion: setting the spec back to it within %s (until %s) rolls back to it at once, without a canary", left, c.PreviousUntil.UTC().Format(time.RFC3339))
@@ -387,10 +390,11 @@ func checkWords(e webappv2.CanaryCheckStatus) string {
 
 // retiringEvidence says that the pods of a version the spec left retire, and until when.
 func retiringEvidence(app *webappv2.WebApp, c *webappv2.CanaryStatus, canaryName string) Evidence {
-	words := fmt.Sprintf("the spec left this version while the route sent it traffic: its pods (%s) retire, the route sending them nothing, so requests already on their way are answered", canaryName)
+	by := trafficBy(app)
+	words := fmt.Sprintf("the spec left this version while %s sent it traffic: its pods (%s) retire, %s sending them nothing, so requests already on their way are answered", by, canaryName, by)
 	if c.RetiringSince != nil {
-		words = fmt.Sprintf("the spec left this version at %s while the route sent it traffic: its pods (%s) retire until %s, the route sending them nothing, so requests already on their way are answered",
-			c.RetiringSince.UTC().Format(time.RFC3339), canaryName, c.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
+		words = fmt.Sprintf("the spec left this version at %s while %s sent it traffic: its pods (%s) retire until %s, %s sending them nothing, so requests already on their way are answered",
+			c.RetiringSince.UTC().Format(time.RFC3339), by, canaryName, c.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339), by)
 	}
 	if c.Phase == "Canary" {
 		words += "; the new version's canary starts in their place then"
@@ -406,17 +410,35 @@ const (
 )
 
 // warmIn says how far s's canary Deployment (name) runs revision rev, the version kept warm: every pod it asks for
-// ready, some not yet, or none of it.
+// ready (as the operator's status.RolledOut judges it, so explain and the step machine agree), some not yet, or none
+// of it.
 func warmIn(s Snapshot, name, rev string) int {
 	for _, o := range s.Children {
 		d, ok := o.(*appsv1.Deployment)
 		if !ok || d.Name != name || d.Annotations[webappv2.AnnotationRevision] != rev {
 			continue
 		}
-		if d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
+		if d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation && status.RolledOut(d, *d.Spec.Replicas) {
 			return warmReady
 		}
 		return warmStarting
 	}
 	return warmNone
+}
+
+// trafficBy names what sends app's canary its traffic: the route behind a Gateway, or a blue/green's switch without
+// one (the Service's selector).
+func trafficBy(app *webappv2.WebApp) string {
+	if desired.CanarySwitched(app) {
+		return "the Service's switch"
+	}
+	return "the route"
+}
+
+// switchWords say how a blue/green's switch sends app's new version the traffic.
+func switchWords(app *webappv2.WebApp) string {
+	if desired.CanarySwitched(app) {
+		return fmt.Sprintf("Service %s selects its pods, without a Gateway", app.Name)
+	}
+	return fmt.Sprintf("the route sends it to Service %s", desired.CanaryName(app))
 }

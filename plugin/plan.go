@@ -22,6 +22,7 @@ import (
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/conversion"
 )
 
@@ -291,21 +292,21 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 	return words + fmt.Sprintf("a canary of revision %s starts beside revision %s, at %d%% of the traffic (step 1 of %d)", planned.Revision, stable, spec.Steps[0].Weight, len(spec.Steps))
 }
 
-// leftWords say what becomes of a canary the spec leaves (c, the status): behind a route that sent it traffic its
-// pods retire 10 s after the route leaves it; otherwise they go at once.
+// leftWords say what becomes of a canary the spec leaves (c, the status): behind a route (or a blue/green's switch
+// without one) that sent it traffic its pods retire 10 s after the traffic leaves it; otherwise they go at once.
 func leftWords(c *webappv2.CanaryStatus, next *webappv2.WebApp) string {
-	routed := next.Spec.Expose != nil && next.Spec.Expose.Gateway != nil
 	s := canary.State{Step: int(c.Step)}
 	if c.StepStartedAt != nil {
 		s.Since = c.StepStartedAt.Time
 	}
+	by := trafficBy(next)
 	switch {
-	case !routed:
+	case desired.CanaryShared(next):
 		return "is left: its pods go at once, leaving the one Service as any pod going does"
 	case s.TrafficSent(c.Phase == string(canary.PhasePromoting)):
-		return fmt.Sprintf("is left: the route sends it nothing from then on, and its pods go %s later, answering the requests already on their way", canary.Retire)
+		return fmt.Sprintf("is left: %s sends it nothing from then on, and its pods go %s later, answering the requests already on their way", by, canary.Retire)
 	}
-	return "is left: the route has sent it nothing yet, and its pods go at once"
+	return fmt.Sprintf("is left: %s has sent it nothing yet, and its pods go at once", by)
 }
 
 // ignored are the fields a diff leaves out: the type (a typed object read carries none), the server's bookkeeping,

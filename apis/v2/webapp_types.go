@@ -57,8 +57,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.volumes) || !has(self.volumes) || oldSelf.volumes.all(o, !has(o.claim) || self.volumes.all(n, !has(n.claim) || !quantity(n.claim.size).isLessThan(quantity(o.claim.size))))",message="claim.size cannot shrink, whatever the claim volume is named: the claim is the WebApp's PersistentVolumeClaim of its name, and a claim is never resized down"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.steps) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
-// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.keepPreviousWarm) || !self.rollout.canary.keepPreviousWarm || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.keepPreviousWarm sends the traffic back to the version kept warm by the WebApp's HTTPRoute: it needs expose.gateway (without one, the Service would send the kept pods their share of the traffic)"
-// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.blueGreen switches the traffic by the WebApp's HTTPRoute: it needs expose.gateway (without one, the Service would send a full-size preview its share of the traffic)"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.keepPreviousWarm) || !self.rollout.canary.keepPreviousWarm || has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.keepPreviousWarm sends the traffic back to the version kept warm by the WebApp's HTTPRoute, or by its Service's selector with blueGreen: with steps, it needs expose.gateway (their split by replicas would send the kept pods their share of the traffic)"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.blueGreen.previewHost is a second HTTPRoute on expose's Gateway: it needs expose.gateway (without one, the preview is the Service <name>-canary)"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || !has(self.expose) || !(self.rollout.canary.blueGreen.previewHost in self.expose.hosts)",message="rollout.canary.blueGreen.previewHost must not be one of expose.hosts: the preview route would take that host's traffic from the WebApp's route"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
@@ -600,7 +600,9 @@ type CanarySpec struct {
 	// traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
 	// production traffic meanwhile: an abort, a failed check or its pods' trouble switches the traffic back at
 	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
-	// stable Service (the same version on both sides), and the canary's pods go. Through expose.gateway only.
+	// stable Service (the same version on both sides), and the canary's pods go. Without expose.gateway (an Ingress,
+	// or no exposure), the WebApp's Service is the switch: its selector moves from the stable pods to the new
+	// version's at the switch, and back once the stable Deployment runs that version (previewHost needs a Gateway).
 	// +optional
 	BlueGreen *BlueGreenSpec `json:"blueGreen,omitempty"`
 
@@ -632,7 +634,9 @@ type CanarySpec struct {
 	// the pods meanwhile). Setting the spec back to it within the window, once its pods are ready, sends it all the
 	// traffic at once, through the route; the stable Deployment then rolls back to it behind the route, and the
 	// traffic moves back to the stable Service. Before its pods are ready, the way back is the rollback window's
-	// alone. Through expose.gateway only (without a route, the one Service would send the kept pods their share).
+	// alone. Through expose.gateway, or with blueGreen without one (the Service's selector then switches to the kept
+	// pods, as at a blue/green's switch); steps without a Gateway split by replicas, which would send the kept pods
+	// their share.
 	// +optional
 	KeepPreviousWarm bool `json:"keepPreviousWarm,omitempty"`
 }
@@ -662,8 +666,9 @@ type BlueGreenSpec struct {
 	KeepSeconds int32 `json:"keepSeconds,omitempty"`
 
 	// PreviewHost is a host whose requests go to the new version alone while it runs: a second HTTPRoute,
-	// <name>-canary (the canary's name, as its Deployment and Service), on expose's Gateway and paths, from the preview until the promotion is complete (it is gone
-	// after a rollback). The Gateway's listener must accept the host.
+	// <name>-canary (the canary's name, as its Deployment and Service), on expose's Gateway and paths, from the
+	// preview until the promotion is complete (it is gone after a rollback). The Gateway's listener must accept the
+	// host. Only with expose.gateway.
 	// +optional
 	PreviewHost Hostname `json:"previewHost,omitempty"`
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 const (
@@ -395,16 +396,21 @@ func progressDeadline(app *webappv2.WebApp) int32 {
 	return webappv2.DefaultProgressDeadlineSeconds
 }
 
-// Service is the complete Service we mean to own for app: each port, by number, to the container's port
-// of the same name.
-func Service(app *webappv2.WebApp) *corev1ac.ServiceApplyConfiguration {
+// Service is the complete Service we mean to own for app, with t the traffic the canary is sent: each port, by
+// number, to the container's port of the same name, on the stable pods; on the canary's while a blue/green without
+// a Gateway sends it all the traffic (CanarySwitched).
+func Service(app *webappv2.WebApp, t canary.Traffic) *corev1ac.ServiceApplyConfiguration {
 	svc := corev1ac.Service(app.Name, app.Namespace)
 	if len(app.Spec.Service.Annotations) > 0 {
 		svc.WithAnnotations(app.Spec.Service.Annotations)
 	}
+	selector := SelectorLabels(app)
+	if CanarySwitched(app) && t.Weight >= 100 {
+		selector = canarySelector(app)
+	}
 	spec := corev1ac.ServiceSpec().
 		WithType(serviceType(app)).
-		WithSelector(SelectorLabels(app)).
+		WithSelector(selector).
 		WithPorts(servicePorts(app)...)
 	return svc.
 		WithLabels(CommonLabels(app)).

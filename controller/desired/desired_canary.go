@@ -23,15 +23,41 @@ import (
 // the stable pods' instance label behind a Gateway: the stable Service (and PodDisruptionBudget) then never select
 // them, and the route's weights between the stable and the canary Service are the traffic's split exactly. Without
 // a Gateway the canary's pods also carry the instance label, so the one Service selects both versions and the
-// split is by replicas. The canary Deployment's selector is the same in both forms (a selector is immutable): a
-// change of form rolls the canary's pods, it never needs a new Deployment.
+// split is by replicas. A blue/green without a Gateway is the third form: the canary's pods never carry the
+// instance label, as behind a route, and the WebApp's Service is the switch (its selector is the canary's while it
+// is sent all the traffic, CanarySwitched). The canary Deployment's selector is the same in every form (a selector
+// is immutable): a change of form rolls the canary's pods, it never needs a new Deployment.
 
 // CanaryName names the canary's Deployment and Service.
 func CanaryName(app *webappv2.WebApp) string { return app.Name + "-canary" }
 
-// CanaryShared says that without a Gateway the canary's pods join the one Service, and the traffic is split by replicas.
+// CanaryShared says that without a Gateway the canary's pods join the one Service, and the traffic is split by
+// replicas (a blue/green's excepted: CanarySwitched).
 func CanaryShared(app *webappv2.WebApp) bool {
-	return app.Spec.Expose == nil || app.Spec.Expose.Gateway == nil
+	return !routed(app) && !blueGreen(app)
+}
+
+// CanarySwitched says that without a Gateway a blue/green's traffic is switched by the WebApp's Service: its
+// selector is the canary's pods' while the canary is sent all the traffic, the stable pods' otherwise. The switch
+// is one write, as the route's is; the EndpointSlices and every node's proxy follow it within a second or so.
+func CanarySwitched(app *webappv2.WebApp) bool {
+	return !routed(app) && blueGreen(app)
+}
+
+// SelectsCanary says that selector (a Service's) is the canary's pods': a blue/green's switch without a Gateway
+// sends them all the traffic.
+func SelectsCanary(app *webappv2.WebApp, selector map[string]string) bool {
+	return maps.Equal(selector, canarySelector(app))
+}
+
+// routed: a route (expose.gateway) splits the traffic between the stable and the canary Service.
+func routed(app *webappv2.WebApp) bool {
+	return app.Spec.Expose != nil && app.Spec.Expose.Gateway != nil
+}
+
+// blueGreen: the strategy is a blue/green.
+func blueGreen(app *webappv2.WebApp) bool {
+	return app.Spec.Rollout.Canary != nil && app.Spec.Rollout.Canary.BlueGreen != nil
 }
 
 // CanaryReplicas is the canary's count for weight percent of the traffic beside stable pods that keep theirs
@@ -116,9 +142,9 @@ func CanaryDeployment(app *webappv2.WebApp, in Inputs, d canary.Decision, stable
 	return dep, nil
 }
 
-// CanaryService is the canary's Service behind a route (the stable Service's ports, the canary's pods, those of
-// a version the spec left while they retire too: the gateway may still send them a request); nil without a canary
-// or without a Gateway (the one Service serves both).
+// CanaryService is the canary's Service behind a route, or a blue/green's preview without one (the stable
+// Service's ports, the canary's pods, those of a version the spec left while they retire too: the gateway may still
+// send them a request); nil without a canary, or when the one Service serves both (CanaryShared).
 func CanaryService(app *webappv2.WebApp, d canary.Decision) *corev1ac.ServiceApplyConfiguration {
 	if d.ReplicaWeight <= 0 && d.State.Retiring == "" || CanaryShared(app) {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -258,4 +259,76 @@ func matches(selector, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Without a Gateway, a blue/green's switch is the WebApp's Service: its selector is the canary's pods' exactly
+// while the canary is sent all the traffic, and the canary's pods are never the stable selector's, so a preview
+// serves none of the production traffic.
+func TestTheServiceIsABlueGreensSwitchWithoutAGateway(t *testing.T) {
+	blueGreen := func(app *webappv2.WebApp) {
+		app.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}
+	}
+	steps := func(app *webappv2.WebApp) {
+		app.Spec.Rollout.Canary = &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50}}}
+	}
+	gateway := func(app *webappv2.WebApp) {
+		app.Spec.Expose = &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "gw"}}
+	}
+	ingress := func(app *webappv2.WebApp) {
+		app.Spec.Expose = &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Ingress: &webappv2.IngressRef{}}
+	}
+	preview := canary.Decision{State: canary.State{Canary: "r2"}, Phase: canary.PhaseCanary, ReplicaWeight: 100}
+	switched := preview
+	switched.Traffic = canary.Traffic{Weight: 100}
+	cases := []struct {
+		name      string
+		set       []func(*webappv2.WebApp)
+		d         canary.Decision
+		toCanary  bool // the Service selects the canary's pods, not the stable ones
+		canarySvc bool // the canary's own Service exists (the preview's, or the route's backend)
+	}{
+		{name: "blue/green, preview: the stable pods", set: []func(*webappv2.WebApp){blueGreen}, d: preview, canarySvc: true},
+		{name: "blue/green, switched: the canary's pods", set: []func(*webappv2.WebApp){blueGreen}, d: switched, toCanary: true, canarySvc: true},
+		{name: "blue/green behind an Ingress, switched: the canary's pods", set: []func(*webappv2.WebApp){blueGreen, ingress}, d: switched, toCanary: true, canarySvc: true},
+		{name: "blue/green behind a Gateway, switched: the route switches, the Service stays", set: []func(*webappv2.WebApp){blueGreen, gateway}, d: switched, canarySvc: true},
+		{name: "steps without a Gateway: split by replicas, one Service", set: []func(*webappv2.WebApp){steps}, d: canary.Decision{State: canary.State{Canary: "r2"}, Phase: canary.PhaseCanary, ReplicaWeight: 50, Traffic: canary.Traffic{Weight: 50}}},
+		{name: "blue/green, promoted: back to the stable pods, the canary's retiring", set: []func(*webappv2.WebApp){blueGreen}, d: canary.Decision{State: canary.State{Stable: "r2", Retiring: "r2"}, Phase: canary.PhaseStable}, canarySvc: true},
+		{name: "no strategy", d: canary.Decision{Phase: canary.PhaseStable}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			app := apptest.NewApp("shop", 3, 8080, "shop:2")
+			for _, set := range c.set {
+				set(app)
+			}
+			svc := apptest.Typed[corev1.Service](t, Service(app, c.d.Traffic))
+			stable, err := Deployment(app, Inputs{ConfigHash: "h"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := matches(svc.Spec.Selector, stable.Spec.Template.Labels); got == c.toCanary {
+				t.Errorf("the Service %v selects the stable pods: %v, want %v", svc.Spec.Selector, got, !c.toCanary)
+			}
+			if c.d.ReplicaWeight > 0 {
+				dep, err := CanaryDeployment(app, Inputs{ConfigHash: "h"}, c.d, 3, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Shared by replicas, the one Service selects both; otherwise exactly one version.
+				want := c.toCanary || CanaryShared(app)
+				if got := matches(svc.Spec.Selector, dep.Spec.Template.Labels); got != want {
+					t.Errorf("the Service %v selects the canary's pods %v: %v, want %v", svc.Spec.Selector, dep.Spec.Template.Labels, got, want)
+				}
+			}
+			if got := CanaryService(app, c.d) != nil; got != c.canarySvc {
+				t.Errorf("a canary Service: %v, want %v", got, c.canarySvc)
+			}
+			// Everything but the selector is the Service as it has always been written: a switch changes nothing else.
+			plain := apptest.Typed[corev1.Service](t, Service(app, canary.Traffic{}))
+			svc.Spec.Selector, plain.Spec.Selector = nil, nil
+			if got, want := apptest.JSON(t, svc), apptest.JSON(t, plain); got != want {
+				t.Errorf("the switch changed more than the selector:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
 }

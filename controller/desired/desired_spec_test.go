@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
@@ -151,7 +152,7 @@ func TestDesiredServiceTypeAndAnnotations(t *testing.T) {
 	for _, tc := range cases {
 		app := apptest.NewApp("x", 1, 80, "nginx")
 		app.Spec.Service = tc.svc
-		s := apptest.Typed[corev1.Service](t, Service(app))
+		s := apptest.Typed[corev1.Service](t, Service(app, canary.Traffic{}))
 		if s.Spec.Type != tc.wantType || !maps.Equal(s.Annotations, tc.svc.Annotations) {
 			t.Errorf("%+v: type %q annotations %v", tc.svc, s.Spec.Type, s.Annotations)
 		}
@@ -197,7 +198,7 @@ func TestDesiredPortsAndReplicas(t *testing.T) {
 			app := apptest.NewApp("x", 1, 80, "nginx")
 			app.Spec.Ports, app.Spec.Replicas = tc.ports, tc.replicas
 			d := apptest.Typed[appsv1.Deployment](t, mustDeployment(t, app))
-			s := apptest.Typed[corev1.Service](t, Service(app))
+			s := apptest.Typed[corev1.Service](t, Service(app, canary.Traffic{}))
 			c := d.Spec.Template.Spec.Containers[0]
 			if *d.Spec.Replicas != tc.wantCount {
 				t.Errorf("replicas = %d, want %d", *d.Spec.Replicas, tc.wantCount)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/internal/apptest"
 )
 
@@ -58,7 +59,7 @@ func TestDesiredDeployment(t *testing.T) {
 func TestDesiredService(t *testing.T) {
 	for _, port := range []int32{1, 80, 8080, 65535} {
 		app := apptest.NewApp("svc", 2, port, "nginx")
-		s := apptest.Typed[corev1.Service](t, Service(app))
+		s := apptest.Typed[corev1.Service](t, Service(app, canary.Traffic{}))
 		if s.Spec.Type != corev1.ServiceTypeClusterIP {
 			t.Errorf("type = %q", s.Spec.Type)
 		}

@@ -609,6 +609,6 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 
 // retiringWords say that the pods of a version the spec left retire, and until when.
 func retiringWords(s canary.State) string {
-	return fmt.Sprintf("the pods of revision %s, which the spec left, retire first: the route sends them nothing, and they go at %s", s.Retiring,
+	return fmt.Sprintf("the pods of revision %s, which the spec left, retire first: no traffic is sent to them, and they go at %s", s.Retiring,
 		s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
 }

@@ -106,15 +106,15 @@ func startPrometheus(t *testing.T) {
 }
 
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
-// up to 5 s, or behind a route sometimes a blue/green; in half of them a check of the test's Prometheus, evaluated
-// every second, with what no value counts as (onNoData).
+// up to 5 s, or sometimes a blue/green (switched by the route, or by the Service without one); in half of them a
+// check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
 func (s *seq) randomPlan(routed bool) map[string]any {
 	plan := map[string]any{}
-	if routed && (s.blueGreens == 0 || s.chance(0.5)) {
-		// Behind a route, a blue/green instead of steps (with autoscaling too: the switch holds the HPA's floor):
-		// the first one of a sequence, and half the others.
+	if s.blueGreens == 0 || s.chance(0.4) {
+		// A blue/green instead of steps (with autoscaling too: the switch holds the HPA's floor): the first one of a
+		// sequence, and some of the others.
 		s.blueGreens++
-		plan["blueGreen"] = s.blueGreen()
+		plan["blueGreen"] = s.blueGreen(routed)
 	} else {
 		plan["steps"] = s.randomSteps(routed)
 	}
@@ -122,14 +122,14 @@ func (s *seq) randomPlan(routed bool) map[string]any {
 	return plan
 }
 
-// blueGreen draws a blue/green: a preview and a keep of 0 to 3 s, maybe a gate (with a timeout, as a step's) and a
-// preview host.
-func (s *seq) blueGreen() map[string]any {
+// blueGreen draws a blue/green: a preview and a keep of 0 to 3 s, maybe a gate (with a timeout, as a step's) and,
+// behind a route, a preview host.
+func (s *seq) blueGreen(routed bool) map[string]any {
 	bg := map[string]any{"previewSeconds": int64(s.rng.IntN(4)), "keepSeconds": int64(s.rng.IntN(4))}
 	if s.chance(0.3) {
 		bg["gate"] = s.gate()
 	}
-	if s.chance(0.5) {
+	if routed && s.chance(0.5) {
 		bg["previewHost"] = "preview.example.com"
 	}
 	return bg
@@ -172,9 +172,10 @@ func (s *seq) randomSteps(routed bool) []any {
 	return steps
 }
 
-// planExtras gives plan, maybe, a rollback window (behind a route, the version before kept warm through it) and a
-// check.
+// planExtras gives plan, maybe, a rollback window (behind a route or with a blue/green, the version before kept
+// warm through it) and a check.
 func (s *seq) planExtras(plan map[string]any, routed bool) {
+	routed = routed || plan["blueGreen"] != nil
 	switch {
 	case routed && s.keptWarm == 0:
 		// The first plan behind a route: a window the sequence does not outlast, the version before kept warm
@@ -242,10 +243,13 @@ func (s *seq) routeByRequest(step map[string]any, first bool) {
 	}
 }
 
-// routesByRequest: plan has a step with matches or a mirror, is a blue/green, or keeps the version before warm (the
-// API refuses each without spec.expose.gateway).
+// routesByRequest: plan has a step with matches or a mirror, a blue/green's preview host, or steps that keep the
+// version before warm (the API refuses each without spec.expose.gateway).
 func routesByRequest(plan map[string]any) bool {
-	if plan["blueGreen"] != nil || plan["keepPreviousWarm"] == true {
+	if bg, ok := plan["blueGreen"].(map[string]any); ok {
+		return bg["previewHost"] != nil
+	}
+	if plan["keepPreviousWarm"] == true {
 		return true
 	}
 	steps, _ := plan["steps"].([]any)
@@ -257,7 +261,7 @@ func routesByRequest(plan map[string]any) bool {
 
 // changedPlan is plan with one step added, one removed, or one weight changed, the weights still increasing; a
 // blue/green's keep or preview host changed.
-func (s *seq) changedPlan(plan map[string]any) (map[string]any, string) {
+func (s *seq) changedPlan(plan map[string]any, routed bool) (map[string]any, string) {
 	out := map[string]any{}
 	for k, v := range plan {
 		out[k] = v
@@ -270,7 +274,7 @@ func (s *seq) changedPlan(plan map[string]any) (map[string]any, string) {
 		case s.chance(0.4) && bg["previewHost"] != nil:
 			delete(bg, "previewHost")
 			return out, "remove the blue/green's preview host"
-		case s.chance(0.4):
+		case routed && s.chance(0.4):
 			bg["previewHost"] = pick(s, "preview.example.com", "next.example.com")
 			return out, fmt.Sprintf("set the blue/green's preview host to %s", bg["previewHost"])
 		default:
@@ -332,7 +336,7 @@ func (s *seq) setCanary(a *app) {
 		what = "remove the canary strategy of WebApp %s"
 	case a.plan != nil && s.chance(0.7):
 		var change string
-		plan, change = s.changedPlan(a.plan)
+		plan, change = s.changedPlan(a.plan, a.exposed)
 		what = "change the canary plan of WebApp %s: " + change
 	default:
 		plan = s.randomPlan(a.exposed)
@@ -832,12 +836,12 @@ func (s *seq) act(a *app, app *webappv2.WebApp, value string) {
 	}
 }
 
-// actWayBack takes a release kept warm back: WebApp a (exposed, its plan keeping the version before warm) gets a new
+// actWayBack takes a release kept warm back: WebApp a (its plan keeping the version before warm) gets a new
 // image, a person promotes it all the way, and once the promotion is over with the version before kept warm (within
 // 40 s), the image is set back to it, as reverting a commit does; its kept pods then take all the traffic at once.
 // A release that does not get there (a check fails, another actor's change) is an outcome like any other.
 func (s *seq) actWayBack(a *app) bool {
-	if a.state != alive || !a.exposed || a.plan == nil || a.plan["keepPreviousWarm"] != true || unschedulable(a.spec) {
+	if a.state != alive || a.plan == nil || a.plan["keepPreviousWarm"] != true || unschedulable(a.spec) {
 		return false
 	}
 	if s.keptImage(a) == "" {

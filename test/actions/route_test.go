@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -225,22 +226,35 @@ func (s *seq) routeConverged(ctx context.Context, a *app) error {
 	return nil
 }
 
-// checkRouteAtRest: invariant 11, at rest. A WebApp exposed through a Gateway, where the cluster serves HTTPRoute,
-// has its route (controlled by it) sending every request to the stable Service, whatever the actors did to the
-// route (its weights edited, the route deleted) or to the canary (a canary the Deployment API refuses included: it
-// stays at 0%); the canary's Service is gone once its canary is.
+// checkRouteAtRest: invariant 11, at rest. A WebApp's Service (ours) selects its stable pods alone, whatever a
+// blue/green without a Gateway switched; one exposed through a Gateway, where the cluster serves HTTPRoute, has its
+// route (controlled by it) sending every request to the stable Service, whatever the actors did to the route (its
+// weights edited, the route deleted) or to the canary (a canary the Deployment API refuses included: it stays at
+// 0%); the canary's Service is gone once its canary is.
 func (s *seq) checkRouteAtRest(a *app) {
 	if len(s.blocking(a.name)) > 0 {
 		return
 	}
 	app := s.getV2(a.name)
-	if app == nil || app.Spec.Expose == nil || app.Spec.Expose.Gateway == nil {
+	if app == nil {
 		return
 	}
 	if app.Spec.Rollout.Canary != nil && stableUnknown(readyOf(app)) {
 		return
 	}
-	if !httpRouteServed() {
+	if svc := s.get(serviceKind, a.name); svc != nil && controlledBy(svc, app.UID) {
+		sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+		if want := map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: a.name}; !maps.Equal(sel, want) {
+			s.fail("invariant 11 (the stable version gets the traffic at rest): WebApp %s's Service selects %v, want its stable pods %v:\n%s\nThe WebApp:\n%s",
+				a.name, sel, want, toYAML(svc.Object), toYAML(app))
+		}
+	}
+	routed := app.Spec.Expose != nil && app.Spec.Expose.Gateway != nil && httpRouteServed()
+	if !routed && app.Spec.Rollout.Canary != nil && app.Spec.Rollout.Canary.BlueGreen != nil {
+		// A blue/green switched by the Service: its preview Service goes with its canary, as behind a route.
+		s.checkCanaryServiceAtRest(a, app)
+	}
+	if !routed {
 		return
 	}
 	route := s.get(httpRouteKind, a.name)
@@ -257,19 +271,8 @@ func (s *seq) checkRouteAtRest(a *app) {
 		s.fail("invariant 11 (the stable version gets the traffic at rest): WebApp %s's route still mirrors requests to %s:\n%s\nThe WebApp:\n%s",
 			a.name, strings.Join(m, ", "), toYAML(route.Object), toYAML(app))
 	}
-	if refused(a.spec) {
-		// A version the Deployment API refuses stays a canary at 0% (Ready says why), its Service waiting for it.
+	if !s.checkCanaryServiceAtRest(a, app) {
 		return
-	}
-	if dep := s.get(deploymentKind, canaryName(a.name)); dep != nil {
-		if _, ok := keptWarm(app, dep); ok {
-			// The version before kept warm behind its Service, with none of the traffic (checked above).
-			return
-		}
-	}
-	if svc := s.get(serviceKind, canaryName(a.name)); svc != nil && controlledBy(svc, app.UID) {
-		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's canary Service %s is still there:\n%s\nThe WebApp:\n%s",
-			a.name, svc.GetName(), toYAML(svc.Object), toYAML(app))
 	}
 	if preview := s.get(httpRouteKind, previewName(a.name)); preview != nil && controlledBy(preview, app.UID) {
 		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's preview route %s is still there:\n%s\nThe WebApp:\n%s",
@@ -277,10 +280,37 @@ func (s *seq) checkRouteAtRest(a *app) {
 	}
 }
 
-// releasedRouteLeftover: invariant 7 for the route. A route released by an Orphan deletion (no controller, it was
-// the WebApp's) sends nothing to the canary's Service, which went with the WebApp: traffic was put back on the
-// stable version first.
+// checkCanaryServiceAtRest: invariant 11 for the canary's Service: gone at rest once its canary is (not for a
+// version the Deployment API refuses, which stays a canary at 0% with its Service, nor for a version kept warm);
+// false when the canary's objects are not expected gone.
+func (s *seq) checkCanaryServiceAtRest(a *app, app *webappv2.WebApp) bool {
+	if refused(a.spec) {
+		// A version the Deployment API refuses stays a canary at 0% (Ready says why), its Service waiting for it.
+		return false
+	}
+	if dep := s.get(deploymentKind, canaryName(a.name)); dep != nil {
+		if _, ok := keptWarm(app, dep); ok {
+			// The version before kept warm behind its Service, with none of the traffic (checked above).
+			return false
+		}
+	}
+	if svc := s.get(serviceKind, canaryName(a.name)); svc != nil && controlledBy(svc, app.UID) {
+		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's canary Service %s is still there:\n%s\nThe WebApp:\n%s",
+			a.name, svc.GetName(), toYAML(svc.Object), toYAML(app))
+	}
+	return true
+}
+
+// releasedRouteLeftover: invariant 7 for the route and the Service. A route released by an Orphan deletion (no
+// controller, it was the WebApp's) sends nothing to the canary's Service, and a released Service selects no canary
+// pod, the canary having gone with the WebApp: traffic was put back on the stable version first.
 func (s *seq) releasedRouteLeftover(name string) error {
+	if svc := s.get(serviceKind, name); svc != nil && !s.ours[svc.GetUID()] && metav1.GetControllerOfNoCopy(svc) == nil {
+		// A blue/green's switch without a Gateway: a released Service selects the stable pods, never the canary's.
+		if sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector"); sel[webappv2.LabelCanaryOf] != "" {
+			return fmt.Errorf("the released Service %s still selects the canary's pods (%v):\n%s", name, sel, toYAML(svc.Object))
+		}
+	}
 	u := s.get(httpRouteKind, name)
 	if u == nil || s.ours[u.GetUID()] || metav1.GetControllerOfNoCopy(u) != nil {
 		return nil

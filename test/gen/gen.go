@@ -357,17 +357,20 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 	}
 	if g.chance(0.3) {
 		hub.Spec.Rollout.Canary = g.Canary()
-		if e := hub.Spec.Expose; e != nil && e.Gateway != nil {
-			// Behind a Gateway: steps that route by request, or a blue/green instead of steps.
-			if g.chance(0.3) {
-				g.BlueGreen(hub.Spec.Rollout.Canary)
-			} else {
-				g.RouteByRequest(hub.Spec.Rollout.Canary)
-			}
-			if c := hub.Spec.Rollout.Canary; c.RollbackWindowSeconds > 0 && g.chance(0.5) {
-				// The version before kept warm through the rollback window (with the window only).
-				c.KeepPreviousWarm = true
-			}
+		c := hub.Spec.Rollout.Canary
+		routed := hub.Spec.Expose != nil && hub.Spec.Expose.Gateway != nil
+		switch {
+		case g.chance(0.3):
+			// A blue/green instead of steps: switched by the route behind a Gateway, by the Service without one.
+			g.BlueGreen(c, routed)
+		case routed:
+			// Behind a Gateway: steps that route by request.
+			g.RouteByRequest(c)
+		}
+		if (routed || c.BlueGreen != nil) && c.RollbackWindowSeconds > 0 && g.chance(0.5) {
+			// The version before kept warm through the rollback window (with the window only; steps only behind a
+			// route).
+			c.KeepPreviousWarm = true
 		}
 	}
 	if g.chance(0.6) {
@@ -433,9 +436,9 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 	return c
 }
 
-// BlueGreen turns c, a canary behind a Gateway, into a blue/green (no steps): its preview's pause, its gate (for
-// ever, or with a timeout either way), its keep and its preview host, each set or not.
-func (g *Gen) BlueGreen(c *webappv2.CanarySpec) {
+// BlueGreen turns c into a blue/green (no steps): its preview's pause, its gate (for ever, or with a timeout either
+// way), its keep and, behind a Gateway (routed), its preview host, each set or not.
+func (g *Gen) BlueGreen(c *webappv2.CanarySpec, routed bool) {
 	bg := &webappv2.BlueGreenSpec{PreviewSeconds: int32(g.pick2(0, 1, 30, 86400)), KeepSeconds: int32(g.pick2(0, 1, 600, 86400))}
 	if g.chance(0.4) {
 		bg.Gate = &webappv2.CanaryGate{}
@@ -444,7 +447,7 @@ func (g *Gen) BlueGreen(c *webappv2.CanarySpec) {
 			bg.Gate.OnTimeout = webappv2.GateTimeout(g.pick("", "RollBack", "Promote"))
 		}
 	}
-	if g.chance(0.5) {
+	if routed && g.chance(0.5) {
 		bg.PreviewHost = webappv2.Hostname(g.pick("preview.shop.example.com", "*.preview.example.com", "next"))
 	}
 	c.Steps, c.BlueGreen = nil, bg

@@ -30,8 +30,9 @@ type BlueGreenSpecApplyConfiguration struct {
 	// on the production traffic).
 	KeepSeconds *int32 `json:"keepSeconds,omitempty"`
 	// PreviewHost is a host whose requests go to the new version alone while it runs: a second HTTPRoute,
-	// <name>-canary (the canary's name, as its Deployment and Service), on expose's Gateway and paths, from the preview until the promotion is complete (it is gone
-	// after a rollback). The Gateway's listener must accept the host.
+	// <name>-canary (the canary's name, as its Deployment and Service), on expose's Gateway and paths, from the
+	// preview until the promotion is complete (it is gone after a rollback). The Gateway's listener must accept the
+	// host. Only with expose.gateway.
 	PreviewHost *apisv2.Hostname `json:"previewHost,omitempty"`
 }
 

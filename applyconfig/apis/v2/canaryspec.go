@@ -23,7 +23,9 @@ type CanarySpecApplyConfiguration struct {
 	// traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
 	// production traffic meanwhile: an abort, a failed check or its pods' trouble switches the traffic back at
 	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
-	// stable Service (the same version on both sides), and the canary's pods go. Through expose.gateway only.
+	// stable Service (the same version on both sides), and the canary's pods go. Without expose.gateway (an Ingress,
+	// or no exposure), the WebApp's Service is the switch: its selector moves from the stable pods to the new
+	// version's at the switch, and back once the stable Deployment runs that version (previewHost needs a Gateway).
 	BlueGreen *BlueGreenSpecApplyConfiguration `json:"blueGreen,omitempty"`
 	// Checks are queries each step must pass before the next one: all of them are evaluated every
 	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over.
@@ -40,7 +42,9 @@ type CanarySpecApplyConfiguration struct {
 	// the pods meanwhile). Setting the spec back to it within the window, once its pods are ready, sends it all the
 	// traffic at once, through the route; the stable Deployment then rolls back to it behind the route, and the
 	// traffic moves back to the stable Service. Before its pods are ready, the way back is the rollback window's
-	// alone. Through expose.gateway only (without a route, the one Service would send the kept pods their share).
+	// alone. Through expose.gateway, or with blueGreen without one (the Service's selector then switches to the kept
+	// pods, as at a blue/green's switch); steps without a Gateway split by replicas, which would send the kept pods
+	// their share.
 	KeepPreviousWarm *bool `json:"keepPreviousWarm,omitempty"`
 }
 

@@ -1,0 +1,237 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/test/testutil"
+)
+
+// serviceSelects waits until Service name of ns selects want's pods of WebApp web: "stable" (the WebApp's own) or
+// "canary" (the canary Deployment's), and nothing else.
+func serviceSelects(t *testing.T, ns, name, want string) {
+	t.Helper()
+	sel := map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "web"}
+	if want == "canary" {
+		sel = map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelCanaryOf: "web"}
+	}
+	testutil.Eventually(t, 30*time.Second, "Service "+name+" selects the "+want+" pods", func(ctx context.Context) error {
+		svc := &corev1.Service{}
+		if err := get(ctx, ns, name, svc); err != nil {
+			return err
+		}
+		if !maps.Equal(svc.Spec.Selector, sel) {
+			return fmt.Errorf("selector %v, want %v", svc.Spec.Selector, sel)
+		}
+		return nil
+	})
+}
+
+// selectsCanaryNow says whether Service name of ns selects the canary's pods now.
+func selectsCanaryNow(ctx context.Context, ns, name string) (bool, error) {
+	svc := &corev1.Service{}
+	if err := get(ctx, ns, name, svc); err != nil {
+		return false, err
+	}
+	return svc.Spec.Selector[webappv2.LabelCanaryOf] == name, nil
+}
+
+// TestBlueGreenThroughTheService walks a blue/green without a Gateway on the real API server (no route: the
+// WebApp's Service is the switch), the Deployment controller's part played by the test. The preview runs at full
+// size behind its own Service, with pods the WebApp's Service never selects; promoted by a person, the Service's
+// selector moves to the new version's pods at once; aborted, it moves back. The next version is promoted all the
+// way: the stable Deployment rolls while the Service selects the new version's pods, and the selector comes back
+// only once it has rolled. A third version's strategy taken out mid-switch sends the traffic back at once and its
+// pods retire first; a fourth's Orphan deletion mid-switch puts the selector back before the canary goes. At each
+// hold a fresh operator sends no write.
+func TestBlueGreenThroughTheService(t *testing.T) {
+	ns := newNamespace(t)
+	op := startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](3), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		DeletionPolicy: webappv2.DeletionPolicyOrphan,
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{
+			Gate: &webappv2.CanaryGate{}, KeepSeconds: 3600,
+		}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	serviceSelects(t, ns, "web", "stable")
+
+	// The preview: the new version at full size behind its own Service, none of its pods the WebApp's Service's.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	canaryDep := &appsv1.Deployment{}
+	testutil.Eventually(t, wait10s, "the new version at full size", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web-canary", canaryDep); err != nil {
+			return err
+		}
+		if n := ptr.Deref(canaryDep.Spec.Replicas, 0); n != 3 {
+			return fmt.Errorf("%d pods of the new version, want 3", n)
+		}
+		return nil
+	})
+	if _, ok := canaryDep.Spec.Template.Labels[webappv2.LabelInstance]; ok {
+		t.Errorf("the preview's pods carry the instance label: the WebApp's Service would select them: %v", canaryDep.Spec.Template.Labels)
+	}
+	serviceSelects(t, ns, "web-canary", "canary")
+	markAvailable(t, ns, "web-canary")
+	held := status(t, ns, "held at the switch's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+	serviceSelects(t, ns, "web", "stable")
+	if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil ||
+		!strings.Contains(ready.Message, "Blue/green preview of revision "+held.Status.Canary.CanaryRevision+" at full size, with none of the production traffic") {
+		t.Errorf("Ready does not say the new version is previewed: %+v", ready)
+	}
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Promoted: the Service selects the new version's pods at once, the version before kept at full size.
+	revision := held.Status.Canary.CanaryRevision
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(revision, 0)}
+	})
+	canaryPhase(t, ns, "web", "Canary/1/100")
+	serviceSelects(t, ns, "web", "canary")
+	if code, out, errOut := kubectlWebApp(t, "-n", ns, "explain", "web"); code != 0 || !strings.Contains(out, "since the blue/green switch (Service web selects its pods, without a Gateway)") {
+		t.Errorf("explain does not say the Service switched: exit %d, %s%s", code, out, errOut)
+	}
+	stable := &appsv1.Deployment{}
+	if err := get(ctx, ns, "web", stable); err != nil || stable.Spec.Template.Spec.Containers[0].Image != "shop:1" || ptr.Deref(stable.Spec.Replicas, 0) != 3 {
+		t.Errorf("the version before is not kept at full size: %v", err)
+	}
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Aborted within the keep: the Service back on the stable pods at once, the new version gone.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations[webappv2.AnnotationAction] = canary.Abort(revision)
+	})
+	canaryPhase(t, ns, "web", "RolledBack/1/0")
+	serviceSelects(t, ns, "web", "stable")
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	gone(t, ns, "web-canary", &corev1.Service{})
+	op = restartCostsNoWrites(t, op, ns)
+
+	// The next version, no gate and a short keep: switched once ready, then promoted while the Service selects it;
+	// the selector comes back only once the stable Deployment has rolled to it.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Image = "shop:3"
+		a.Spec.Rollout.Canary.BlueGreen = &webappv2.BlueGreenSpec{KeepSeconds: 1}
+	})
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	canaryPhase(t, ns, "web", "Promoting/2/100")
+	serviceSelects(t, ns, "web", "canary")
+	stableImage(t, ns, "web", "shop:3", "promoted behind the Service's switch")
+	if toCanary, err := selectsCanaryNow(ctx, ns, "web"); err != nil || !toCanary {
+		t.Errorf("the Service left the new version's pods before the stable Deployment rolled: %v %v", toCanary, err)
+	}
+	markAvailable(t, ns, "web")
+	serviceSelects(t, ns, "web", "stable")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	op = restartCostsNoWrites(t, op, ns)
+
+	// A third new version, its strategy taken out while switched: the traffic back on the Service's stable pods at
+	// once, its pods retiring first (canary.Retire), then gone.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Image = "shop:4"
+		a.Spec.Rollout.Canary.BlueGreen = &webappv2.BlueGreenSpec{KeepSeconds: 3600}
+	})
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	canaryPhase(t, ns, "web", "Canary/1/100")
+	serviceSelects(t, ns, "web", "canary")
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary = nil })
+	left := time.Now()
+	serviceSelects(t, ns, "web", "stable")
+	status(t, ns, "the switched version retiring", func(c *webappv2.CanaryStatus) bool { return c.RetiringRevision != "" })
+	if err := get(ctx, ns, "web-canary", &appsv1.Deployment{}); err != nil {
+		t.Errorf("the switched version's pods went with its traffic, not after it: %v", err)
+	}
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	if d := time.Since(left); d < canary.Retire-time.Second {
+		t.Errorf("the switched version's pods went %v after the strategy was taken out, want at least %v", d, canary.Retire)
+	}
+	testutil.Eventually(t, wait10s, "status.canary gone", func(ctx context.Context) error {
+		a := &webappv2.WebApp{}
+		if err := get(ctx, ns, "web", a); err != nil {
+			return err
+		}
+		if a.Status.Canary != nil {
+			return fmt.Errorf("status.canary %+v", a.Status.Canary)
+		}
+		return nil
+	})
+	markAvailable(t, ns, "web")
+	restartCostsNoWrites(t, op, ns)
+
+	// A fourth new version switched, then the WebApp deleted with the Orphan policy: the Service's selector back on the
+	// stable pods first, the canary deleted canary.Retire later, and the Service released on the stable pods.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}}
+	})
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:5" })
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	canaryPhase(t, ns, "web", "Canary/1/100")
+	serviceSelects(t, ns, "web", "canary")
+	deleted := time.Now()
+	if err := k8s.Delete(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Watched every 50 ms: when the Service left the canary, when the canary went, when the WebApp went.
+	var svcLeft, canaryGone, appGone time.Duration
+	for appGone == 0 {
+		if time.Since(deleted) > 60*time.Second {
+			t.Fatalf("after 60 s: the Service left the canary at %v, the canary gone at %v, the WebApp still there", svcLeft, canaryGone)
+		}
+		since := time.Since(deleted)
+		if toCanary, err := selectsCanaryNow(ctx, ns, "web"); err == nil && !toCanary && svcLeft == 0 {
+			svcLeft = since
+		}
+		if err := get(ctx, ns, "web-canary", &appsv1.Deployment{}); apierrors.IsNotFound(err) && canaryGone == 0 {
+			canaryGone = since
+			if svcLeft == 0 {
+				t.Errorf("the canary Deployment went while the Service still selected its pods")
+			}
+		}
+		if err := get(ctx, ns, "web", &webappv2.WebApp{}); apierrors.IsNotFound(err) {
+			appGone = since
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the Service left the canary %v after the deletion, the canary went at %v, the WebApp at %v", svcLeft.Round(time.Millisecond), canaryGone.Round(time.Millisecond), appGone.Round(time.Millisecond))
+	switch {
+	case canaryGone == 0 || canaryGone > appGone:
+		t.Errorf("the canary Deployment went at %v, the WebApp at %v", canaryGone, appGone)
+	case canaryGone-svcLeft < 9500*time.Millisecond:
+		t.Errorf("the canary went %v after the Service left it: the proxies are given %v to follow", canaryGone-svcLeft, canary.Retire)
+	}
+	svc := &corev1.Service{}
+	if err := get(ctx, ns, "web", svc); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "web"}; !maps.Equal(svc.Spec.Selector, want) || len(svc.OwnerReferences) != 0 {
+		t.Errorf("the Service left behind: selector %v, owners %v; want %v, none", svc.Spec.Selector, svc.OwnerReferences, want)
+	}
+}
