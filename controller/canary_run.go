@@ -77,21 +77,22 @@ type canaryRun struct {
 	canaryObjs canaryObjects
 }
 
-// planOf is the spec's strategy with its defaults.
-func planOf(spec *webappv2.CanarySpec) canary.Plan {
+// planOf is the spec's strategy with its defaults; switched: a blue/green switched by the WebApp's Service
+// (desired.CanarySwitched), which no gateway must warm up for.
+func planOf(spec *webappv2.CanarySpec, switched bool) canary.Plan {
 	interval := defaultCheckInterval
 	if spec.CheckIntervalSeconds > 0 {
 		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
 	}
 	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second, BlueGreen: spec.BlueGreen != nil,
-		KeepWarm: spec.KeepPreviousWarm && spec.RollbackWindowSeconds > 0}
+		KeepWarm: spec.KeepPreviousWarm && spec.RollbackWindowSeconds > 0, Switched: switched}
 	for i, s := range spec.EffectiveSteps() {
 		// A blue/green's preview and switch both run the new version at full size.
 		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent, Full: p.BlueGreen}
 		if p.BlueGreen && i == 1 {
-			// The keep is counted from the switch, which reaches the route a warm-up after the step starts: with
-			// checks, their passing round is taken on the production traffic.
-			step.Pause += canary.Warmup
+			// The keep is counted from the switch, which reaches the route a warm-up after the step starts (the
+			// Service's at once): with checks, their passing round is taken on the production traffic.
+			step.Pause += p.Warmup()
 		}
 		if g := s.Gate; g != nil {
 			step.Gate, step.GateTimeout, step.OnTimeout = true, time.Duration(g.TimeoutSeconds)*time.Second, g.OnTimeout
@@ -187,7 +188,7 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	if spec == nil {
 		return r.retiringWithoutStrategy(ctx, app, o)
 	}
-	run := &canaryRun{plan: planOf(spec)}
+	run := &canaryRun{plan: planOf(spec, desired.CanarySwitched(app))}
 	run.plan.Shared = desired.CanaryShared(app)
 	if o.configErr != nil || o.hpaErr != nil {
 		// Which version the spec is, or the count the canary follows, is not known.

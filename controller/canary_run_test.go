@@ -97,7 +97,7 @@ func storedStatus(t *testing.T, d canary.Decision, plan canary.Plan) webappv2.Ca
 // back from the status as the state that wrote them (so a restart keeps the window, and costs no write).
 func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
 	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}}, RollbackWindowSeconds: 600}
-	plan := planOf(spec)
+	plan := planOf(spec, false)
 	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
 	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Step: 1, Since: at.Add(-time.Minute)},
 		canary.Observation{Revision: "b", Deployed: "b", StableRolledOut: true}, at)
@@ -122,7 +122,7 @@ func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 			{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `sum(rate(x[1m]))`}, Max: "0.05"},
 			{Name: "latency", Prometheus: &webappv2.PrometheusQuery{Address: "http://prometheus:9090", Query: `histogram_quantile(0.99, y)`}, Max: "0.5", FailuresAllowed: 2},
 		}}
-	plan := planOf(spec)
+	plan := planOf(spec, false)
 	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
 	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Since: at.Add(-time.Second)},
 		canary.Observation{Revision: "b", Deployed: "a", CanaryReady: true, ChecksAt: at,
@@ -152,7 +152,7 @@ func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 // promoted stays promoted.
 func TestAPlanThatShrankMidCanaryRunsItsLastStep(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC))
-	blueGreen := planOf(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 60}})
+	blueGreen := planOf(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 60}}, false)
 	for _, tc := range []struct {
 		name      string
 		phase     string
@@ -179,7 +179,7 @@ func TestAPlanThatShrankMidCanaryRunsItsLastStep(t *testing.T) {
 // TestARetiringCanaryRoundTripsThroughTheStatus: a canary the spec left, whose pods retire, reads back from the
 // status as the state that wrote it (a restart lets them go when it would have), and is written again the same way.
 func TestARetiringCanaryRoundTripsThroughTheStatus(t *testing.T) {
-	plan := planOf(&webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}, {Weight: 50}}})
+	plan := planOf(&webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}, {Weight: 50}}}, false)
 	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
 	d := canary.Next(plan, canary.State{Stable: "a", Canary: "b", Step: 1, Since: at.Add(-time.Minute)}, canary.Observation{Revision: "c", Deployed: "a"}, at)
 	if d.State.Retiring != "b" || d.State.Canary != "c" {
@@ -202,7 +202,7 @@ func TestARetiringCanaryRoundTripsThroughTheStatus(t *testing.T) {
 // (a restart, a new leader), is still the way back: promoting at all of the traffic, under an HPA's floor, and it
 // ends with no window kept.
 func TestAWayBackRoundTripsThroughTheStatus(t *testing.T) {
-	plan := planOf(&webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}, {Weight: 50}}, RollbackWindowSeconds: 600, KeepPreviousWarm: true})
+	plan := planOf(&webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20}, {Weight: 50}}, RollbackWindowSeconds: 600, KeepPreviousWarm: true}, false)
 	at := time.Date(2026, 12, 7, 4, 0, 0, 700_000_000, time.UTC)
 	kept := canary.State{Stable: "b", Previous: "a", PreviousUntil: at.Add(time.Minute).Truncate(time.Second)}
 	d := canary.Next(plan, kept, canary.Observation{Revision: "a", Deployed: "b", Recorded: "a", WarmReady: true, StableReplicas: 6}, at)

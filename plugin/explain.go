@@ -242,7 +242,11 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			case spec.BlueGreen != nil && c.Step == 0:
 				field, words = ".spec.rollout.canary.blueGreen.previewSeconds", fmt.Sprintf("%d: the preview, at full size with no traffic", step.PauseSeconds)
 			case spec.BlueGreen != nil:
-				field, words = ".spec.rollout.canary.blueGreen.keepSeconds", fmt.Sprintf("%d: the version before kept after the switch (and the 5 s warm-up)", step.PauseSeconds)
+				field, words = ".spec.rollout.canary.blueGreen.keepSeconds", fmt.Sprintf("%d: the version before kept after the switch (and the %.0f s warm-up)", step.PauseSeconds, canary.Warmup.Seconds())
+				if desired.CanarySwitched(app) {
+					// (The Service's switch needs no warm-up.)
+					words = fmt.Sprintf("%d: the version before kept after the switch", step.PauseSeconds)
+				}
 			}
 			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, field, words})
 			if c.StepStartedAt != nil {

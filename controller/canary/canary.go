@@ -31,8 +31,21 @@ type Plan struct {
 	Shared bool
 	// KeepWarm: through the rollback window, the version the last promotion replaced runs in the canary's
 	// Deployment at full size with none of the traffic, and a spec set back to it sends it all the traffic at once
-	// (only behind a route: never with Shared).
+	// (only behind a route, or a blue/green's Service switch: never with Shared).
 	KeepWarm bool
+	// Switched: a blue/green without a Gateway, whose switch is the WebApp's Service's selector. No gateway learns
+	// the new pods' endpoints first: the proxies take them with the selector, so the traffic follows a step's
+	// readiness with no warm-up.
+	Switched bool
+}
+
+// Warmup is how long after a step's pods are ready its traffic reaches them: Warmup behind a route, none when a
+// blue/green's Service switches.
+func (p Plan) Warmup() time.Duration {
+	if p.Switched {
+		return 0
+	}
+	return Warmup
 }
 
 // Step sends weight percent of the traffic to the canary, then pauses: the canary must be ready at that
@@ -560,7 +573,7 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 	if s.Since.IsZero() {
 		d.State.Since = now
 	}
-	if warm := d.State.Since.Add(Warmup).Sub(now); warm > 0 {
+	if warm := d.State.Since.Add(plan.Warmup()).Sub(now); warm > 0 {
 		// Ready just now: the gateway learns the new pods' endpoints first, then gets the route's new weight.
 		d.routeAs(plan, s.Step-1)
 		d.After = warm
@@ -627,7 +640,13 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 	if obs.CanaryReady && (d.ReplicaWeight == plan.Steps[d.State.Step-1].Pods() || obs.NextStepReady) {
 		// They are: the step before's, ready (a blue/green's switch, or a share that needs no other count). Its
 		// pause starts now, the traffic after the warm-up; no event of the pods' would bring the canary back.
-		d.State.Since, d.After = now, Warmup
+		d.State.Since, d.After = now, plan.Warmup()
+		if d.After == 0 {
+			// No warm-up (the Service switches): the traffic now, and a look again at the pause's end or the next
+			// round of checks, a second from now at the soonest.
+			d.routeAs(plan, d.State.Step)
+			d.After = max(min(plan.Steps[d.State.Step].Pause, nextCheck(plan)), time.Second)
+		}
 	}
 	return d
 }

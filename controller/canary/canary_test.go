@@ -708,8 +708,9 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			preview.Weight, preview.Matches, preview.Mirror, preview.Full = 0, nil, 0, true
 			plan = Plan{BlueGreen: true, Steps: []Step{preview, {Weight: 100, Pause: time.Duration(rng.IntN(3)) * time.Minute, Full: true}}}
 		}
-		// Without a route, now and then (nothing retires then).
+		// Without a route, now and then: steps share the one Service (nothing retires then), a blue/green switches it.
 		plan.Shared = !plan.BlueGreen && rng.IntN(4) == 0
+		plan.Switched = plan.BlueGreen && rng.IntN(2) == 0
 		if rng.IntN(2) == 0 {
 			// A rollback window of minutes, the version before kept warm through it now and then.
 			plan.RollbackWindow, plan.KeepWarm = time.Duration(1+rng.IntN(10))*time.Minute, rng.IntN(2) == 0
@@ -1036,6 +1037,10 @@ func TestBlueGreen(t *testing.T) {
 	t1 := t0.Add(time.Hour)
 	plan := Plan{BlueGreen: true, Steps: []Step{{Pause: time.Minute, Gate: true, Full: true}, {Weight: 100, Pause: 2 * time.Minute, Full: true}}}
 	all := Traffic{Weight: 100}
+	// Without a Gateway, the Service's selector switches: no warm-up.
+	switched := plan
+	switched.Switched = true
+	noKeep := Plan{BlueGreen: true, Switched: true, Steps: []Step{{Pause: time.Minute, Gate: true, Full: true}, {Weight: 100, Full: true}}}
 	runNext(t, []nextCase{{
 		name:  "a new version: previewed at full size, with no traffic",
 		plan:  plan,
@@ -1151,6 +1156,29 @@ func TestBlueGreen(t *testing.T) {
 		obs:   Observation{Revision: "b", Deployed: "b", StableRolledOut: true},
 		now:   t1.Add(5 * time.Minute),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t1.Add(5 * time.Minute)}, Phase: PhasePromoting, ReplicaWeight: 100, After: Retire},
+	}, {
+		name:  "switched by the Service (no Gateway): promoted at the gate, all the traffic at once, no warm-up, the keep from now",
+		plan:  switched,
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
+		now:   t0.Add(3 * time.Minute),
+		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(3 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, Traffic: all,
+			ReplicaWeight: 100, After: 2 * time.Minute},
+	}, {
+		name:  "switched by the Service, a look later: the traffic stays, the keep runs",
+		plan:  switched,
+		state: State{Stable: "a", Canary: "b", Step: 1, Since: t1},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t1.Add(time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t1}, Phase: PhaseCanary, Traffic: all, ReplicaWeight: 100, After: 2*time.Minute - time.Second},
+	}, {
+		name:  "switched by the Service with no keep: a look again a second later, which promotes",
+		plan:  noKeep,
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
+		now:   t0.Add(3 * time.Minute),
+		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(3 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, Traffic: all,
+			ReplicaWeight: 100, After: time.Second},
 	}})
 }
 

@@ -106,8 +106,21 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
 		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(revision, 0)}
 	})
-	canaryPhase(t, ns, "web", "Canary/1/100")
+	switchedApp := canaryPhase(t, ns, "web", "Canary/1/100")
 	serviceSelects(t, ns, "web", "canary")
+	// No warm-up: the Service switched in the reconcile that started the step (the proxies learn the pods with the
+	// selector), by the API server's clock.
+	svc := &corev1.Service{}
+	if err := get(ctx, ns, "web", svc); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range svc.ManagedFields {
+		if e.Manager == webappv2.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Time != nil {
+			if d := e.Time.Sub(switchedApp.Status.Canary.StepStartedAt.Time); d >= canary.Warmup {
+				t.Errorf("the Service switched %v after the switch's step started: a warm-up a Service needs none of", d)
+			}
+		}
+	}
 	if code, out, errOut := kubectlWebApp(t, "-n", ns, "explain", "web"); code != 0 || !strings.Contains(out, "since the blue/green switch (Service web selects its pods, without a Gateway)") {
 		t.Errorf("explain does not say the Service switched: exit %d, %s%s", code, out, errOut)
 	}
@@ -227,7 +240,7 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 	case canaryGone-svcLeft < 9500*time.Millisecond:
 		t.Errorf("the canary went %v after the Service left it: the proxies are given %v to follow", canaryGone-svcLeft, canary.Retire)
 	}
-	svc := &corev1.Service{}
+	svc = &corev1.Service{}
 	if err := get(ctx, ns, "web", svc); err != nil {
 		t.Fatal(err)
 	}

@@ -693,6 +693,77 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			t.Errorf("the route has filters: %s", f)
 		}
 	})
+
+	t.Run("a blue/green without a Gateway switches the Service's selector at once, no request failed", func(t *testing.T) {
+		// The same WebApp, no longer exposed: the clients go to its Service's cluster IP through kube-proxy, and the
+		// Service's selector is the switch. A new version (AB=s) is previewed behind its own Service, held at the gate.
+		apply(t, webAppV2(appNS, "cny", "webapp-test/webserver:2", 4, `  container:
+    healthCheckPath: /healthz
+    drainSeconds: 10
+    env: [{name: AB, value: s}]
+  rollout:
+    canary:
+      blueGreen: {gate: {}, keepSeconds: 10}
+`))
+		eventually(t, time.Minute, "the route gone", func() error { return goneFromApps("httproute/cny") })
+		heldAtTheGate(t)
+		service := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", appNS, "service/cny") + ":8080/"
+		previewService := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", appNS, "service/cny-canary") + ":8080/"
+		load := record(service)
+		start := time.Now()
+		previewed, failedPreview, previewWords := tally(previewService, "", 100)
+		eventually(t, time.Minute, "200 production requests answered", func() error {
+			if n, _, _ := load.between(start, time.Now()); n < 200 {
+				return fmt.Errorf("%d answered", n)
+			}
+			return nil
+		})
+		n, canary, failed := load.between(start, time.Now())
+		fmt.Printf("realnode: blue/green through the Service: %d of 100 requests to Service cny-canary answered by the new version (%d failed); %d of %d production requests answered by it (%d failed)\n",
+			previewed, failedPreview, canary, n, failed)
+		if previewed != 100 || failedPreview != 0 || canary != 0 {
+			t.Errorf("the preview: %d of 100 at Service cny-canary by the new version (%d failed: %s), %d of %d production requests by it: want 100, 0, 0",
+				previewed, failedPreview, previewWords, canary, n)
+		}
+		// A person promotes it: the Service's selector moves to the new version's pods, and kube-proxy follows.
+		rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
+		promoted := time.Now()
+		kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=promote "+rev+"/0")
+		var switched time.Time
+		eventually(t, time.Minute, "every production request answered by the new version", func() error {
+			if canary, _, _ := tally(service, "", 5); canary != 5 {
+				return errors.New("answered by the version before")
+			}
+			switched = time.Now()
+			return nil
+		})
+		selector := jsonpath(t, "{.spec.selector}", "-n", appNS, "service/cny")
+		keepFrom := switched.Add(time.Second)
+		time.Sleep(6 * time.Second)
+		kn, kcanary, _ := load.between(keepFrom, time.Now())
+		eventually(t, 3*time.Minute, "promoted, the Service back on the stable pods", func() error {
+			if phase := jsonpath(t, "{.status.canary.phase}", "-n", appNS, "webapp/cny"); phase != "Stable" {
+				return fmt.Errorf("status.canary.phase %s", phase)
+			}
+			return goneFromApps("deployment/cny-canary")
+		})
+		done := time.Since(promoted)
+		time.Sleep(3 * time.Second)
+		load.end()
+		total, _, failedTotal := load.between(start, time.Now())
+		after := jsonpath(t, "{.spec.selector}", "-n", appNS, "service/cny")
+		fmt.Printf("realnode: blue/green through the Service: every request answered by the new version %.1fs after the promotion (selector %s); in the keep %d of %d by it; promoted and the selector back (%s) %.0fs after; %d of %d requests failed throughout (%s)\n",
+			switched.Sub(promoted).Seconds(), selector, kcanary, kn, after, done.Seconds(), failedTotal, total, load.failed())
+		if !strings.Contains(selector, "canary-of") || strings.Contains(after, "canary-of") {
+			t.Errorf("the Service's selector at the switch %s, after the promotion %s: want the canary's, then the stable pods'", selector, after)
+		}
+		if kcanary != kn || kn < 50 || failedTotal != 0 {
+			t.Errorf("the keep: %d of %d by the new version; %d of %d failed throughout (%s): want all (at least 50), none", kcanary, kn, failedTotal, total, load.failed())
+		}
+		if switched.Sub(promoted) > 15*time.Second {
+			t.Errorf("the switch took %s after the promotion", switched.Sub(promoted))
+		}
+	})
 }
 
 // goneFromApps is nil once the object what (kind/name) of the apps' namespace is gone.
