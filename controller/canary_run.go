@@ -691,7 +691,7 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
 
 // tellRetiring records an event when the spec leaves a canary whose pods then retire.
 func (r *WebAppReconciler) tellRetiring(app *webappv2.WebApp, s canary.State) {
-	r.event(app, nil, corev1.EventTypeNormal, "CanaryLeft", "Canary", "The spec left revision %s: the route sends it nothing from now on, and its pods go at %s",
+	r.event(app, nil, corev1.EventTypeNormal, "CanaryLeft", "Canary", "The spec left revision %s: no traffic is sent to it from now on, and its pods go at %s",
 		s.Retiring, s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
 }
 
@@ -792,10 +792,13 @@ func (run *canaryRun) retiringDeployment() *appsv1ac.DeploymentApplyConfiguratio
 // could not be decided (err says why: its objects are left as they are).
 func (run *canaryRun) decided() (d canary.Decision, ok bool, err error) {
 	switch {
-	case run == nil || run.retireOnly:
+	case run == nil:
 		return d, false, nil
 	case run.err != nil:
+		// (A strategy taken out whose retiring objects could not be read too: they are left as they are.)
 		return d, false, run.err
+	case run.retireOnly:
+		return d, false, nil
 	}
 	return run.decision, true, nil
 }

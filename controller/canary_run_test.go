@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -265,5 +266,32 @@ func TestRetiringCanaryObjectsAreAppliedAsTheyAre(t *testing.T) {
 	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{webappv2.AnnotationRevision: "c"}}}
 	if dep, svc := retiringObjects(canaryObjects{dep: other}, "b"); dep != nil || svc != nil {
 		t.Errorf("a Deployment of revision c kept for retiring revision b")
+	}
+}
+
+// A canary that could not be decided leaves its objects as they are, a strategy taken out whose retiring objects
+// could not be read too (never "must not exist", which would delete pods the traffic may still reach); a blue/green
+// switched by the Service keeps the switch as the status last said.
+func TestAnUndecidedCanaryLeavesItsObjectsAndItsSwitch(t *testing.T) {
+	app := apptest.NewApp("shop", 3, 8080, "shop:2")
+	unread := inputs{canary: &canaryRun{retireOnly: true, err: errors.New("the canary's Deployment could not be read")}}
+	if dep, err := buildCanaryDeployment(app, unread); dep != nil || err == nil {
+		t.Errorf("the retiring canary's Deployment, unread: %v %v, want left as it is (nil and the error)", dep, err)
+	}
+	if svc, err := buildCanaryService(app, unread); svc != nil || err == nil {
+		t.Errorf("the retiring canary's Service, unread: %v %v, want left as it is (nil and the error)", svc, err)
+	}
+	app.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}
+	undecided := inputs{canary: &canaryRun{err: errors.New("the config hash could not be computed")}}
+	for _, weight := range []int32{0, 100} {
+		app.Status.Canary = &webappv2.CanaryStatus{Phase: "Canary", Step: 1, Weight: weight}
+		ac, err := childOf("Service").build(app, undecided)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := apptest.Typed[corev1.Service](t, ac)
+		if got := desired.SelectsCanary(app, svc.Spec.Selector); got != (weight == 100) {
+			t.Errorf("status weight %d, the canary undecided: the Service selects the canary's pods: %v", weight, got)
+		}
 	}
 }

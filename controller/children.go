@@ -22,6 +22,7 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/desired"
 	"github.com/example/webapp-operator/controller/ssa"
 )
@@ -69,8 +70,12 @@ var children = expand([]childKind{
 	declare("Service", "v1", false, func(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApplyConfiguration, error) {
 		traffic, err := canaryTraffic(in)
 		if err != nil && desired.CanarySwitched(app) {
-			// The Service is a blue/green's switch, and which way it points is not known: left as it is.
-			return nil, err
+			// The Service is a blue/green's switch, and the canary was not decided now (its objects are left as they
+			// are): the switch as the status last said, so a Service deleted meanwhile is there again.
+			traffic = canary.Traffic{}
+			if c := app.Status.Canary; c != nil && c.Weight >= 100 {
+				traffic.Weight = 100
+			}
 		}
 		return desired.Service(app, traffic), nil
 	}, corev1ac.ExtractService).

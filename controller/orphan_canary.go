@@ -253,6 +253,11 @@ func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv
 			continue
 		}
 		obj, err := r.cachedChild(ctx, c, app)
+		if err == nil && obj != nil && !c.isVariant() && r.mem.Behind(c.id, client.ObjectKeyFromObject(app), obj) {
+			// The cache has not seen our last write of it (a switch just sent to the canary): from the API server, so
+			// a canary that has just been sent the traffic is never deleted as one the traffic has left.
+			obj, err = r.freshChild(ctx, c, app)
+		}
 		switch {
 		case err != nil:
 			return v, nil, nil, &ssa.Error{Kind: c.kind, Key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, Err: err, Read: true}
@@ -284,6 +289,15 @@ func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv
 		}
 	}
 	return v, owned, ownedSvc, nil
+}
+
+// freshChild is app's child of kind c read from the API server (nil: none of app's).
+func (r *WebAppReconciler) freshChild(ctx context.Context, c childKind, app *webappv2.WebApp) (client.Object, error) {
+	obj := c.object()
+	if err := r.reader().Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, obj); err != nil || ssa.NotOursReason(obj, app.UID) != "" {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return obj, nil
 }
 
 // later is the later of a and b.

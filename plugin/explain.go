@@ -251,8 +251,8 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, field, words})
 			if c.StepStartedAt != nil {
 				pause := time.Duration(step.PauseSeconds) * time.Second
-				if spec.BlueGreen != nil && c.Step == 1 {
-					// The keep is counted from the switch, a warm-up after the step's start.
+				if spec.BlueGreen != nil && c.Step == 1 && !desired.CanarySwitched(app) {
+					// The keep is counted from the switch, a warm-up after the step's start (the Service's at once).
 					pause += canary.Warmup
 				}
 				left := c.StepStartedAt.Add(pause).Sub(now).Round(time.Second)

@@ -249,7 +249,7 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 		if c == nil || c.CanaryRevision == "" {
 			return ""
 		}
-		return fmt.Sprintf("spec.rollout.canary is taken out: the Deployment runs revision %s; the canary of revision %s %s", planned.Revision, c.CanaryRevision, leftWords(c, next))
+		return fmt.Sprintf("spec.rollout.canary is taken out: the Deployment runs revision %s; the canary of revision %s %s", planned.Revision, c.CanaryRevision, leftWords(c, cur, next))
 	}
 	if c == nil || c.StableRevision == "" {
 		return fmt.Sprintf("revision %s is the first: it becomes stable without a canary", planned.Revision)
@@ -261,13 +261,13 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 	case running != "" && planned.Revision == running:
 		return fmt.Sprintf("the canary of revision %s goes on where it is (step %d of %d)", running, c.Step+1, len(spec.EffectiveSteps()))
 	case planned.Revision == stable && running != "":
-		return fmt.Sprintf("the spec is set back to revision %s, which serves: the canary of revision %s %s", stable, running, leftWords(c, next))
+		return fmt.Sprintf("the spec is set back to revision %s, which serves: the canary of revision %s %s", stable, running, leftWords(c, cur, next))
 	case planned.Revision == stable:
 		return fmt.Sprintf("the revision stays %s: no canary starts", stable)
 	case planned.Revision == c.FailedRevision:
 		words := fmt.Sprintf("revision %s was rolled back: applying it again does not start it again (kubectl webapp retry does)", planned.Revision)
 		if running != "" {
-			words = fmt.Sprintf("the canary of revision %s %s; %s", running, leftWords(c, next), words)
+			words = fmt.Sprintf("the canary of revision %s %s; %s", running, leftWords(c, cur, next), words)
 		}
 		return words
 	case running == "" && planned.Revision == c.PreviousRevision && spec.RollbackWindowSeconds > 0 && c.PreviousUntil != nil && now.Before(c.PreviousUntil.Time):
@@ -280,7 +280,7 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 	}
 	words := ""
 	if running != "" {
-		words = fmt.Sprintf("the canary of revision %s %s; then ", running, leftWords(c, next))
+		words = fmt.Sprintf("the canary of revision %s %s; then ", running, leftWords(c, cur, next))
 		if c.Phase == "Promoting" {
 			// (Its promotion did not complete, but the Deployment runs it, or rolls to it: it is stable.)
 			stable = running
@@ -292,16 +292,21 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 	return words + fmt.Sprintf("a canary of revision %s starts beside revision %s, at %d%% of the traffic (step 1 of %d)", planned.Revision, stable, spec.Steps[0].Weight, len(spec.Steps))
 }
 
-// leftWords say what becomes of a canary the spec leaves (c, the status): behind a route (or a blue/green's switch
-// without one) that sent it traffic its pods retire 10 s after the traffic leaves it; otherwise they go at once.
-func leftWords(c *webappv2.CanaryStatus, next *webappv2.WebApp) string {
+// leftWords say what becomes of a canary the spec leaves (c, cur's status; next, the spec applied): behind a route
+// (or a blue/green's switch without one) that sent it traffic its pods retire 10 s after the traffic leaves it;
+// otherwise they go at once.
+func leftWords(c *webappv2.CanaryStatus, cur, next *webappv2.WebApp) string {
 	s := canary.State{Step: int(c.Step)}
 	if c.StepStartedAt != nil {
 		s.Since = c.StepStartedAt.Time
 	}
 	by := trafficBy(next)
+	if !desired.CanaryShared(cur) && desired.CanaryShared(next) {
+		// (The form the canary ran in: its own Service, behind a route or a blue/green's switch.)
+		by = trafficBy(cur)
+	}
 	switch {
-	case desired.CanaryShared(next):
+	case desired.CanaryShared(cur) && desired.CanaryShared(next):
 		return "is left: its pods go at once, leaving the one Service as any pod going does"
 	case s.TrafficSent(c.Phase == string(canary.PhasePromoting)):
 		return fmt.Sprintf("is left: %s sends it nothing from then on, and its pods go %s later, answering the requests already on their way", by, canary.Retire)

@@ -293,6 +293,7 @@ func TestCanaryPlanSaysWhatTheStepMachineDoes(t *testing.T) {
 	started := metav1.NewTime(now.Add(-time.Minute))
 	atStep2 := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "a", CanaryRevision: "b", Step: 1, Weight: 50, StepStartedAt: &started}
 	notReady := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "a", CanaryRevision: "b"}
+	switched := &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "a", CanaryRevision: "b", Step: 1, Weight: 100, StepStartedAt: &started}
 	promoted := &webappv2.CanaryStatus{Phase: "Stable", StableRevision: "b", PreviousRevision: "a", PreviousUntil: &metav1.Time{Time: now.Add(5 * time.Minute)}}
 	for _, tc := range []struct {
 		name     string
@@ -311,6 +312,8 @@ func TestCanaryPlanSaysWhatTheStepMachineDoes(t *testing.T) {
 			"the canary of revision b is left: its pods go at once, leaving the one Service as any pod going does; then a canary of revision c starts beside revision a, at 10% of the traffic (step 1 of 2)"},
 		{"the strategy taken out mid-canary", app(steps, routed, atStep2), app(nil, routed, nil), "b",
 			"spec.rollout.canary is taken out: the Deployment runs revision b; the canary of revision b is left: the route sends it nothing from then on, and its pods go 10s later, answering the requests already on their way"},
+		{"a blue/green's strategy taken out while the Service is switched", app(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}, nil, switched), app(nil, nil, nil), "b",
+			"spec.rollout.canary is taken out: the Deployment runs revision b; the canary of revision b is left: the Service's switch sends it nothing from then on, and its pods go 10s later, answering the requests already on their way"},
 		{"the version before, within the window", app(steps, routed, promoted), app(steps, routed, nil), "a",
 			"revision a is the version before the last promotion, within its rollback window (until 2026-12-07T12:05:00Z): it is stable again at once, the Deployment rolling back to it without a canary"},
 		{"the version before, kept warm", app(steps, routed, promoted), app(&webappv2.CanarySpec{Steps: steps.Steps, RollbackWindowSeconds: 600, KeepPreviousWarm: true}, routed, nil), "a",

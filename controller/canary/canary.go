@@ -646,6 +646,10 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 			// round of checks, a second from now at the soonest.
 			d.routeAs(plan, d.State.Step)
 			d.After = max(min(plan.Steps[d.State.Step].Pause, nextCheck(plan)), time.Second)
+			if actionOf(d.State.ActedOn) == PromoteFull(d.State.Canary) {
+				// Promoted all the way: the step passes at the next look.
+				d.After = time.Second
+			}
 		}
 	}
 	return d
@@ -698,8 +702,10 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 		s.Step, s.Since, s.GateSince = len(plan.Steps), time.Time{}, time.Time{}
 		obs.StableRolledOut = false
 	}
-	if !obs.StableRolledOut {
-		// The last step's traffic, until the stable Deployment serves the same version.
+	if !obs.StableRolledOut && s.Since.IsZero() {
+		// The last step's traffic, until the stable Deployment serves the same version. (Once it has left the canary,
+		// it never comes back to it: a stable pod not ready a moment later does not send the traffic to pods about to
+		// go.)
 		d := Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w}
 		d.routeAs(plan, len(plan.Steps)-1)
 		if back {

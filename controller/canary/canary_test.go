@@ -1157,6 +1157,21 @@ func TestBlueGreen(t *testing.T) {
 		now:   t1.Add(5 * time.Minute),
 		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t1.Add(5 * time.Minute)}, Phase: PhasePromoting, ReplicaWeight: 100, After: Retire},
 	}, {
+		name:  "the traffic back on the stable Deployment, then a stable pod not ready: the traffic stays off the canary, whose pods retire",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 2, Since: t1},
+		obs:   Observation{Revision: "b", Deployed: "b"},
+		now:   t1.Add(3 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 2, Since: t1}, Phase: PhasePromoting, ReplicaWeight: 100, After: 7 * time.Second},
+	}, {
+		name:  "switched by the Service, promoted all the way at the gate: all the traffic at once, and a look a second later",
+		plan:  switched,
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/full"},
+		now:   t0.Add(3 * time.Minute),
+		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(3 * time.Minute), ActedOn: "promote b/full"}, Phase: PhaseCanary, Traffic: all,
+			ReplicaWeight: 100, After: time.Second},
+	}, {
 		name:  "switched by the Service (no Gateway): promoted at the gate, all the traffic at once, no warm-up, the keep from now",
 		plan:  switched,
 		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},

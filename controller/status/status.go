@@ -551,7 +551,7 @@ func blueGreenWords(d canary.Decision) string {
 	case s.Step == 0:
 		return fmt.Sprintf("Blue/green preview of revision %s at full size, with none of the production traffic (revision %s serves all of it)", s.Canary, s.Stable)
 	case d.Weight < 100:
-		return fmt.Sprintf("Blue/green switch to revision %s once its pods are ready and the gateway has learnt them (revision %s serves all the traffic until then)", s.Canary, s.Stable)
+		return fmt.Sprintf("Blue/green switch to revision %s once its pods are ready and, behind a route, the gateway has learnt them (revision %s serves all the traffic until then)", s.Canary, s.Stable)
 	}
 	words := fmt.Sprintf("Revision %s serves all the traffic since the blue/green switch; revision %s is kept at full size to switch back to (kubectl webapp abort)", s.Canary, s.Stable)
 	if s.Held > 0 {

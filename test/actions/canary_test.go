@@ -841,7 +841,8 @@ func (s *seq) act(a *app, app *webappv2.WebApp, value string) {
 // 40 s), the image is set back to it, as reverting a commit does; its kept pods then take all the traffic at once.
 // A release that does not get there (a check fails, another actor's change) is an outcome like any other.
 func (s *seq) actWayBack(a *app) bool {
-	if a.state != alive || a.plan == nil || a.plan["keepPreviousWarm"] != true || unschedulable(a.spec) {
+	if a.state != alive || a.plan == nil || a.plan["keepPreviousWarm"] != true || unschedulable(a.spec) || len(s.blocking(a.name)) > 0 {
+		// (A foreign object in the way holds every release: none would get to its promotion.)
 		return false
 	}
 	if s.keptImage(a) == "" {

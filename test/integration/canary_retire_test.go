@@ -67,7 +67,7 @@ func retiresAfterTheRoute(t *testing.T, ns string, was canaryObjects) {
 		t.Fatalf("the route has just left the canary, but its Service is not as it was (%s at %s): %v", was.svc.UID, was.svc.ResourceVersion, err)
 	}
 	testutil.Eventually(t, wait10s, "the CanaryLeft event", func(context.Context) error {
-		want := "web CanaryLeft: The spec left revision " + c.RetiringRevision + ": the route sends it nothing from now on"
+		want := "web CanaryLeft: The spec left revision " + c.RetiringRevision + ": no traffic is sent to it from now on"
 		if events := eventsSince(t, ns, time.Time{}); !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, want) }) {
 			return fmt.Errorf("no event %q in %q", want, events)
 		}
