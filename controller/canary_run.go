@@ -17,6 +17,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -732,14 +733,59 @@ func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.Deploymen
 		return dep, nil
 	}
 	if _, ok, err := in.canary.decided(); !ok {
-		return nil, err
+		return nil, heldUnderTraffic(in, err)
 	}
 	dep, err := desired.CanaryDeployment(app, in.Inputs, in.canary.decision, in.canary.stableReplicas, in.canary.warm)
+	if dep == nil && err == nil {
+		return nil, heldUnderTraffic(in, nil)
+	}
 	if dep != nil && err == nil && in.claimErr != nil {
 		// Its pods would mount a claim that cannot be the WebApp's (or one that could not be read): held as it is.
 		return nil, in.claimErr
 	}
 	return dep, err
+}
+
+// errTrafficOnCanary holds a canary's objects that are to go while the traffic has not left them.
+var errTrafficOnCanary = errors.New("the WebApp's Service or route, as last applied, still sends the canary's pods traffic; they go once the write that takes it off them has succeeded")
+
+// heldUnderTraffic is the error of a canary object's builder that found it must not exist: err (nil: none), or,
+// while the WebApp's Service or route still send the canary traffic, errTrafficOnCanary, which leaves the object as
+// it is: a canary's pods are never deleted under traffic, whatever the decision (one that could not be written yet).
+func heldUnderTraffic(in inputs, err error) error {
+	if err == nil && in.trafficOnCanary {
+		return errTrafficOnCanary
+	}
+	return err
+}
+
+// trafficOnCanary reads whether app's Service or route, as our manager last applied them (the cache's), send the
+// canary's pods traffic: the Service's selector on them (a blue/green's switch without a Gateway), a backend of the
+// route on the canary's Service, or a mirror to it. Read only while a canary Deployment of app's exists.
+func (r *WebAppReconciler) trafficOnCanary(ctx context.Context, app *webappv2.WebApp) bool {
+	if r.cachedDeploymentOf(ctx, app, desired.CanaryName(app)) == nil {
+		return false
+	}
+	for _, c := range r.activeChildren() {
+		if c.isVariant() || c.kind != "Service" && c.kind != "HTTPRoute" {
+			continue
+		}
+		obj, err := r.cachedChild(ctx, c, app)
+		if err != nil || obj == nil {
+			continue
+		}
+		switch o := obj.(type) {
+		case *corev1.Service:
+			if owned, err := corev1ac.ExtractService(o, webappv2.FieldManager); err == nil && owned.Spec != nil && desired.SelectsCanary(app, owned.Spec.Selector) {
+				return true
+			}
+		case *gwv1.HTTPRoute:
+			if owned, err := gwv1ac.ExtractHTTPRoute(o, webappv2.FieldManager); err == nil && routesToCanary(owned, app) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // buildCanaryService is the canary variant of the Service (nil: none must exist).
@@ -750,9 +796,12 @@ func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApply
 	}
 	d, ok, err := in.canary.decided()
 	if !ok {
-		return nil, err
+		return nil, heldUnderTraffic(in, err)
 	}
-	return desired.CanaryService(app, d), nil
+	if svc := desired.CanaryService(app, d); svc != nil {
+		return svc, nil
+	}
+	return nil, heldUnderTraffic(in, nil)
 }
 
 // buildPreviewRoute is the preview variant of the HTTPRoute (nil: none must exist).

@@ -295,3 +295,31 @@ func TestAnUndecidedCanaryLeavesItsObjectsAndItsSwitch(t *testing.T) {
 		}
 	}
 }
+
+// A canary's objects that are to go stay while the WebApp's Service or route, as last applied, still send them
+// traffic (a write that took it off failed): never deleted under traffic, whatever the decision.
+func TestACanaryUnderTrafficIsNeverDeleted(t *testing.T) {
+	app := apptest.NewApp("shop", 3, 8080, "shop:2")
+	app.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}
+	over := &canaryRun{decision: canary.Decision{State: canary.State{Stable: "b"}, Phase: canary.PhaseStable}}
+	for _, tc := range []struct {
+		name    string
+		in      inputs
+		wantErr error
+	}{
+		{"the traffic has left the canary: it goes", inputs{canary: over}, nil},
+		{"the Service still selects it: kept", inputs{canary: over, trafficOnCanary: true}, errTrafficOnCanary},
+		{"the strategy taken out, the route still on it: kept", inputs{trafficOnCanary: true}, errTrafficOnCanary},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dep, err := buildCanaryDeployment(app, tc.in)
+			if dep != nil || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("the canary's Deployment: %v %v, want nil and %v", dep, err, tc.wantErr)
+			}
+			svc, err := buildCanaryService(app, tc.in)
+			if svc != nil || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("the canary's Service: %v %v, want nil and %v", svc, err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -188,6 +188,9 @@ type inputs struct {
 	// claimErr: the claim of the WebApp's name cannot be the WebApp's (not its own, or of other access modes), or
 	// could not be read (claimInTheWay); the Deployments that would mount it are held as they are.
 	claimErr error
+	// trafficOnCanary: the WebApp's Service or route, as our manager last applied them, still send the canary's
+	// pods traffic (a write that took it off has not succeeded): the canary's objects are not deleted meanwhile.
+	trafficOnCanary bool
 }
 
 // childOutcome is what writing one child found and did.
@@ -236,6 +239,10 @@ func declareNamed[T any, PT ssa.Object[T], AC runtime.ApplyConfiguration](kind, 
 			if held := (*heldError)(nil); errors.As(err, &held) {
 				// Held because the claim it would mount cannot be the WebApp's: known, not unreadable.
 				return childOutcome{obj: obj}, &heldError{kind: kind, key: o.ObjectKey(key), by: held.by}
+			}
+			if errors.Is(err, errTrafficOnCanary) {
+				// A canary's object kept while the traffic is on it: known, not unreadable.
+				return childOutcome{obj: obj}, fmt.Errorf("%s %s is kept as it is: %w", kind, o.ObjectKey(key), err)
 			}
 			return childOutcome{obj: obj}, &ssa.Error{Kind: kind, Key: o.ObjectKey(key), Err: err, Read: true}
 		}

@@ -534,12 +534,18 @@ func (r *WebAppReconciler) result(ctx context.Context, applyErr, statusErr error
 // onlyWaiting reports whether every error joined in err is a refusal that only a change can fix.
 func onlyWaiting(err error) bool {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		waiting := false
 		for _, e := range joined.Unwrap() {
+			if errors.Is(e, errTrafficOnCanary) {
+				// A canary kept under traffic waits for the write that takes it off: as the other errors do.
+				continue
+			}
 			if !onlyWaiting(e) {
 				return false
 			}
+			waiting = true
 		}
-		return true
+		return waiting
 	}
 	var ce *ssa.Error
 	return errors.As(err, &ce) && ce.Waiting()

@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
@@ -247,4 +250,112 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 	if want := map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "web"}; !maps.Equal(svc.Spec.Selector, want) || len(svc.OwnerReferences) != 0 {
 		t.Errorf("the Service left behind: selector %v, owners %v; want %v, none", svc.Spec.Selector, svc.OwnerReferences, want)
 	}
+}
+
+// TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten: a blue/green switched by the Service, aborted while an
+// admission policy refuses the Service's switch back. The decision is to roll back, and its pods' retire ends 10 s
+// later, but the Service as last applied still selects them: the canary's Deployment is kept (Ready says why) until
+// the Service's write succeeds, never deleted under traffic. Once the policy is gone, the selector is back on the
+// stable pods, and only then do the canary's pods go.
+func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	switched := canaryPhase(t, ns, "web", "Canary/1/100")
+	serviceSelects(t, ns, "web", "canary")
+
+	// A policy that refuses any update of the Service web that does not select the canary's pods.
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "keep-the-switch-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				ResourceNames: []string{"web"},
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "has(object.spec.selector) && 'webapp.example.com/canary-of' in object.spec.selector", Message: "the switch is frozen"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
+	}
+	testutil.Eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
+		svc := &corev1.Service{}
+		if err := get(ctx, ns, "web", svc); err != nil {
+			return err
+		}
+		svc.Spec.Selector = map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "web"}
+		if err := k8s.Update(ctx, svc, client.DryRunAll); err == nil {
+			return fmt.Errorf("the switch back still accepted")
+		}
+		return nil
+	})
+
+	// Aborted: the decision rolls back, but the Service's switch back is refused: the canary's pods stay.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.Abort(switched.Status.Canary.CanaryRevision)}
+	})
+	canaryPhase(t, ns, "web", "RolledBack/1/0")
+	testutil.Consistently(t, canary.Retire+5*time.Second, "the canary's Deployment kept while the Service selects its pods", func(ctx context.Context) error {
+		if toCanary, err := selectsCanaryNow(ctx, ns, "web"); err != nil || !toCanary {
+			return fmt.Errorf("the Service's switch back was not refused: %v %v", toCanary, err)
+		}
+		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
+	})
+	held := &webappv2.WebApp{}
+	if err := get(ctx, ns, "web", held); err != nil {
+		t.Fatal(err)
+	}
+	if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse ||
+		!strings.Contains(ready.Message, "the switch is frozen") || !strings.Contains(ready.Message, "Deployment "+ns+"/web-canary is kept as it is: the WebApp's Service or route, as last applied, still sends the canary's pods traffic") {
+		t.Errorf("Ready does not say the Service's write is refused and the canary kept: %+v", ready)
+	}
+
+	// The policy gone (and the Service changed since, by another client: a refused write is tried again then, or
+	// RefusedRetryAfter later): the selector back on the stable pods, then the canary's pods go.
+	if err := k8s.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, wait10s, "the policy lifted", func(ctx context.Context) error {
+		svc := &corev1.Service{}
+		if err := get(ctx, ns, "web", svc); err != nil {
+			return err
+		}
+		svc.Spec.Selector = map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "web"}
+		return k8s.Update(ctx, svc, client.DryRunAll)
+	})
+	patch := []byte(`{"metadata":{"labels":{"team":"shop"}}}`)
+	if err := k8s.Patch(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-label")); err != nil {
+		t.Fatal(err)
+	}
+	serviceSelects(t, ns, "web", "stable")
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
 }
