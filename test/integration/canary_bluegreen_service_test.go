@@ -326,7 +326,7 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	canaryPhase(t, ns, "web", "RolledBack/1/0")
 	testutil.Consistently(t, canary.Retire+5*time.Second, "the canary's Deployment kept while the Service selects its pods", func(ctx context.Context) error {
 		if toCanary, err := selectsCanaryNow(ctx, ns, "web"); err != nil || !toCanary {
-			return fmt.Errorf("the Service's switch back was not refused: %v %v", toCanary, err)
+			return fmt.Errorf("the Service's switch back was not refused (it selects the canary: %v): %w", toCanary, err)
 		}
 		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
 	})
