@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -325,8 +326,11 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	})
 	canaryPhase(t, ns, "web", "RolledBack/1/0")
 	testutil.Consistently(t, canary.Retire+5*time.Second, "the canary's Deployment kept while the Service selects its pods", func(ctx context.Context) error {
-		if toCanary, err := selectsCanaryNow(ctx, ns, "web"); err != nil || !toCanary {
-			return fmt.Errorf("the Service's switch back was not refused (it selects the canary: %v): %w", toCanary, err)
+		switch toCanary, err := selectsCanaryNow(ctx, ns, "web"); {
+		case err != nil:
+			return err
+		case !toCanary:
+			return errors.New("the Service's switch back was not refused")
 		}
 		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
 	})
