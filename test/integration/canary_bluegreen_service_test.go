@@ -140,7 +140,12 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 	})
 	canaryPhase(t, ns, "web", "RolledBack/1/0")
 	serviceSelects(t, ns, "web", "stable")
+	back := time.Now()
 	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	if d := time.Since(back); d < canary.Retire-2*time.Second {
+		// (Seen back at most a poll after it was: the pods must outlive it by canary.Retire, less that poll.)
+		t.Errorf("the aborted version's pods went %v after the Service left them, want about %v", d, canary.Retire)
+	}
 	gone(t, ns, "web-canary", &corev1.Service{})
 	op = restartCostsNoWrites(t, op, ns)
 

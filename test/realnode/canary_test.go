@@ -711,6 +711,13 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		previewService := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", appNS, "service/cny-canary") + ":8080/"
 		load := record(service)
 		start := time.Now()
+		// (A Service just created: its endpoints reach kube-proxy a moment after the pods are ready.)
+		eventually(t, 30*time.Second, "Service cny-canary answered by the new version", func() error {
+			if canary, _, words := tally(previewService, "", 1); canary != 1 {
+				return fmt.Errorf("not answered by the new version: %s", words)
+			}
+			return nil
+		})
 		previewed, failedPreview, previewWords := tally(previewService, "", 100)
 		eventually(t, time.Minute, "200 production requests answered", func() error {
 			if n, _, _ := load.between(start, time.Now()); n < 200 {
