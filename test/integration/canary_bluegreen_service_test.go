@@ -44,6 +44,19 @@ func serviceSelects(t *testing.T, ns, name, want string) {
 	})
 }
 
+// switchedTo sets WebApp web's image to image and takes its blue/green (without a gate) to the switch: the new
+// version's pods marked available, all the traffic on them by the Service's selector. It returns the WebApp then.
+func switchedTo(t *testing.T, ns, image string) *webappv2.WebApp {
+	t.Helper()
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = image })
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	switched := canaryPhase(t, ns, "web", "Canary/1/100")
+	serviceSelects(t, ns, "web", "canary")
+	return switched
+}
+
 // selectsCanaryNow says whether Service name of ns selects the canary's pods now.
 func selectsCanaryNow(ctx context.Context, ns, name string) (bool, error) {
 	svc := &corev1.Service{}
@@ -173,14 +186,9 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 	// A third new version, its strategy taken out while switched: the traffic back on the Service's stable pods at
 	// once, its pods retiring first (canary.Retire), then gone.
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
-		a.Spec.Image = "shop:4"
 		a.Spec.Rollout.Canary.BlueGreen = &webappv2.BlueGreenSpec{KeepSeconds: 3600}
 	})
-	canaryPhase(t, ns, "web", "Canary/0/0")
-	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
-	markAvailable(t, ns, "web-canary")
-	canaryPhase(t, ns, "web", "Canary/1/100")
-	serviceSelects(t, ns, "web", "canary")
+	switchedTo(t, ns, "shop:4")
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary = nil })
 	left := time.Now()
 	serviceSelects(t, ns, "web", "stable")
@@ -211,12 +219,7 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 		a.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}}
 	})
 	canaryPhase(t, ns, "web", "Stable/0/0")
-	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:5" })
-	canaryPhase(t, ns, "web", "Canary/0/0")
-	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
-	markAvailable(t, ns, "web-canary")
-	canaryPhase(t, ns, "web", "Canary/1/100")
-	serviceSelects(t, ns, "web", "canary")
+	switchedTo(t, ns, "shop:5")
 	deleted := time.Now()
 	if err := k8s.Delete(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
 		t.Fatal(err)
@@ -277,42 +280,13 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	waitChildren(t, ns, "web")
 	markAvailable(t, ns, "web")
 	canaryPhase(t, ns, "web", "Stable/0/0")
-	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
-	canaryPhase(t, ns, "web", "Canary/0/0")
-	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
-	markAvailable(t, ns, "web-canary")
-	switched := canaryPhase(t, ns, "web", "Canary/1/100")
-	serviceSelects(t, ns, "web", "canary")
+	switched := switchedTo(t, ns, "shop:2")
 
 	// A policy that refuses any update of the Service web that does not select the canary's pods.
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "keep-the-switch-" + ns},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				ResourceNames: []string{"web"},
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "has(object.spec.selector) && 'webapp.example.com/canary-of' in object.spec.selector", Message: "the switch is frozen"}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policy.Name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
-		},
-	}
-	for _, o := range []client.Object{policy, binding} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
-	}
+	binding := denyingPolicy(t, ns, "keep-the-switch-"+ns, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+	}, "has(object.spec.selector) && 'webapp.example.com/canary-of' in object.spec.selector", "the switch is frozen")
 	testutil.Eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
 		svc := &corev1.Service{}
 		if err := get(ctx, ns, "web", svc); err != nil {

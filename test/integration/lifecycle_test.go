@@ -166,38 +166,45 @@ func TestProgressDeadlineShowsInConditions(t *testing.T) {
 	}
 }
 
-// An admission policy refusing our Service: Ready says so with the server's message, and the retries back off
-// instead of hammering the API server.
-func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
-	ns := newNamespace(t)
-	ctx := context.Background()
+// denyingPolicy creates a ValidatingAdmissionPolicy name that denies, in namespace ns, the requests of rule whose
+// object fails expression, saying message, and its binding, both deleted when the test ends; it returns the binding
+// (deleting it lifts the policy).
+func denyingPolicy(t *testing.T, ns, name string, rule admissionregistrationv1.RuleWithOperations, expression, message string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	t.Helper()
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-port-81-" + ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.ports.all(p, p.port != 81)", Message: "port 81 is reserved by the platform team"}},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rule}}},
+			Validations:      []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policy.Name,
+			PolicyName:        name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
 				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
 		},
 	}
 	for _, o := range []client.Object{policy, binding} {
-		if err := k8s.Create(ctx, o); err != nil {
+		if err := k8s.Create(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
 	}
+	return binding
+}
+
+// An admission policy refusing our Service: Ready says so with the server's message, and the retries back off
+// instead of hammering the API server.
+func TestApplyFailureShowsInReadyWithoutARetryStorm(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	denyingPolicy(t, ns, "no-port-81-"+ns, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+	}, "object.spec.ports.all(p, p.port != 81)", "port 81 is reserved by the platform team")
 	// The policy takes a moment to be enforced: probe with a Service of our own until it is refused.
 	testutil.Eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
 		probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
