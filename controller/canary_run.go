@@ -17,7 +17,6 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
@@ -130,6 +129,13 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 		// then cannot roll back a version the stable Deployment already runs).
 		s.Step = len(plan.Steps)
 	}
+	if st.Phase == string(canary.PhaseCanary) && st.CanaryRevision != "" && st.Strategy != "" && st.Strategy != plan.Kind() {
+		// The strategy turned into the other kind while the canary ran its steps (steps into a blue/green, or back): it
+		// starts again at the new one's first step, with none of the traffic until its pods are ready there. So a
+		// blue/green's switch always follows its own preview and gate, never a step of the same index; and the stable
+		// count a switch held is let go. (A status that predates the field resumes as it is.)
+		s.Step, s.Since, s.GateSince, s.Held = 0, time.Time{}, time.Time{}, 0
+	}
 	if st.Phase == string(canary.PhaseCanary) && st.CanaryRevision != "" && s.Step >= len(plan.Steps) {
 		// Steps taken out of the plan while the canary ran (or a blue/green made of steps): it runs the plan's last
 		// step from its start, its pods counted for it, rather than be promoted untried, its traffic sent to pods
@@ -191,9 +197,10 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	}
 	run := &canaryRun{plan: planOf(spec, desired.CanarySwitched(app))}
 	run.plan.Shared = desired.CanaryShared(app)
-	if o.configErr != nil || o.hpaErr != nil {
-		// Which version the spec is, or the count the canary follows, is not known.
-		run.err = errors.Join(o.configErr, o.hpaErr)
+	if o.configErr != nil || o.hpaErr != nil || o.trafficErr != nil {
+		// Which version the spec is, the count the canary follows, or whether the traffic has left its pods, is not
+		// known.
+		run.err = errors.Join(o.configErr, o.hpaErr, o.trafficErr)
 		return run
 	}
 	want, err := desired.Deployment(app, o.Inputs)
@@ -218,7 +225,7 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	}
 	now := o.now
 	obs := canary.Observation{Revision: run.revision, Deployed: deployedRevision(stable, want.Spec.Template, run.revision),
-		Action: app.Annotations[webappv2.AnnotationAction]}
+		Action: app.Annotations[webappv2.AnnotationAction], TrafficOnCanary: o.traffic.onCanary(), TrafficLeft: o.traffic.changed}
 	if app.Spec.Autoscaling != nil {
 		// What a blue/green's switch holds as the HPA's floor (without autoscaling, nothing is held).
 		obs.StableReplicas = run.stableReplicas
@@ -326,35 +333,23 @@ type canaryObjects struct {
 // them, never as a write the cache missed; a read that fails (other than NotFound) leaves them as they are.
 func (r *WebAppReconciler) retiringCanaryObjects(ctx context.Context, app *webappv2.WebApp) (canaryObjects, error) {
 	var out canaryObjects
-	dep, err := readOwnedCanary(ctx, r, app, "Deployment/canary", &appsv1.Deployment{})
-	if err != nil {
-		return out, err
-	}
-	svc, err := readOwnedCanary(ctx, r, app, "Service/canary", &corev1.Service{})
-	if err != nil {
-		return out, err
-	}
-	out.dep, out.svc = dep, svc
-	return out, nil
-}
-
-// readOwnedCanary reads app's canary object of id (a child variant's, named desired.CanaryName) into obj, fresh from
-// the API server when the cache has not seen our last write of it; nil when there is none of app's.
-func readOwnedCanary[T client.Object](ctx context.Context, r *WebAppReconciler, app *webappv2.WebApp, id string, obj T) (T, error) {
-	var none T
-	key := types.NamespacedName{Namespace: app.Namespace, Name: desired.CanaryName(app)}
-	if err := r.Client.Get(ctx, key, obj); err != nil {
-		return none, client.IgnoreNotFound(err)
-	}
-	if r.mem.Behind(id, client.ObjectKeyFromObject(app), obj) {
-		if err := r.reader().Get(ctx, key, obj); err != nil {
-			return none, client.IgnoreNotFound(err)
+	for _, id := range []string{"Deployment/canary", "Service/canary"} {
+		c := childOf(id)
+		if c == nil {
+			continue
+		}
+		obj, err := r.readChild(ctx, *c, app)
+		if err != nil {
+			return canaryObjects{}, err
+		}
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			out.dep = o
+		case *corev1.Service:
+			out.svc = o
 		}
 	}
-	if ssa.NotOursReason(obj, app.UID) != "" {
-		return none, nil
-	}
-	return obj, nil
+	return out, nil
 }
 
 // retiringWithoutStrategy is the run of a WebApp whose strategy was taken out of the spec while the route sent its
@@ -366,6 +361,10 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 		return nil
 	}
 	run := &canaryRun{retireOnly: true}
+	if o.trafficErr != nil {
+		run.err = o.trafficErr
+		return run
+	}
 	st, err := r.canaryStatus(ctx, app)
 	if err != nil {
 		run.err = err
@@ -383,7 +382,7 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 	// Without a Gateway, a canary with a Service of its own was a blue/green's, whose switch (the one Service's
 	// selector) may have sent its pods the traffic: they retire first, as behind a route.
 	shared := desired.CanaryShared(app) && run.canaryObjs.svc == nil
-	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), shared, o.now)
+	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), shared, canary.Observation{TrafficOnCanary: o.traffic.onCanary(), TrafficLeft: o.traffic.changed}, o.now)
 	if d.State.Retiring == "" {
 		return nil
 	}
@@ -728,6 +727,9 @@ var errStableUnknown = errors.New("the stable version's pod template is not know
 
 // buildCanaryDeployment is the canary variant of the Deployment (nil: none must exist).
 func buildCanaryDeployment(app *webappv2.WebApp, in inputs) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	if in.canary.keptUnderTraffic() {
+		return nil, errTrafficOnCanary
+	}
 	if dep := in.canary.retiringDeployment(); dep != nil {
 		// The pods of a version the spec left retire as they are: the route already sends them nothing.
 		return dep, nil
@@ -753,43 +755,26 @@ var errTrafficOnCanary = errors.New("the WebApp's Service or route, as last appl
 // while the WebApp's Service or route still send the canary traffic, errTrafficOnCanary, which leaves the object as
 // it is: a canary's pods are never deleted under traffic, whatever the decision (one that could not be written yet).
 func heldUnderTraffic(in inputs, err error) error {
-	if err == nil && in.trafficOnCanary {
+	if err == nil && in.traffic.onCanary() {
 		return errTrafficOnCanary
 	}
 	return err
 }
 
-// trafficOnCanary reads whether app's Service or route, as our manager last applied them (the cache's), send the
-// canary's pods traffic: the Service's selector on them (a blue/green's switch without a Gateway), a backend of the
-// route on the canary's Service, or a mirror to it. Read only while a canary Deployment of app's exists.
-func (r *WebAppReconciler) trafficOnCanary(ctx context.Context, app *webappv2.WebApp) bool {
+// appliedTrafficOf is readCanaryTraffic while a canary Deployment of app's exists (without one, there are no pods to
+// hold or retire).
+func (r *WebAppReconciler) appliedTrafficOf(ctx context.Context, app *webappv2.WebApp) (appliedTraffic, error) {
 	if r.cachedDeploymentOf(ctx, app, desired.CanaryName(app)) == nil {
-		return false
+		return appliedTraffic{}, nil
 	}
-	for _, c := range r.activeChildren() {
-		if c.isVariant() || c.kind != "Service" && c.kind != "HTTPRoute" {
-			continue
-		}
-		obj, err := r.cachedChild(ctx, c, app)
-		if err != nil || obj == nil {
-			continue
-		}
-		switch o := obj.(type) {
-		case *corev1.Service:
-			if owned, err := corev1ac.ExtractService(o, webappv2.FieldManager); err == nil && owned.Spec != nil && desired.SelectsCanary(app, owned.Spec.Selector) {
-				return true
-			}
-		case *gwv1.HTTPRoute:
-			if owned, err := gwv1ac.ExtractHTTPRoute(o, webappv2.FieldManager); err == nil && routesToCanary(owned, app) {
-				return true
-			}
-		}
-	}
-	return false
+	return r.readCanaryTraffic(ctx, app)
 }
 
 // buildCanaryService is the canary variant of the Service (nil: none must exist).
 func buildCanaryService(app *webappv2.WebApp, in inputs) (*corev1ac.ServiceApplyConfiguration, error) {
+	if in.canary.keptUnderTraffic() {
+		return nil, errTrafficOnCanary
+	}
 	if in.canary.retiringDeployment() != nil {
 		// Its retiring pods' (the gateway may still send them a request), as it is.
 		return in.canary.retiringSvc, nil
@@ -827,6 +812,13 @@ func heldReplicas(app *webappv2.WebApp, in inputs) (int32, error) {
 func canaryTraffic(in inputs) (canary.Traffic, error) {
 	d, _, err := in.canary.decided()
 	return d.Traffic, err
+}
+
+// keptUnderTraffic: run's decision keeps the canary's pods only because the Service or route, as last applied, still
+// send them traffic (a write that takes it off them has not succeeded): their objects are left as they are, and
+// Ready says why.
+func (run *canaryRun) keptUnderTraffic() bool {
+	return run != nil && run.err == nil && run.decision.HeldUnderTraffic
 }
 
 // retiringDeployment is the Deployment of a canary whose pods retire, as our manager owns it (nil: none retires).

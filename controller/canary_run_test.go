@@ -308,8 +308,10 @@ func TestACanaryUnderTrafficIsNeverDeleted(t *testing.T) {
 		wantErr error
 	}{
 		{"the traffic has left the canary: it goes", inputs{canary: over}, nil},
-		{"the Service still selects it: kept", inputs{canary: over, trafficOnCanary: true}, errTrafficOnCanary},
-		{"the strategy taken out, the route still on it: kept", inputs{trafficOnCanary: true}, errTrafficOnCanary},
+		{"the Service still selects it: kept", inputs{canary: over, traffic: appliedTraffic{service: true}}, errTrafficOnCanary},
+		{"the strategy taken out, the route still on it: kept", inputs{traffic: appliedTraffic{route: true}}, errTrafficOnCanary},
+		{"the decision keeps them under traffic: left as they are", inputs{canary: &canaryRun{decision: canary.Decision{
+			State: canary.State{Stable: "a", Retiring: "b"}, Phase: canary.PhaseStable, HeldUnderTraffic: true}}}, errTrafficOnCanary},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dep, err := buildCanaryDeployment(app, tc.in)

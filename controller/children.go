@@ -188,9 +188,11 @@ type inputs struct {
 	// claimErr: the claim of the WebApp's name cannot be the WebApp's (not its own, or of other access modes), or
 	// could not be read (claimInTheWay); the Deployments that would mount it are held as they are.
 	claimErr error
-	// trafficOnCanary: the WebApp's Service or route, as our manager last applied them, still send the canary's
-	// pods traffic (a write that took it off has not succeeded): the canary's objects are not deleted meanwhile.
-	trafficOnCanary bool
+	// traffic is what the WebApp's Service and route, as our manager last applied them, send the canary's pods (read
+	// while a canary Deployment of the WebApp's exists; trafficErr: they could not be read): while they send it
+	// any (a write that took it off has not succeeded), the canary's objects are not deleted.
+	traffic    appliedTraffic
+	trafficErr error
 }
 
 // childOutcome is what writing one child found and did.

@@ -46,6 +46,8 @@ func (r *WebAppReconciler) readInputs(ctx context.Context, app *webappv2.WebApp,
 	// A claim of the WebApp's name that is not its own, or not of its access modes, is never mounted: read before
 	// the Deployment is written.
 	in.claimErr = r.claimInTheWay(ctx, app)
+	// Whatever the canary's decision, its pods never go while the traffic is still sent to them.
+	in.traffic, in.trafficErr = r.appliedTrafficOf(ctx, app)
 	return in, dep
 }
 
@@ -74,8 +76,6 @@ func (r *WebAppReconciler) observe(ctx context.Context, app *webappv2.WebApp) ob
 	}
 	// With a canary strategy: both versions, the canary's pods and checks, and its state.
 	o.canary = r.observeCanary(ctx, app, o)
-	// Whatever the canary's decision, its pods never go while the traffic is still sent to them.
-	o.trafficOnCanary = r.trafficOnCanary(ctx, app)
 	if rolloutForeseen(app, o) {
 		r.watchPods(ctx, key, true)
 		o.pods = r.readPods(ctx, app, o.stable)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,50 +132,6 @@ func stableRoute(owned *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.WebApp
 	return out
 }
 
-// routesToCanary: a rule of route has a backend of app's canary Service, or mirrors to it.
-func routesToCanary(route *gwv1ac.HTTPRouteApplyConfiguration, app *webappv2.WebApp) bool {
-	if route == nil || route.Spec == nil {
-		return false
-	}
-	return slices.ContainsFunc(route.Spec.Rules, func(r gwv1ac.HTTPRouteRuleApplyConfiguration) bool {
-		return slices.ContainsFunc(r.BackendRefs, func(b gwv1ac.HTTPBackendRefApplyConfiguration) bool { return toCanary(app, b) }) ||
-			slices.ContainsFunc(r.Filters, func(f gwv1ac.HTTPRouteFilterApplyConfiguration) bool { return mirrorsToCanary(app, f) })
-	})
-}
-
-// toCanary: b is the canary's Service.
-func toCanary(app *webappv2.WebApp, b gwv1ac.HTTPBackendRefApplyConfiguration) bool {
-	return b.Name != nil && string(*b.Name) == desired.CanaryName(app) && (b.Kind == nil || *b.Kind == "Service")
-}
-
-// mirrorsToCanary: f mirrors requests to the canary's Service.
-func mirrorsToCanary(app *webappv2.WebApp, f gwv1ac.HTTPRouteFilterApplyConfiguration) bool {
-	m := f.RequestMirror
-	return m != nil && m.BackendRef != nil && m.BackendRef.Name != nil && string(*m.BackendRef.Name) == desired.CanaryName(app) &&
-		(m.BackendRef.Kind == nil || *m.BackendRef.Kind == "Service")
-}
-
-// liveRoutesToCanary: a rule of the route as it is has a backend of app's canary Service, or mirrors to it.
-func liveRoutesToCanary(route *gwv1.HTTPRoute, app *webappv2.WebApp) bool {
-	return slices.ContainsFunc(route.Spec.Rules, func(r gwv1.HTTPRouteRule) bool {
-		return slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return string(b.Name) == desired.CanaryName(app) }) ||
-			slices.ContainsFunc(r.Filters, func(f gwv1.HTTPRouteFilter) bool {
-				return f.RequestMirror != nil && string(f.RequestMirror.BackendRef.Name) == desired.CanaryName(app)
-			})
-	})
-}
-
-// appliedAt is when our field manager's apply last changed obj, at the latest (zero: it owns nothing on it).
-func appliedAt(obj client.Object) time.Time {
-	for _, e := range obj.GetManagedFields() {
-		if e.Manager == webappv2.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.Time != nil {
-			// Stored in whole seconds: the change came within the second after.
-			return e.Time.Add(time.Second)
-		}
-	}
-	return time.Time{}
-}
-
 // retireCanary, in an Orphan deletion, takes the traffic off a canary and then deletes its objects (orphanCanary
 // says what comes next). It returns how long the gateway needs to follow the route before the canary may go.
 func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebApp) (time.Duration, error) {
@@ -242,70 +197,27 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 	return 0, nil
 }
 
-// observeOrphanCanary reads, from the cache, the canary's objects that are app's, and the route and the Service as
-// our manager owns them (nil when not ours, or what we own cannot be read).
+// observeOrphanCanary reads the canary's objects that are app's, and what the route and the Service, as our manager
+// owns them, send the canary (readCanaryTraffic).
 func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv2.WebApp) (orphanCanaryView, *gwv1ac.HTTPRouteApplyConfiguration, *corev1ac.ServiceApplyConfiguration, error) {
 	v := orphanCanaryView{status: app.Status.Canary}
-	var owned *gwv1ac.HTTPRouteApplyConfiguration
-	var ownedSvc *corev1ac.ServiceApplyConfiguration
 	for _, c := range r.activeChildren() {
-		if !c.isVariant() && c.kind != "HTTPRoute" && c.kind != "Service" {
+		if !c.isVariant() {
 			continue
 		}
-		obj, err := r.cachedChild(ctx, c, app)
-		if err == nil && obj != nil && !c.isVariant() && r.mem.Behind(c.id, client.ObjectKeyFromObject(app), obj) {
-			// The cache has not seen our last write of it (a switch just sent to the canary): from the API server, so
-			// a canary that has just been sent the traffic is never deleted as one the traffic has left.
-			obj, err = r.freshChild(ctx, c, app)
-		}
-		switch {
+		switch obj, err := r.cachedChild(ctx, c, app); {
 		case err != nil:
 			return v, nil, nil, &ssa.Error{Kind: c.kind, Key: types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, Err: err, Read: true}
-		case obj == nil:
-		case c.isVariant():
+		case obj != nil:
 			v.objects = append(v.objects, c.kind+" "+c.objectName(app))
-		case c.kind == "Service":
-			if ownedSvc, err = corev1ac.ExtractService(obj.(*corev1.Service), webappv2.FieldManager); err != nil {
-				// What we own cannot be read: the Service as it is says.
-				ownedSvc = nil
-				v.serviceToCanary = desired.SelectsCanary(app, obj.(*corev1.Service).Spec.Selector)
-				continue
-			}
-			v.serviceToCanary = ownedSvc.Spec != nil && desired.SelectsCanary(app, ownedSvc.Spec.Selector)
-			if v.serviceToCanary || desired.CanarySwitched(app) {
-				// The Service is a blue/green's switch: its last change may have just taken the traffic off the canary.
-				v.routeChanged = later(v.routeChanged, appliedAt(obj))
-			}
-		default:
-			v.routeChanged = later(v.routeChanged, appliedAt(obj))
-			var err error
-			route := obj.(*gwv1.HTTPRoute)
-			if owned, err = gwv1ac.ExtractHTTPRoute(route, webappv2.FieldManager); err != nil {
-				// What we own cannot be read: the route as it is says, and the spec's route at weight 0 repairs it.
-				owned, v.routeToCanary = nil, liveRoutesToCanary(route, app)
-				continue
-			}
-			v.routeToCanary = routesToCanary(owned, app)
 		}
 	}
-	return v, owned, ownedSvc, nil
-}
-
-// freshChild is app's child of kind c read from the API server (nil: none of app's).
-func (r *WebAppReconciler) freshChild(ctx context.Context, c childKind, app *webappv2.WebApp) (client.Object, error) {
-	obj := c.object()
-	if err := r.reader().Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}, obj); err != nil || ssa.NotOursReason(obj, app.UID) != "" {
-		return nil, client.IgnoreNotFound(err)
+	t, err := r.readCanaryTraffic(ctx, app)
+	if err != nil {
+		return v, nil, nil, err
 	}
-	return obj, nil
-}
-
-// later is the later of a and b.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
+	v.routeToCanary, v.serviceToCanary, v.routeChanged = t.route, t.service, t.changed
+	return v, t.ownedRoute, t.ownedService, nil
 }
 
 // stableService is the Service as our manager owns it (owned; nil: not readable, then the spec's without a canary's

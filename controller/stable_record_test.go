@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"encoding/json"
 	"testing"
 
@@ -128,5 +130,41 @@ func TestStateOfKeepsAPromotionPromoted(t *testing.T) {
 		if s.Step != c.want {
 			t.Errorf("%s at step %d: state at step %d, want %d", c.phase, c.step, s.Step, c.want)
 		}
+	}
+}
+
+// TestAStrategyOfTheOtherKindStartsAgain: a canary whose strategy turned from steps into a blue/green (or back) while
+// it ran its steps starts again at the new one's first step, so a blue/green's switch never comes without its own
+// preview; one that kept its kind, a promotion, and a status that predates the field resume as they were.
+func TestAStrategyOfTheOtherKindStartsAgain(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC))
+	steps := canary.Plan{Steps: []canary.Step{{Weight: 20}, {Weight: 50}, {Weight: 80}}}
+	blueGreen := canary.Plan{BlueGreen: true, Steps: []canary.Step{{Full: true, Gate: true}, {Weight: 100, Full: true}}}
+	for _, c := range []struct {
+		name     string
+		plan     canary.Plan
+		phase    string
+		strategy string
+		step     int32
+		want     int
+	}{
+		{"steps at their second step turned into a blue/green: at its preview", blueGreen, "Canary", canary.KindSteps, 1, 0},
+		{"steps at their third step turned into a blue/green: at its preview", blueGreen, "Canary", canary.KindSteps, 2, 0},
+		{"a blue/green switched turned into steps: at their first", steps, "Canary", canary.KindBlueGreen, 1, 0},
+		{"a blue/green at its switch: at its switch", blueGreen, "Canary", canary.KindBlueGreen, 1, 1},
+		{"steps at their second step: there", steps, "Canary", canary.KindSteps, 1, 1},
+		{"a status that predates the field: as it was", blueGreen, "Canary", "", 1, 1},
+		{"being promoted: promoted", blueGreen, "Promoting", canary.KindSteps, 3, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := stateOf(&webappv2.CanaryStatus{Phase: c.phase, Step: c.step, Strategy: c.strategy, StableRevision: "a", CanaryRevision: "b",
+				StepStartedAt: &since, GateSince: &since, HeldReplicas: 3}, c.plan)
+			if s.Step != c.want {
+				t.Errorf("state at step %d, want %d", s.Step, c.want)
+			}
+			if restarted := s.Step == 0 && s.Since.IsZero() && s.GateSince.IsZero() && s.Held == 0; restarted != (c.want == 0) {
+				t.Errorf("started again: %v (since %s, gate since %s, held %d)", restarted, s.Since, s.GateSince, s.Held)
+			}
+		})
 	}
 }

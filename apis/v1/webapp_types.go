@@ -378,6 +378,13 @@ type CanaryStatus struct {
 	// +optional
 	Weight int32 `json:"weight,omitempty"`
 
+	// Strategy is the kind of strategy the canary runs (Steps or BlueGreen; unset: the status predates it): a canary
+	// whose strategy turns from one kind into the other starts again at the first step of the new one, so a
+	// blue/green's switch always follows its own preview.
+	// +kubebuilder:validation:Enum=Steps;BlueGreen
+	// +optional
+	Strategy string `json:"strategy,omitempty"`
+
 	// StepStartedAt is when the step's pause started: when the canary was first seen serving its weight.
 	// +optional
 	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`

@@ -273,6 +273,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: stepStartedAt
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: strategy
+      type:
+        scalar: string
     - name: weight
       type:
         scalar: numeric

@@ -39,6 +39,20 @@ type Plan struct {
 	Switched bool
 }
 
+// The kinds of strategy a plan is (status.canary.strategy says which one a canary runs).
+const (
+	KindSteps     = "Steps"
+	KindBlueGreen = "BlueGreen"
+)
+
+// Kind is the kind of strategy the plan is.
+func (p Plan) Kind() string {
+	if p.BlueGreen {
+		return KindBlueGreen
+	}
+	return KindSteps
+}
+
 // Warmup is how long after a step's pods are ready its traffic reaches them: Warmup behind a route, none when a
 // blue/green's Service switches.
 func (p Plan) Warmup() time.Duration {
@@ -209,6 +223,14 @@ type Observation struct {
 	// WarmReady: the canary's Deployment runs State.Previous with every pod ready at full size, behind a canary
 	// Service of ours: a spec set back to it may be sent to them at once.
 	WarmReady bool
+	// TrafficOnCanary: the WebApp's Service or route, as our manager last applied them, send the canary's pods
+	// traffic. Pods the decision took the traffic off stay while it holds: the write that takes it off them has not
+	// succeeded yet (refused, say), and the gateway or the proxies still send them requests.
+	TrafficOnCanary bool
+	// TrafficLeft is when our manager last changed the WebApp's route, or its Service where that is a blue/green's
+	// switch, by the API server's clock (zero: none of ours): pods the traffic left stay Retire after that write as
+	// well, so a switch back written late (once a refusal is lifted) still gives the proxies their Retire.
+	TrafficLeft time.Time
 }
 
 // MaxAction is the longest action value that acts (status.canary.actedOn keeps it whole).
@@ -259,6 +281,10 @@ type Decision struct {
 	// Warm is the version the last promotion replaced, kept running in the canary's Deployment (from the record's
 	// pod template) with none of the traffic until its rollback window ends ("": none kept).
 	Warm string
+	// HeldUnderTraffic: the canary's pods, which the decision has taken the traffic off, stay only because the
+	// Service or route, as last applied, still send them traffic (Observation.TrafficOnCanary): their objects are
+	// left as they are until that write succeeds.
+	HeldUnderTraffic bool
 }
 
 // Traffic is what the route sends the canary: weight percent (its share), every request of its matches, and a copy
@@ -323,7 +349,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// The spec left a rolled-back canary whose pods retire still: they finish retiring, as one it left.
 		s.Retiring, s.RetiringSince, s.Step, s.Since = s.Failed, s.Since, 0, time.Time{}
 	}
-	return keepWarm(plan, obs, retire(next(plan, s, obs, now, left), now), now)
+	return keepWarm(plan, obs, retire(next(plan, s, obs, now, left), obs, now), now)
 }
 
 // keepWarm keeps the version the last promotion replaced running with none of the traffic, at full size, while
@@ -371,7 +397,7 @@ func abandon(plan Plan, s State, obs Observation, now time.Time) State {
 // promoted; shared: no route split the traffic). No canary runs from now on; the pods of the one that ran, if a route
 // sent them traffic, retire first as those of a version the spec left do, and so do a rolled-back one's still
 // retiring. Phase Stable, with nothing left to retire: the strategy's state is done with.
-func Dropped(s State, promoting, shared bool, now time.Time) Decision {
+func Dropped(s State, promoting, shared bool, obs Observation, now time.Time) Decision {
 	// (No stable version is kept: the Deployment runs the spec's from now on, and a strategy set again takes what
 	// it runs as stable.)
 	out := State{Retiring: s.Retiring, RetiringSince: s.RetiringSince}
@@ -384,7 +410,7 @@ func Dropped(s State, promoting, shared bool, now time.Time) Decision {
 	case s.rolledBackRetiring():
 		out.Retiring, out.RetiringSince = s.Failed, s.Since
 	}
-	return retire(Decision{State: out, Phase: PhaseStable}, now)
+	return retire(Decision{State: out, Phase: PhaseStable}, obs, now)
 }
 
 // TrafficSent reports whether the route has sent s's canary traffic (promoting: it is being promoted): from its
@@ -405,25 +431,45 @@ func (s State) rolledBackRetiring() bool {
 	return s.Canary == "" && s.Failed != "" && !s.Since.IsZero()
 }
 
-// retire keeps a retiring canary's pods until Retire after the route left them (d.After brings the reconcile that
-// lets them go), and forgets them then, or once the spec asks for their version again (they are its canary's).
-func retire(d Decision, now time.Time) Decision {
+// retire keeps a retiring canary's pods while stay says (d.After brings the reconcile that lets them go), and forgets
+// them then, or once the spec asks for their version again (they are its canary's).
+func retire(d Decision, obs Observation, now time.Time) Decision {
 	s := &d.State
 	if s.Retiring == "" {
 		return d
 	}
-	left := s.RetiringSince.Add(Retire).Sub(now)
-	if s.Retiring == s.Canary || left <= 0 || left > 2*Retire {
+	if s.Retiring == s.Canary || s.RetiringSince.Sub(now) > Retire {
 		// (A since far in the future, from a clock far ahead of ours, holds them no longer.)
 		s.Retiring, s.RetiringSince = "", time.Time{}
 		return d
 	}
-	// A clock a little ahead of ours (a leader before this one) holds them Retire at most from now.
-	left = min(left, Retire)
-	if d.After == 0 || left < d.After {
+	keep, left := stay(s.RetiringSince, obs, now)
+	if !keep {
+		s.Retiring, s.RetiringSince = "", time.Time{}
+		return d
+	}
+	d.HeldUnderTraffic = left == 0
+	if left > 0 && (d.After == 0 || left < d.After) {
 		d.After = left
 	}
 	return d
+}
+
+// stay reports whether pods the traffic left at since stay, and how long (0: until an event; a refused write's retry
+// brings the reconcile back): Retire after since, Retire after our last write of the route or the switch
+// (obs.TrafficLeft: the write that took the traffic off them, however late it succeeded), and as long as the route
+// or the switch, as we last applied them, still send them traffic (obs.TrafficOnCanary). A clock a little ahead of
+// ours (a leader before this one, the API server's) holds them Retire at most from now; one more than Retire ahead,
+// not at all.
+func stay(since time.Time, obs Observation, now time.Time) (bool, time.Duration) {
+	left := min(since.Add(Retire).Sub(now), Retire)
+	if t := obs.TrafficLeft; !t.IsZero() && t.Sub(now) <= Retire {
+		left = max(left, min(t.Add(Retire).Sub(now), Retire))
+	}
+	if left > 0 {
+		return true, left
+	}
+	return obs.TrafficOnCanary, 0
 }
 
 // next is Next for a state whose canary, if any, is the spec's version; left: the spec has just left another one.
@@ -475,8 +521,8 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 		// The version rolled back (applied again, or still): it stays rolled back, rather than loop. Its pods stay
 		// Retire after the traffic left them, counted from since.
 		if !s.Since.IsZero() {
-			if left := s.Since.Add(Retire).Sub(now); left > 0 {
-				return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: left}
+			if keep, left := stay(s.Since, obs, now); keep {
+				return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: left, HeldUnderTraffic: left == 0}
 			}
 			s.Step, s.Since = 0, time.Time{}
 		}
@@ -716,8 +762,8 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if s.Since.IsZero() {
 		s.Since = now
 	}
-	if left := s.Since.Add(Retire).Sub(now); left > 0 {
-		return Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w, After: left}
+	if keep, left := stay(s.Since, obs, now); keep {
+		return Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w, After: left, HeldUnderTraffic: left == 0}
 	}
 	// The version replaced stays known for the rollback window: set back to, it is rolled back to at once. (Not
 	// after a way back: what it left was the version the spec was set back from.)

@@ -719,8 +719,13 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 		rev := "b"
 		actions := []string{"", "", "", "promote %s/0", "promote %s/1", "promote %s/full", "abort %s", "retry %s", "retry %s again", "abort %s again"}
 		s, now := State{Stable: "a"}, t0
+		// walking: the route's or the Service's write is refused now and then, and our last one came a moment ago.
+		walking := true
 		look := func(action string) Decision {
 			obs := Observation{Revision: rev, Deployed: s.Stable, CanaryReady: true, Action: action, WarmReady: rng.IntN(2) == 0}
+			if walking && rng.IntN(4) == 0 {
+				obs.TrafficOnCanary, obs.TrafficLeft = rng.IntN(2) == 0, now.Add(time.Duration(rng.IntN(20)-15)*time.Second)
+			}
 			if rng.IntN(4) > 0 {
 				// The record holds the version before, as the promotion kept it (or, now and then, it does not).
 				obs.Recorded = s.Previous
@@ -752,7 +757,8 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			d := look(a)
 			walk = append(walk, fmt.Sprintf("%q→%s/%d", a, d.Phase, s.Step))
 		}
-		// Then no one acts, for a day of looks.
+		// Then no one acts, for a day of looks, and every write succeeds.
+		walking = false
 		var d Decision
 		for range 2000 {
 			d = look(s.ActedOn)
@@ -1225,12 +1231,70 @@ func TestDropped(t *testing.T) {
 		{"retired: nothing left", State{Stable: "a", Retiring: "b", RetiringSince: t0}, false, Decision{State: State{}, Phase: PhaseStable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Dropped(tc.state, tc.promoting, false, now); !reflect.DeepEqual(got, tc.want) {
+			if got := Dropped(tc.state, tc.promoting, false, Observation{}, now); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Dropped:\n got %+v\nwant %+v", got, tc.want)
 			}
 			// Behind the one Service, nothing retires: its pods leave it as any pod going does.
-			if got := Dropped(tc.state, tc.promoting, true, now); got.State.Retiring != "" {
+			if got := Dropped(tc.state, tc.promoting, true, Observation{}, now); got.State.Retiring != "" {
 				t.Errorf("Dropped without a route: %+v retires", got.State)
+			}
+		})
+	}
+}
+
+// TestPodsStayRetireAfterTheWriteThatTookTheTrafficOff: a canary's pods that the traffic left stay canary.Retire after
+// the decision that took it off them, and Retire after our write of the route or the switch that did (a switch back
+// refused, then written late), and as long as that write has not succeeded; a clock far ahead holds them no longer.
+func TestPodsStayRetireAfterTheWriteThatTookTheTrafficOff(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC)
+	now := t0.Add(12 * time.Second)
+	plan := Plan{Steps: []Step{{Weight: 0, Pause: time.Minute, Full: true, Gate: true}, {Weight: 100, Full: true}}, BlueGreen: true, Switched: true}
+	type want struct {
+		kept  bool
+		after time.Duration
+		// held: kept only because the traffic is still on them.
+		held bool
+	}
+	for _, o := range []struct {
+		name string
+		obs  Observation
+		want want
+	}{
+		{"the write took the traffic off at the decision: they go Retire after it", Observation{TrafficLeft: t0.Add(time.Second)}, want{}},
+		{"none of our writes known: Retire after the decision", Observation{}, want{}},
+		{"the write refused still: kept, until its retry", Observation{TrafficOnCanary: true, TrafficLeft: t0.Add(-time.Minute)}, want{kept: true, held: true}},
+		{"the write succeeded late: Retire after it", Observation{TrafficLeft: t0.Add(11 * time.Second)}, want{kept: true, after: 9 * time.Second}},
+		{"a server's clock a little ahead: Retire at most from now", Observation{TrafficLeft: now.Add(5 * time.Second)}, want{kept: true, after: Retire}},
+		{"a server's clock far ahead: not held by it", Observation{TrafficLeft: now.Add(time.Hour)}, want{}},
+	} {
+		for _, c := range []struct {
+			name  string
+			state State
+			rev   string
+			obs   Observation
+		}{
+			{"rolled back", State{Stable: "a", Failed: "b", Step: 1, Since: t0}, "b", Observation{}},
+			{"left by the spec", State{Stable: "a", Retiring: "b", RetiringSince: t0}, "a", Observation{}},
+			{"promoted", State{Stable: "a", Canary: "b", Step: 2, Since: t0}, "b", Observation{Deployed: "b", StableRolledOut: true}},
+		} {
+			t.Run(c.name+"/"+o.name, func(t *testing.T) {
+				obs := c.obs
+				obs.Revision, obs.TrafficOnCanary, obs.TrafficLeft = c.rev, o.obs.TrafficOnCanary, o.obs.TrafficLeft
+				if obs.Deployed == "" {
+					obs.Deployed = "a"
+				}
+				d := Next(plan, c.state, obs, now)
+				kept := d.ReplicaWeight > 0 || d.State.Retiring != ""
+				if kept != o.want.kept || d.After != o.want.after || d.HeldUnderTraffic != o.want.held {
+					t.Errorf("Next: pods kept %v (under traffic %v), look again after %s; want %v (%v), %s (%+v)", kept, d.HeldUnderTraffic, d.After, o.want.kept, o.want.held, o.want.after, d)
+				}
+			})
+		}
+		t.Run("the strategy taken out/"+o.name, func(t *testing.T) {
+			d := Dropped(State{Stable: "a", Canary: "b", Step: 1, Since: t0}, false, false, o.obs, t0)
+			d = Dropped(d.State, false, false, o.obs, now)
+			if kept := d.State.Retiring != ""; kept != o.want.kept || d.After != o.want.after || d.HeldUnderTraffic != o.want.held {
+				t.Errorf("Dropped: pods kept %v, look again after %s; want %v, %s (%+v)", kept, d.After, o.want.kept, o.want.after, d)
 			}
 		})
 	}

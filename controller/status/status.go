@@ -486,7 +486,8 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 		st.WithStableRevision(s.Stable)
 	}
 	if s.Canary != "" {
-		st.WithCanaryRevision(s.Canary)
+		// With the kind of strategy it runs: one turned into the other kind starts again (see stateOf).
+		st.WithCanaryRevision(s.Canary).WithStrategy(plan.Kind())
 	}
 	if s.Failed != "" {
 		st.WithFailedRevision(s.Failed)
@@ -609,6 +610,6 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 
 // retiringWords say that the pods of a version the spec left retire, and until when.
 func retiringWords(s canary.State) string {
-	return fmt.Sprintf("the pods of revision %s, which the spec left, retire first: no traffic is sent to them, and they go at %s", s.Retiring,
-		s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
+	return fmt.Sprintf("the pods of revision %s, which the spec left, retire first: no traffic is sent to them, and they go at %s (%s after the write that takes the traffic off them, if it succeeds later)", s.Retiring,
+		s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339), canary.Retire)
 }

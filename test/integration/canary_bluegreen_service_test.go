@@ -57,13 +57,13 @@ func switchedTo(t *testing.T, ns, image string) *webappv2.WebApp {
 	return switched
 }
 
-// selectsCanaryNow says whether Service name of ns selects the canary's pods now.
-func selectsCanaryNow(ctx context.Context, ns, name string) (bool, error) {
+// selectsCanaryNow says whether WebApp web's Service in ns selects its canary's pods now.
+func selectsCanaryNow(ctx context.Context, ns string) (bool, error) {
 	svc := &corev1.Service{}
-	if err := get(ctx, ns, name, svc); err != nil {
+	if err := get(ctx, ns, "web", svc); err != nil {
 		return false, err
 	}
-	return svc.Spec.Selector[webappv2.LabelCanaryOf] == name, nil
+	return svc.Spec.Selector[webappv2.LabelCanaryOf] == "web", nil
 }
 
 // TestBlueGreenThroughTheService walks a blue/green without a Gateway on the real API server (no route: the
@@ -174,7 +174,7 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 	canaryPhase(t, ns, "web", "Promoting/2/100")
 	serviceSelects(t, ns, "web", "canary")
 	stableImage(t, ns, "web", "shop:3", "promoted behind the Service's switch")
-	if toCanary, err := selectsCanaryNow(ctx, ns, "web"); err != nil || !toCanary {
+	if toCanary, err := selectsCanaryNow(ctx, ns); err != nil || !toCanary {
 		t.Errorf("the Service left the new version's pods before the stable Deployment rolled: %v %v", toCanary, err)
 	}
 	markAvailable(t, ns, "web")
@@ -231,7 +231,7 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 			t.Fatalf("after 60 s: the Service left the canary at %v, the canary gone at %v, the WebApp still there", svcLeft, canaryGone)
 		}
 		since := time.Since(deleted)
-		if toCanary, err := selectsCanaryNow(ctx, ns, "web"); err == nil && !toCanary && svcLeft == 0 {
+		if toCanary, err := selectsCanaryNow(ctx, ns); err == nil && !toCanary && svcLeft == 0 {
 			svcLeft = since
 		}
 		if err := get(ctx, ns, "web-canary", &appsv1.Deployment{}); apierrors.IsNotFound(err) && canaryGone == 0 {
@@ -305,7 +305,7 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	})
 	canaryPhase(t, ns, "web", "RolledBack/1/0")
 	testutil.Consistently(t, canary.Retire+5*time.Second, "the canary's Deployment kept while the Service selects its pods", func(ctx context.Context) error {
-		switch toCanary, err := selectsCanaryNow(ctx, ns, "web"); {
+		switch toCanary, err := selectsCanaryNow(ctx, ns); {
 		case err != nil:
 			return err
 		case !toCanary:
@@ -340,5 +340,77 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	serviceSelects(t, ns, "web", "stable")
+	// The pods stay canary.Retire after that write, however late it came (the proxies follow the selector first).
+	testutil.Consistently(t, canary.Retire-2*time.Second, "the canary's Deployment kept after the Service's late switch back", func(ctx context.Context) error {
+		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
+	})
 	gone(t, ns, "web-canary", &appsv1.Deployment{})
+}
+
+// TestStepsTurnedIntoABlueGreenStartAtItsPreview: a canary at its second step whose steps are turned into a
+// blue/green (without a Gateway) starts again at the blue/green's preview, held at its gate with none of the
+// production traffic, rather than switch at once (the blue/green's switch is its second step too). The status says
+// the kind of strategy the canary runs.
+func TestStepsTurnedIntoABlueGreenStartAtItsPreview(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20, PauseSeconds: 1}, {Weight: 50, PauseSeconds: 3600}}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
+	markAvailable(t, ns, "web-canary")
+	// The second step's count of pods, then its weight.
+	canaryPhase(t, ns, "web", "Canary/1/20")
+	markAvailable(t, ns, "web-canary")
+	second := canaryPhase(t, ns, "web", "Canary/1/50")
+	if got := second.Status.Canary.Strategy; got != canary.KindSteps {
+		t.Errorf("status.canary.strategy %q, want %q", got, canary.KindSteps)
+	}
+
+	// Turned into a blue/green with a gate: the preview at full size, behind its own Service, the switch held.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Spec.Rollout.Canary.Steps = nil
+		a.Spec.Rollout.Canary.BlueGreen = &webappv2.BlueGreenSpec{Gate: &webappv2.CanaryGate{}, KeepSeconds: 3600}
+	})
+	canaryPhase(t, ns, "web", "Canary/0/0")
+	testutil.Eventually(t, wait10s, "the new version at full size", func(ctx context.Context) error {
+		dep := &appsv1.Deployment{}
+		if err := get(ctx, ns, "web-canary", dep); err != nil {
+			return err
+		}
+		if n := ptr.Deref(dep.Spec.Replicas, 0); n != 2 {
+			return fmt.Errorf("%d pods of the new version, want 2", n)
+		}
+		return nil
+	})
+	markAvailable(t, ns, "web-canary")
+	held := status(t, ns, "held at the preview's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+	if got := held.Status.Canary.Strategy; got != canary.KindBlueGreen {
+		t.Errorf("status.canary.strategy %q, want %q", got, canary.KindBlueGreen)
+	}
+	testutil.Consistently(t, 3*time.Second, "the switch held at the preview's gate", func(ctx context.Context) error {
+		switch toCanary, err := selectsCanaryNow(ctx, ns); {
+		case err != nil:
+			return err
+		case toCanary:
+			return errors.New("the Service selects the canary's pods before the gate")
+		}
+		return nil
+	})
+
+	// Promoted by a person: the switch.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(held.Status.Canary.CanaryRevision, 0)}
+	})
+	canaryPhase(t, ns, "web", "Canary/1/100")
+	serviceSelects(t, ns, "web", "canary")
 }

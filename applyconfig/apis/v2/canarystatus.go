@@ -31,6 +31,10 @@ type CanaryStatusApplyConfiguration struct {
 	Step *int32 `json:"step,omitempty"`
 	// Weight is the canary's share of the traffic now, in percent.
 	Weight *int32 `json:"weight,omitempty"`
+	// Strategy is the kind of strategy the canary runs (Steps or BlueGreen; unset: the status predates it): a canary
+	// whose strategy turns from one kind into the other starts again at the first step of the new one, so a
+	// blue/green's switch always follows its own preview.
+	Strategy *string `json:"strategy,omitempty"`
 	// StepStartedAt is when the step's pause started: when the canary was first seen serving its weight.
 	StepStartedAt *v1.Time `json:"stepStartedAt,omitempty"`
 	// GateSince is when the step's gate began to wait for a person (its pause over and its checks passing).
@@ -115,6 +119,14 @@ func (b *CanaryStatusApplyConfiguration) WithStep(value int32) *CanaryStatusAppl
 // If called multiple times, the Weight field is set to the value of the last call.
 func (b *CanaryStatusApplyConfiguration) WithWeight(value int32) *CanaryStatusApplyConfiguration {
 	b.Weight = &value
+	return b
+}
+
+// WithStrategy sets the Strategy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Strategy field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithStrategy(value string) *CanaryStatusApplyConfiguration {
+	b.Strategy = &value
 	return b
 }
 
