@@ -118,8 +118,9 @@ func planOf(spec *webappv2.CanarySpec, switched bool) canary.Plan {
 	return p
 }
 
-// stateOf is the state a status keeps, fitted to plan (failures in the plan's order, by name).
-func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
+// stateOf is the state a status keeps, fitted to plan (failures in the plan's order, by name) and to the spec's
+// revision.
+func stateOf(st *webappv2.CanaryStatus, plan canary.Plan, revision string) canary.State {
 	if st == nil {
 		return canary.State{}
 	}
@@ -129,11 +130,12 @@ func stateOf(st *webappv2.CanaryStatus, plan canary.Plan) canary.State {
 		// then cannot roll back a version the stable Deployment already runs).
 		s.Step = len(plan.Steps)
 	}
-	if st.Phase == string(canary.PhaseCanary) && st.CanaryRevision != "" && st.Strategy != "" && st.Strategy != plan.Kind() {
+	if st.Phase == string(canary.PhaseCanary) && st.CanaryRevision == revision && st.Strategy != "" && st.Strategy != plan.Kind() {
 		// The strategy turned into the other kind while the canary ran its steps (steps into a blue/green, or back): it
 		// starts again at the new one's first step, with none of the traffic until its pods are ready there. So a
 		// blue/green's switch always follows its own preview and gate, never a step of the same index; and the stable
-		// count a switch held is let go. (A status that predates the field resumes as it is.)
+		// count a switch held is let go. (A status that predates the field resumes as it is; a canary the spec left
+		// at the same time is left from where it was, its pods retiring if the traffic reached them.)
 		s.Step, s.Since, s.GateSince, s.Held = 0, time.Time{}, time.Time{}, 0
 	}
 	if st.Phase == string(canary.PhaseCanary) && st.CanaryRevision != "" && s.Step >= len(plan.Steps) {
@@ -211,7 +213,7 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 		run.err = err
 		return run
 	}
-	state, err := r.canaryState(ctx, app, run.plan)
+	state, err := r.canaryState(ctx, app, run.plan, run.revision)
 	if err != nil {
 		run.err = err
 		return run
@@ -381,7 +383,7 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 	}
 	// Without a Gateway, a canary with a Service of its own was a blue/green's, whose switch (the one Service's
 	// selector) may have sent its pods the traffic: they retire first, as behind a route.
-	shared := desired.CanaryShared(app) && run.canaryObjs.svc == nil
+	shared := desired.CanaryShared(app) && run.canaryObjs.svc == nil && !o.traffic.service && st.RetiringRevision == ""
 	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), shared, canary.Observation{TrafficOnCanary: o.traffic.onCanary(), TrafficLeft: o.traffic.changed}, o.now)
 	if d.State.Retiring == "" {
 		return nil
@@ -584,12 +586,12 @@ func settledPods(podList []*pods.Pod, now time.Time) []*pods.Pod {
 }
 
 // canaryState is the state app's status keeps: the status we last wrote when the cache has not seen it yet.
-func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp, plan canary.Plan) (canary.State, error) {
+func (r *WebAppReconciler) canaryState(ctx context.Context, app *webappv2.WebApp, plan canary.Plan, revision string) (canary.State, error) {
 	st, err := r.canaryStatus(ctx, app)
 	if err != nil {
 		return canary.State{}, err
 	}
-	return stateOf(st, plan), nil
+	return stateOf(st, plan, revision), nil
 }
 
 // canaryStatus is app's status.canary: the one we last wrote when the cache has not seen it yet.

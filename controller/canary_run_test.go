@@ -106,7 +106,7 @@ func TestThePreviousVersionRoundTripsThroughTheStatus(t *testing.T) {
 		t.Fatalf("promoted without the previous version: %+v", d.State)
 	}
 	stored := storedStatus(t, d, plan)
-	back := stateOf(&stored, plan)
+	back := stateOf(&stored, plan, "")
 	if back.Previous != "a" || !back.PreviousUntil.Equal(at.Add(10*time.Minute).Truncate(time.Second)) {
 		t.Errorf("read back: previous %q until %v, want a until %v", back.Previous, back.PreviousUntil, at.Add(10*time.Minute).Truncate(time.Second))
 	}
@@ -143,7 +143,7 @@ func TestChecksValuesRoundTripThroughTheStatus(t *testing.T) {
 	if !reflect.DeepEqual(stored.Checks, want) {
 		t.Errorf("status.canary.checks:\n got %+v\nwant %+v", stored.Checks, want)
 	}
-	if back := stateOf(&stored, plan); !reflect.DeepEqual(back.Evaluations, d.State.Evaluations) {
+	if back := stateOf(&stored, plan, ""); !reflect.DeepEqual(back.Evaluations, d.State.Evaluations) {
 		t.Errorf("read back from the status:\n got %+v\nwant %+v", back.Evaluations, d.State.Evaluations)
 	}
 }
@@ -166,7 +166,7 @@ func TestAPlanThatShrankMidCanaryRunsItsLastStep(t *testing.T) {
 		{"promoting: still promoting", "Promoting", 2, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := stateOf(&webappv2.CanaryStatus{Phase: tc.phase, Step: tc.step, StableRevision: "a", CanaryRevision: "b", StepStartedAt: &since}, blueGreen)
+			s := stateOf(&webappv2.CanaryStatus{Phase: tc.phase, Step: tc.step, StableRevision: "a", CanaryRevision: "b", StepStartedAt: &since}, blueGreen, "b")
 			if s.Step != tc.wantStep || s.Since.IsZero() == tc.wantSince {
 				t.Errorf("step %d (since %v), want step %d (since kept: %v)", s.Step, s.Since, tc.wantStep, tc.wantSince)
 			}
@@ -187,7 +187,7 @@ func TestARetiringCanaryRoundTripsThroughTheStatus(t *testing.T) {
 		t.Fatalf("the spec left a canary at 50%%, but its pods do not retire: %+v", d.State)
 	}
 	stored := storedStatus(t, d, plan)
-	back := stateOf(&stored, plan)
+	back := stateOf(&stored, plan, "")
 	if back.Retiring != "b" || !back.RetiringSince.Equal(at.Truncate(time.Second)) {
 		t.Errorf("read back: retiring %q since %v, want b since %v", back.Retiring, back.RetiringSince, at.Truncate(time.Second))
 	}
@@ -211,7 +211,7 @@ func TestAWayBackRoundTripsThroughTheStatus(t *testing.T) {
 		t.Fatalf("the spec set back to the version kept warm: %+v, want the way back at 100%% holding 6", d)
 	}
 	stored := storedStatus(t, d, plan)
-	back := stateOf(&stored, plan)
+	back := stateOf(&stored, plan, "")
 	if !back.WayBack() || back.Step != len(plan.Steps) || back.Held != 6 {
 		t.Errorf("read back: %+v, want the way back, promoting, holding 6", back)
 	}

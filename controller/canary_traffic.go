@@ -59,8 +59,9 @@ func (r *WebAppReconciler) readCanaryTraffic(ctx context.Context, app *webappv2.
 			} else {
 				t.service = desired.SelectsCanary(app, t.ownedService.Spec.Selector)
 			}
-			if t.service || desired.CanarySwitched(app) {
-				// The Service is a blue/green's switch: its last change may have just taken the traffic off the canary.
+			if t.service || !desired.Routed(app) {
+				// Without a route, the Service is (or was, before the strategy changed) a blue/green's switch: its last
+				// change may have just taken the traffic off the canary.
 				t.changed = later(t.changed, appliedAt(obj))
 			}
 		default:

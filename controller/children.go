@@ -258,6 +258,11 @@ func declareNamed[T any, PT ssa.Object[T], AC runtime.ApplyConfiguration](kind, 
 		}
 		if c.hooks.replaced != nil {
 			if cur, _ := r.cachedChild(ctx, c, app); cur != nil && c.hooks.replaced(cur, desired) {
+				if in.traffic.onCanary() {
+					// (The canary's Deployment, the one replaced kind:) its pods are never deleted under traffic, to be
+					// replaced either; kept as they are until the write that takes it off them has succeeded.
+					return childOutcome{obj: cur}, fmt.Errorf("%s %s is kept as it is: %w", kind, o.ObjectKey(key), errTrafficOnCanary)
+				}
 				// Replaced: deleted now, created by the next reconcile (brought by the deletion's event). Gone
 				// already (the cache behind our own replacement): decided below, on the server's.
 				deleted, err := deleteChild(ctx, r, c, app)

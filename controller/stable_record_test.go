@@ -126,7 +126,7 @@ func TestStateOfKeepsAPromotionPromoted(t *testing.T) {
 		{phase: "Canary", step: 1, want: 1},
 		{phase: "RolledBack", step: 1, want: 1},
 	} {
-		s := stateOf(&webappv2.CanaryStatus{Phase: c.phase, Step: c.step, StableRevision: "a", CanaryRevision: "b"}, plan)
+		s := stateOf(&webappv2.CanaryStatus{Phase: c.phase, Step: c.step, StableRevision: "a", CanaryRevision: "b"}, plan, "b")
 		if s.Step != c.want {
 			t.Errorf("%s at step %d: state at step %d, want %d", c.phase, c.step, s.Step, c.want)
 		}
@@ -158,7 +158,7 @@ func TestAStrategyOfTheOtherKindStartsAgain(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := stateOf(&webappv2.CanaryStatus{Phase: c.phase, Step: c.step, Strategy: c.strategy, StableRevision: "a", CanaryRevision: "b",
-				StepStartedAt: &since, GateSince: &since, HeldReplicas: 3}, c.plan)
+				StepStartedAt: &since, GateSince: &since, HeldReplicas: 3}, c.plan, "b")
 			if s.Step != c.want {
 				t.Errorf("state at step %d, want %d", s.Step, c.want)
 			}
@@ -166,5 +166,14 @@ func TestAStrategyOfTheOtherKindStartsAgain(t *testing.T) {
 				t.Errorf("started again: %v (since %s, gate since %s, held %d)", restarted, s.Since, s.GateSince, s.Held)
 			}
 		})
+	}
+	// A new version in the same change: the canary the spec left is left from where it was (its pods retire, the
+	// traffic having reached them), not from a first step it never ran under the new kind.
+	left := stateOf(&webappv2.CanaryStatus{Phase: "Canary", Step: 1, Strategy: canary.KindSteps, StableRevision: "a", CanaryRevision: "b", StepStartedAt: &since}, blueGreen, "c")
+	if left.Step != 1 || left.Since.IsZero() {
+		t.Errorf("a canary left by a new version in the same change: at step %d since %s, want step 1 as it was", left.Step, left.Since)
+	}
+	if d := canary.Next(blueGreen, left, canary.Observation{Revision: "c", Deployed: "a"}, since.Add(time.Minute)); d.State.Retiring != "b" {
+		t.Errorf("a canary left by a new version in the same change does not retire: %+v", d.State)
 	}
 }

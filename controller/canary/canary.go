@@ -443,6 +443,11 @@ func retire(d Decision, obs Observation, now time.Time) Decision {
 		s.Retiring, s.RetiringSince = "", time.Time{}
 		return d
 	}
+	if !d.None() {
+		// The canary's Service carries the next canary's traffic (its pods retired already, say deleted by someone):
+		// the route's or the Service's traffic and writes are the next one's, not the retiring pods'.
+		obs.TrafficOnCanary, obs.TrafficLeft = false, time.Time{}
+	}
 	keep, left := stay(s.RetiringSince, obs, now)
 	if !keep {
 		s.Retiring, s.RetiringSince = "", time.Time{}

@@ -1299,3 +1299,17 @@ func TestPodsStayRetireAfterTheWriteThatTookTheTrafficOff(t *testing.T) {
 		})
 	}
 }
+
+// TestARetireIsNotHeldByTheNextCanarysTraffic: pods retiring while the canary's Service already carries the next
+// canary's traffic (their Deployment deleted by someone, the next one's created in its place) are not held by that
+// traffic, nor by the route's writes for it: the retire ends Retire after it began, and the next canary goes on.
+func TestARetireIsNotHeldByTheNextCanarysTraffic(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC)
+	plan := Plan{Steps: []Step{{Weight: 20, Pause: time.Minute}, {Weight: 50, Pause: time.Minute}}}
+	s := State{Stable: "a", Canary: "c", Step: 1, Since: t0, Retiring: "b", RetiringSince: t0}
+	now := t0.Add(Retire + time.Second)
+	d := Next(plan, s, Observation{Revision: "c", Deployed: "a", CanaryReady: true, TrafficOnCanary: true, TrafficLeft: now.Add(-time.Second)}, now)
+	if d.State.Retiring != "" || d.HeldUnderTraffic {
+		t.Errorf("the retire is held by the next canary's traffic: %+v", d)
+	}
+}

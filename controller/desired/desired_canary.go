@@ -34,14 +34,14 @@ func CanaryName(app *webappv2.WebApp) string { return app.Name + "-canary" }
 // CanaryShared says that without a Gateway the canary's pods join the one Service, and the traffic is split by
 // replicas (a blue/green's excepted: CanarySwitched).
 func CanaryShared(app *webappv2.WebApp) bool {
-	return !routed(app) && !blueGreen(app)
+	return !Routed(app) && !blueGreen(app)
 }
 
 // CanarySwitched says that without a Gateway a blue/green's traffic is switched by the WebApp's Service: its
 // selector is the canary's pods' while the canary is sent all the traffic, the stable pods' otherwise. The switch
 // is one write, as the route's is; the EndpointSlices and every node's proxy follow it within a second or so.
 func CanarySwitched(app *webappv2.WebApp) bool {
-	return !routed(app) && blueGreen(app)
+	return !Routed(app) && blueGreen(app)
 }
 
 // SelectsCanary says that selector (a Service's) is the canary's pods': a blue/green's switch without a Gateway
@@ -50,8 +50,8 @@ func SelectsCanary(app *webappv2.WebApp, selector map[string]string) bool {
 	return maps.Equal(selector, canarySelector(app))
 }
 
-// routed: a route (expose.gateway) splits the traffic between the stable and the canary Service.
-func routed(app *webappv2.WebApp) bool {
+// Routed says that a route (expose.gateway) splits the traffic between the stable and the canary Service.
+func Routed(app *webappv2.WebApp) bool {
 	return app.Spec.Expose != nil && app.Spec.Expose.Gateway != nil
 }
 

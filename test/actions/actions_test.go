@@ -152,12 +152,16 @@ type seq struct {
 	ours        map[types.UID]bool   // objects the test itself created
 	foreign     map[types.UID]string // objects the test created without our labels: "Kind/name"
 	marks       []*mark
-	claims      map[string]bool // status claims already checked, "uid/condition/generation"
-	cursor      int             // WebApp versions checked so far
-	stats       struct{ deletions, releases int }
-	pending     []*deletion             // WebApps deleted, not yet checked gone
-	created     map[types.UID]time.Time // when each WebApp was created
-	shown       map[types.UID]bool      // WebApps that have shown a Ready condition
+	// deletedByActor are the objects an actor deleted; switchChecked the last canary Deployment's deletion invariant
+	// 12 has checked (its resourceVersion).
+	deletedByActor map[types.UID]bool
+	switchChecked  int64
+	claims         map[string]bool // status claims already checked, "uid/condition/generation"
+	cursor         int             // WebApp versions checked so far
+	stats          struct{ deletions, releases int }
+	pending        []*deletion             // WebApps deleted, not yet checked gone
+	created        map[types.UID]time.Time // when each WebApp was created
+	shown          map[types.UID]bool      // WebApps that have shown a Ready condition
 	// totalBefore and slowBefore are the reconciles this process had seen, and the slow ones, when the sequence began.
 	totalBefore, slowBefore uint64
 	storage                 *storage // what the test knows of claims (claim_test.go), made on first use
@@ -171,7 +175,7 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	}
 	s := &seq{t: t, seed: seed, index: index, ns: ns.Name, rng: rand.New(rand.NewPCG(seed, uint64(index))),
 		writes: &writeLog{}, specs: map[types.UID]map[int64]webappv1.WebAppSpec{}, bounds: map[types.UID]map[int64]*bounds{}, ours: map[types.UID]bool{},
-		foreign: map[types.UID]string{}, claims: map[string]bool{},
+		foreign: map[types.UID]string{}, claims: map[string]bool{}, deletedByActor: map[types.UID]bool{},
 		created: map[types.UID]time.Time{}, shown: map[types.UID]bool{}}
 	for _, n := range appNames {
 		s.apps = append(s.apps, &app{name: n, exports: map[string]*unstructured.Unstructured{}})
@@ -415,6 +419,8 @@ func (s *seq) deleteWebApp(a *app, with *objectRef) {
 		err := dyn.Resource(webAppKind.gvr).Namespace(s.ns).Delete(ctx, a.name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}})
 		if err == nil {
+			// (Its children go in any order from now on: invariant 12 leaves them be, whatever its watch has seen.)
+			s.deletedByActor[cur.UID] = true
 			break
 		}
 		// The operator changed it since it was read (its finalizer, its status): read it again.
@@ -483,6 +489,7 @@ func (s *seq) deleteNamed(a *app, k kind, name string) {
 		s.note("(exported first: kubectl -n %s get %s/%s -o yaml)", s.ns, k.short, name)
 	}
 	uid := u.GetUID()
+	s.deletedByActor[uid] = true
 	err := dyn.Resource(k.gvr).Namespace(s.ns).Delete(context.Background(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):

@@ -53,6 +53,7 @@ func (s *seq) check() {
 	s.checkStatusClaims()
 	s.checkMounts()
 	s.checkClaimsAtRest()
+	s.checkCanaryNeverUnderTheSwitch()
 	for _, a := range s.apps {
 		if since := time.Since(s.created[a.uid]); a.state == alive && !s.shown[a.uid] && since > promptStatus {
 			s.fail("invariant 5 (a WebApp says how it is): WebApp %s (uid %s) has had no Ready condition for %v since its creation, more than %v",

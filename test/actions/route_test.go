@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 )
 
 // Exposure through a Gateway in the actions test: some WebApps get v2 spec.expose.gateway from another client
@@ -332,4 +334,70 @@ func toYAMLOrNone(u *unstructured.Unstructured) string {
 		return "(none)"
 	}
 	return toYAML(u.Object)
+}
+
+// checkCanaryNeverUnderTheSwitch: invariant 12, at every state the watches recorded. A canary Deployment the operator
+// deletes (not an actor; its WebApp neither gone nor being deleted, when the garbage collector deletes in any order)
+// is never one that the WebApp's Service, as our manager applied it, still selected (a blue/green's switch without a
+// Gateway), and it goes canary.Retire after the Service's selector left it, less the watches' delivery: the proxies
+// follow the selector first, however late the write that moved it (a fault, a refusal) succeeded.
+func (s *seq) checkCanaryNeverUnderTheSwitch() {
+	for _, d := range s.hist.all(deploymentKind.name) {
+		name, isCanary := strings.CutSuffix(d.obj.GetName(), "-canary")
+		if !d.deleted || d.rv <= s.switchChecked || !isCanary || s.deletedByActor[d.obj.GetUID()] {
+			continue
+		}
+		owner := metav1.GetControllerOf(d.obj)
+		if owner == nil || s.deletedByActor[owner.UID] || s.webAppDeletingAt(owner.UID, d.rv) {
+			continue
+		}
+		// The Service's versions up to the deletion, of the same WebApp: when its selector last left the canary.
+		var selected bool
+		var left version
+		for _, v := range s.hist.versions(serviceKind.name, name) {
+			if v.rv > d.rv || !controlledBy(v.obj, owner.UID) {
+				continue
+			}
+			switch switched := !v.deleted && ownsCanarySelector(v.obj); {
+			case switched:
+				selected, left = true, version{}
+			case selected && left.obj == nil:
+				left = v
+			}
+		}
+		switch {
+		case selected && left.obj == nil:
+			s.fail("invariant 12 (a canary's pods never go under the switch's traffic): Deployment %s was deleted (resourceVersion %d) while Service %s, as the operator applied it, selected its pods",
+				d.obj.GetName(), d.rv, name)
+		case selected && d.at.Sub(left.at) < canary.Retire-switchSlack:
+			s.fail("invariant 12 (a canary's pods go canary.Retire after the switch left them): Deployment %s was deleted %v after Service %s's selector left its pods (resourceVersion %d), want %v at least:\n%s",
+				d.obj.GetName(), d.at.Sub(left.at).Round(time.Millisecond), name, left.rv, canary.Retire, toYAML(left.obj.Object))
+		}
+		s.switchChecked = max(s.switchChecked, d.rv)
+	}
+}
+
+// switchSlack is what the watches' delivery may take off the time between two changes they recorded.
+const switchSlack = 2 * time.Second
+
+// ownsCanarySelector: our field manager's apply owns the canary's key in the Service's selector (the switch).
+func ownsCanarySelector(u *unstructured.Unstructured) bool {
+	for _, e := range u.GetManagedFields() {
+		if e.Manager == webappv2.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.FieldsV1 != nil &&
+			strings.Contains(e.FieldsV1.GetRawString(), `"f:`+webappv2.LabelCanaryOf+`"`) {
+			sel, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector")
+			return sel[webappv2.LabelCanaryOf] != ""
+		}
+	}
+	return false
+}
+
+// webAppDeletingAt: the WebApp of uid was gone, or being deleted, at resourceVersion rv.
+func (s *seq) webAppDeletingAt(uid types.UID, rv int64) bool {
+	for _, v := range s.hist.all(webAppKind.name) {
+		if v.obj.GetUID() == uid && v.rv < rv && (v.deleted || v.obj.GetDeletionTimestamp() != nil) {
+			return true
+		}
+	}
+	return false
 }

@@ -261,11 +261,10 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 	}
 }
 
-// TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten: a blue/green switched by the Service, aborted while an
-// admission policy refuses the Service's switch back. The decision is to roll back, and its pods' retire ends 10 s
-// later, but the Service as last applied still selects them: the canary's Deployment is kept (Ready says why) until
-// the Service's write succeeds, never deleted under traffic. Once the policy is gone, the selector is back on the
-// stable pods, and only then do the canary's pods go.
+// A blue/green without a Gateway whose switch back is refused (an admission policy on the Service) keeps its
+// canary's pods while the Service still selects them, whatever the decision (an abort, the strategy taken out),
+// Ready saying both; once the write succeeds, they stay canary.Retire more (the proxies follow the selector first),
+// then go.
 func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
@@ -280,30 +279,50 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	waitChildren(t, ns, "web")
 	markAvailable(t, ns, "web")
 	canaryPhase(t, ns, "web", "Stable/0/0")
-	switched := switchedTo(t, ns, "shop:2")
 
-	// A policy that refuses any update of the Service web that does not select the canary's pods.
-	binding := denyingPolicy(t, ns, "keep-the-switch-"+ns, admissionregistrationv1.RuleWithOperations{
+	// Aborted: the decision rolls back, but the Service's switch back is refused.
+	switched := switchedTo(t, ns, "shop:2")
+	keptUntilTheSwitchIsWritten(t, ns, "abort", func() {
+		update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+			a.Annotations = map[string]string{webappv2.AnnotationAction: canary.Abort(switched.Status.Canary.CanaryRevision)}
+		})
+		canaryPhase(t, ns, "web", "RolledBack/1/0")
+	})
+
+	// The strategy taken out mid-switch: the pods are to retire, but the switch back is refused.
+	switchedTo(t, ns, "shop:3")
+	keptUntilTheSwitchIsWritten(t, ns, "strategy", func() {
+		update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary = nil })
+	})
+}
+
+// keptUntilTheSwitchIsWritten freezes WebApp web's Service while it selects the canary's pods (an admission policy
+// refusing any update that does not), runs act (which decides that the traffic leaves the canary), and checks that
+// the canary's Deployment stays while the Service selects its pods, Ready saying both, and canary.Retire after the
+// policy is lifted and the switch back written; then that it goes.
+func keptUntilTheSwitchIsWritten(t *testing.T, ns, name string, act func()) {
+	t.Helper()
+	ctx := context.Background()
+	binding := denyingPolicy(t, ns, "keep-the-switch-"+name+"-"+ns, admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
 	}, "has(object.spec.selector) && 'webapp.example.com/canary-of' in object.spec.selector", "the switch is frozen")
-	testutil.Eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
+	switchBack := func(ctx context.Context) error {
 		svc := &corev1.Service{}
 		if err := get(ctx, ns, "web", svc); err != nil {
 			return err
 		}
 		svc.Spec.Selector = map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "web"}
-		if err := k8s.Update(ctx, svc, client.DryRunAll); err == nil {
-			return fmt.Errorf("the switch back still accepted")
+		return k8s.Update(ctx, svc, client.DryRunAll)
+	}
+	testutil.Eventually(t, wait10s, "policy enforced", func(ctx context.Context) error {
+		if switchBack(ctx) == nil {
+			return errors.New("the switch back still accepted")
 		}
 		return nil
 	})
 
-	// Aborted: the decision rolls back, but the Service's switch back is refused: the canary's pods stay.
-	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
-		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.Abort(switched.Status.Canary.CanaryRevision)}
-	})
-	canaryPhase(t, ns, "web", "RolledBack/1/0")
+	act()
 	testutil.Consistently(t, canary.Retire+5*time.Second, "the canary's Deployment kept while the Service selects its pods", func(ctx context.Context) error {
 		switch toCanary, err := selectsCanaryNow(ctx, ns); {
 		case err != nil:
@@ -319,7 +338,7 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	}
 	if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse ||
 		!strings.Contains(ready.Message, "the switch is frozen") || !strings.Contains(ready.Message, "Deployment "+ns+"/web-canary is kept as it is: the WebApp's Service or route, as last applied, still sends the canary's pods traffic") {
-		t.Errorf("Ready does not say the Service's write is refused and the canary kept: %+v", ready)
+		t.Errorf("%s: Ready does not say the Service's write is refused and the canary kept: %+v", name, ready)
 	}
 
 	// The policy gone (and the Service changed since, by another client: a refused write is tried again then, or
@@ -327,15 +346,8 @@ func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	if err := k8s.Delete(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, wait10s, "the policy lifted", func(ctx context.Context) error {
-		svc := &corev1.Service{}
-		if err := get(ctx, ns, "web", svc); err != nil {
-			return err
-		}
-		svc.Spec.Selector = map[string]string{webappv2.LabelName: webappv2.AppName, webappv2.LabelInstance: "web"}
-		return k8s.Update(ctx, svc, client.DryRunAll)
-	})
-	patch := []byte(`{"metadata":{"labels":{"team":"shop"}}}`)
+	testutil.Eventually(t, wait10s, "the policy lifted", switchBack)
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{"round":%q}}}`, name)
 	if err := k8s.Patch(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-label")); err != nil {
 		t.Fatal(err)
 	}
