@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
@@ -798,6 +799,15 @@ func buildPreviewRoute(app *webappv2.WebApp, in inputs) (*gwv1ac.HTTPRouteApplyC
 		return nil, err
 	}
 	return desired.PreviewRoute(app, d), nil
+}
+
+// buildPreviewIngress is the preview variant of the Ingress (nil: none must exist).
+func buildPreviewIngress(app *webappv2.WebApp, in inputs) (*networkingv1ac.IngressApplyConfiguration, error) {
+	d, ok, err := in.canary.decided()
+	if !ok {
+		return nil, err
+	}
+	return desired.PreviewIngress(app, d), nil
 }
 
 // heldReplicas is the count a blue/green's switch holds as the HPA's floor (0: none); an error when app's

@@ -93,7 +93,9 @@ var children = expand([]childKind{
 	// With spec.expose.ingress, an Ingress; without, it must not exist.
 	declare("Ingress", "networking.k8s.io/v1", true, func(app *webappv2.WebApp, _ inputs) (*networkingv1ac.IngressApplyConfiguration, error) {
 		return desired.Ingress(app), nil
-	}, networkingv1ac.ExtractIngress),
+	}, networkingv1ac.ExtractIngress).
+		// A blue/green's preview host behind an Ingress, to the canary's Service alone while it runs.
+		alsoAs("preview", desired.CanaryName, buildPreviewIngress),
 	// With spec.expose.gateway, an HTTPRoute; without, it must not exist. Only where the Gateway API is served
 	// (servedAPIs): it is often installed after the operator, or not at all.
 	declare("HTTPRoute", gatewayGroup+"/v1", true, func(app *webappv2.WebApp, in inputs) (*gwv1ac.HTTPRouteApplyConfiguration, error) {

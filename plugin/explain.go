@@ -233,6 +233,7 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			st.Says = fmt.Sprintf("all the traffic goes to revision %s (%s) since the blue/green switch (%s); revision %s (%s) is kept at full size to switch back to (kubectl webapp abort %s)", c.CanaryRevision, canaryName, switchWords(app), c.StableRevision, app.Name, app.Name)
 		case spec.BlueGreen != nil:
 			st.Says = fmt.Sprintf("revision %s (%s) is previewed at full size with none of the traffic, which revision %s (%s) serves: the blue/green switch comes after the preview", c.CanaryRevision, canaryName, c.StableRevision, app.Name)
+			st.Evidence = append(st.Evidence, previewEvidence(app, canaryName))
 		}
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.step / weight", fmt.Sprintf("%d / %d", c.Step, c.Weight)})
 		if int(c.Step) < len(spec.EffectiveSteps()) {
@@ -390,6 +391,19 @@ func checkWords(e webappv2.CanaryCheckStatus) string {
 		words += " (" + e.Error + ")"
 	}
 	return words + fmt.Sprintf(", at %s, from %s: %s", e.EvaluatedAt.UTC().Format(time.RFC3339), e.Address, e.Query)
+}
+
+// previewEvidence says where a blue/green's preview answers (smoke tests go there): its preview host, through a
+// second HTTPRoute or Ingress, or its Service alone.
+func previewEvidence(app *webappv2.WebApp, canaryName string) Evidence {
+	host, e := app.Spec.Rollout.Canary.BlueGreen.PreviewHost, app.Spec.Expose
+	switch {
+	case host != "" && e != nil && e.Gateway != nil:
+		return Evidence{"WebApp " + app.Name, ".spec.rollout.canary.blueGreen.previewHost", fmt.Sprintf("%s: the preview, through HTTPRoute %s on Gateway %s to Service %s alone", host, canaryName, e.Gateway.Name, canaryName)}
+	case host != "" && e != nil && e.Ingress != nil:
+		return Evidence{"WebApp " + app.Name, ".spec.rollout.canary.blueGreen.previewHost", fmt.Sprintf("%s: the preview, through Ingress %s (class %s) to Service %s alone", host, canaryName, e.Ingress.ClassName, canaryName)}
+	}
+	return Evidence{"Service " + canaryName, ".spec.selector", "the preview: the new version's pods alone (no preview host: smoke tests go to this Service)"}
 }
 
 // retiringEvidence says that the pods of a version the spec left retire, and until when.

@@ -144,6 +144,14 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 		app.Status.Canary = &st
 		return app
 	}
+	// blueGreen is a blue/green at its preview, exposed as e with preview host host.
+	blueGreen := func(e *webappv2.Expose, host webappv2.Hostname) *webappv2.WebApp {
+		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 1}}
+		app.Spec.Expose = e
+		app.Spec.Rollout.Canary = &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: host, Gate: &webappv2.CanaryGate{}}}
+		app.Status.Canary = &webappv2.CanaryStatus{Phase: "Canary", StableRevision: "a", CanaryRevision: "b"}
+		return app
+	}
 	hpaApp := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 1},
 		Status: webappv2.WebAppStatus{ReplicasSetBy: webappv2.ReplicasSetByHPA, DesiredReplicas: 5}}
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web"},
@@ -174,6 +182,15 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 				"All the traffic goes to revision a (web): revision b was rolled back (CrashLoopBackOff)",
 				"WebApp web .status.canary.reason / message: CrashLoopBackOff: 1/1 pods crash",
 			}},
+		{"a blue/green's preview behind an Ingress", Snapshot{App: blueGreen(&webappv2.Expose{Hosts: []webappv2.Hostname{"shop.test"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}}, "preview.shop.test")},
+			[]string{
+				"revision b (web-canary) is previewed at full size with none of the traffic",
+				"WebApp web .spec.rollout.canary.blueGreen.previewHost: preview.shop.test: the preview, through Ingress web-canary (class traefik) to Service web-canary alone",
+			}},
+		{"a blue/green's preview behind a Gateway", Snapshot{App: blueGreen(&webappv2.Expose{Hosts: []webappv2.Hostname{"shop.test"}, Gateway: &webappv2.GatewayRef{Name: "public"}}, "preview.shop.test")},
+			[]string{"WebApp web .spec.rollout.canary.blueGreen.previewHost: preview.shop.test: the preview, through HTTPRoute web-canary on Gateway public to Service web-canary alone"}},
+		{"a blue/green's preview with no host", Snapshot{App: blueGreen(nil, "")},
+			[]string{"Service web-canary .spec.selector: the preview: the new version's pods alone (no preview host: smoke tests go to this Service)"}},
 		{"a count the HPA sets", Snapshot{App: hpaApp, Children: []client.Object{hpa}},
 			[]string{
 				"The count is 5, set by HorizontalPodAutoscaler",

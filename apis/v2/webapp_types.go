@@ -58,7 +58,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.writablePaths) || !has(self.container.volumeMounts) || self.container.writablePaths.all(p, !self.container.volumeMounts.exists(m, m.mountPath == p))",message="a path cannot be both in container.writablePaths and a container.volumeMounts[].mountPath"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.steps) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.keepPreviousWarm) || !self.rollout.canary.keepPreviousWarm || has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.keepPreviousWarm sends the traffic back to the version kept warm by the WebApp's HTTPRoute, or by its Service's selector with blueGreen: with steps, it needs expose.gateway (their split by replicas would send the kept pods their share of the traffic)"
-// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.blueGreen.previewHost is a second HTTPRoute on expose's Gateway: it needs expose.gateway (without one, the preview is the Service <name>-canary)"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || (has(self.expose) && (has(self.expose.gateway) || has(self.expose.ingress)))",message="rollout.canary.blueGreen.previewHost is a second HTTPRoute on expose's Gateway, or a second Ingress of expose's class: it needs expose.gateway or expose.ingress (without either, the preview is the Service <name>-canary)"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || !has(self.expose) || !(self.rollout.canary.blueGreen.previewHost in self.expose.hosts)",message="rollout.canary.blueGreen.previewHost must not be one of expose.hosts: the preview route would take that host's traffic from the WebApp's route"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
@@ -602,7 +602,8 @@ type CanarySpec struct {
 	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
 	// stable Service (the same version on both sides), and the canary's pods go. Without expose.gateway (an Ingress,
 	// or no exposure), the WebApp's Service is the switch: its selector moves from the stable pods to the new
-	// version's at the switch, and back once the stable Deployment runs that version (previewHost needs a Gateway).
+	// version's at the switch, and back once the stable Deployment runs that version (previewHost needs a Gateway or an
+	// Ingress).
 	// +optional
 	BlueGreen *BlueGreenSpec `json:"blueGreen,omitempty"`
 
@@ -665,10 +666,11 @@ type BlueGreenSpec struct {
 	// +optional
 	KeepSeconds int32 `json:"keepSeconds,omitempty"`
 
-	// PreviewHost is a host whose requests go to the new version alone while it runs: a second HTTPRoute,
-	// <name>-canary (the canary's name, as its Deployment and Service), on expose's Gateway and paths, from the
-	// preview until the promotion is complete (it is gone after a rollback). The Gateway's listener must accept the
-	// host. Only with expose.gateway.
+	// PreviewHost is a host whose requests go to the new version alone while it runs, from the preview until the
+	// promotion is complete (it is gone after a rollback): a second HTTPRoute on expose's Gateway and paths (whose
+	// listener must accept the host), or behind an Ingress a second Ingress of its class and paths (with expose's TLS
+	// Secret, if any, which must then hold a certificate for the host too). Either is named <name>-canary, as the
+	// canary's Deployment and Service. Only with expose.gateway or expose.ingress.
 	// +optional
 	PreviewHost Hostname `json:"previewHost,omitempty"`
 }

@@ -32,24 +32,31 @@ func Ingress(app *webappv2.WebApp) *networkingv1ac.IngressApplyConfiguration {
 	if e == nil || e.Ingress == nil {
 		return nil
 	}
+	hosts := make([]string, len(e.Hosts))
+	for i, h := range e.Hosts {
+		hosts[i] = string(h)
+	}
+	return ingress(app, app.Name, hosts)
+}
+
+// ingress is an Ingress of expose's class for hosts: a rule per host, a Prefix path per path prefix, all to Service
+// service's primary port by name, and expose's TLS Secret for every host.
+func ingress(app *webappv2.WebApp, service string, hosts []string) *networkingv1ac.IngressApplyConfiguration {
+	e := app.Spec.Expose
 	backend := networkingv1ac.IngressBackend().WithService(networkingv1ac.IngressServiceBackend().
-		WithName(app.Name).WithPort(networkingv1ac.ServiceBackendPort().WithName(ports(app)[0].Name)))
+		WithName(service).WithPort(networkingv1ac.ServiceBackendPort().WithName(ports(app)[0].Name)))
 	spec := networkingv1ac.IngressSpec().WithIngressClassName(e.Ingress.ClassName)
-	for _, h := range e.Hosts {
+	for _, h := range hosts {
 		http := networkingv1ac.HTTPIngressRuleValue()
 		for _, p := range exposePaths(e) {
 			http.WithPaths(networkingv1ac.HTTPIngressPath().WithPath(p).WithPathType(networkingv1.PathTypePrefix).WithBackend(backend))
 		}
-		spec.WithRules(networkingv1ac.IngressRule().WithHost(string(h)).WithHTTP(http))
+		spec.WithRules(networkingv1ac.IngressRule().WithHost(h).WithHTTP(http))
 	}
 	if e.TLS != nil {
-		tls := networkingv1ac.IngressTLS().WithSecretName(e.TLS.SecretName)
-		for _, h := range e.Hosts {
-			tls.WithHosts(string(h))
-		}
-		spec.WithTLS(tls)
+		spec.WithTLS(networkingv1ac.IngressTLS().WithSecretName(e.TLS.SecretName).WithHosts(hosts...))
 	}
-	return networkingv1ac.Ingress(app.Name, app.Namespace).
+	return networkingv1ac.Ingress(service, app.Namespace).
 		WithLabels(CommonLabels(app)).
 		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(spec)
@@ -104,17 +111,27 @@ func gatewayParent(g *webappv2.GatewayRef) *gwv1ac.ParentReferenceApplyConfigura
 	return parent
 }
 
-// PreviewRoute is a blue/green's preview HTTPRoute while its new version runs (d: a canary under way, from its
-// preview until its promotion is complete): the requests for previewHost on expose's Gateway and paths go to the
-// canary's Service alone. It is named as the canary's Deployment and Service, so it adds no name for another
-// WebApp's objects to collide with. nil without a preview host, a Gateway or a canary under way: it must not exist.
-func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteApplyConfiguration {
-	e := app.Spec.Expose
+// previewHost is a blue/green's preview host while its new version runs (d: a canary under way, from its preview
+// until its promotion is complete; "": none must be served).
+func previewHost(app *webappv2.WebApp, d canary.Decision) string {
 	c := app.Spec.Rollout.Canary
-	if e == nil || e.Gateway == nil || c == nil || c.BlueGreen == nil || c.BlueGreen.PreviewHost == "" ||
+	if app.Spec.Expose == nil || c == nil || c.BlueGreen == nil || c.BlueGreen.PreviewHost == "" ||
 		d.State.Canary == "" || d.ReplicaWeight <= 0 || d.State.Retiring != "" || d.State.WayBack() {
 		// (While a version the spec left retires, the canary's Service selects its pods, not the new version's; on
 		// the way back to the version kept warm, there is nothing new to preview.)
+		return ""
+	}
+	return string(c.BlueGreen.PreviewHost)
+}
+
+// PreviewRoute is a blue/green's preview HTTPRoute while its new version runs (previewHost): the requests for
+// previewHost on expose's Gateway and paths go to the canary's Service alone. It is named as the canary's Deployment
+// and Service, so it adds no name for another WebApp's objects to collide with. nil without a preview host, a
+// Gateway or a canary under way: it must not exist.
+func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteApplyConfiguration {
+	e := app.Spec.Expose
+	host := previewHost(app, d)
+	if host == "" || e.Gateway == nil {
 		return nil
 	}
 	rule := gwv1ac.HTTPRouteRule().WithBackendRefs(serviceBackend(app, CanaryName(app), 1))
@@ -125,7 +142,20 @@ func PreviewRoute(app *webappv2.WebApp, d canary.Decision) *gwv1ac.HTTPRouteAppl
 		WithLabels(CommonLabels(app)).
 		WithOwnerReferences(OwnerReference(app)).
 		WithSpec(gwv1ac.HTTPRouteSpec().WithParentRefs(gatewayParent(e.Gateway)).WithRules(rule).
-			WithHostnames(gwv1.Hostname(c.BlueGreen.PreviewHost)))
+			WithHostnames(gwv1.Hostname(host)))
+}
+
+// PreviewIngress is a blue/green's preview Ingress while its new version runs behind an Ingress (previewHost): the
+// requests for previewHost on expose's paths go to the canary's Service alone, through expose's Ingress class, with
+// expose's TLS Secret for the host (a wildcard certificate, say). Named as the canary's Deployment and Service. nil
+// without a preview host, an Ingress or a canary under way: it must not exist.
+func PreviewIngress(app *webappv2.WebApp, d canary.Decision) *networkingv1ac.IngressApplyConfiguration {
+	e := app.Spec.Expose
+	host := previewHost(app, d)
+	if host == "" || e.Ingress == nil {
+		return nil
+	}
+	return ingress(app, CanaryName(app), []string{host})
 }
 
 // CanaryRule is the route's rule that sends the requests meeting one of matches to the canary alone, on expose's

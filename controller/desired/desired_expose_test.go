@@ -171,7 +171,8 @@ func TestPreviewRoute(t *testing.T) {
 		{"a rolled-back version's pods retiring", &gateway, blueGreen("preview.example.com"), retiring, ""},
 		{"no preview host", &gateway, blueGreen(""), running, ""},
 		{"steps, not a blue/green", &gateway, &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}}, running, ""},
-		{"not exposed through a Gateway", nil, blueGreen("preview.example.com"), running, ""},
+		{"not exposed", nil, blueGreen("preview.example.com"), running, ""},
+		{"behind an Ingress: a preview Ingress, no route", &webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}}, blueGreen("preview.example.com"), running, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,6 +186,62 @@ func TestPreviewRoute(t *testing.T) {
 				t.Error("no preview route")
 			case tc.want != "":
 				if got := apptest.JSON(t, route); got != tc.want {
+					t.Errorf("got  %s\nwant %s", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPreviewIngress: behind an Ingress, a blue/green's preview host is a second Ingress of expose's class and
+// paths, to the canary's Service alone, with expose's TLS Secret for the host, while a canary runs; never otherwise.
+func TestPreviewIngress(t *testing.T) {
+	running := canary.Decision{State: canary.State{Stable: "a", Canary: "b"}, Phase: canary.PhaseCanary, ReplicaWeight: 100}
+	retiring := canary.Decision{State: canary.State{Stable: "a", Failed: "b"}, Phase: canary.PhaseRolledBack, ReplicaWeight: 100}
+	wayBack := canary.Decision{State: canary.State{Stable: "a", Canary: "b", Step: 2, Reason: webappv2.ReasonRolledBackToPrevious}, Phase: canary.PhasePromoting, ReplicaWeight: 100}
+	ingress := webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Paths: []webappv2.PathPrefix{"/api", "/web"}, Ingress: &webappv2.IngressRef{ClassName: "traefik"}}
+	withTLS := ingress
+	withTLS.TLS = &webappv2.ExposeTLS{SecretName: "wildcard"}
+	gateway := webappv2.Expose{Hosts: []webappv2.Hostname{"a.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
+	blueGreen := func(host webappv2.Hostname) *webappv2.CanarySpec {
+		return &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: host}}
+	}
+	meta := `{"kind":"Ingress","apiVersion":"networking.k8s.io/v1","metadata":{"name":"shop-canary","namespace":"ns",` +
+		`"labels":{"app.kubernetes.io/instance":"shop","app.kubernetes.io/managed-by":"webapp-operator","app.kubernetes.io/name":"webapp"},` +
+		`"ownerReferences":[{"apiVersion":"example.com/v1","kind":"WebApp","name":"shop","uid":"uid-shop","controller":true,"blockOwnerDeletion":true}]},`
+	rules := `"rules":[{"host":"preview.example.com","http":{"paths":[` +
+		`{"path":"/api","pathType":"Prefix","backend":{"service":{"name":"shop-canary","port":{"name":"http"}}}},` +
+		`{"path":"/web","pathType":"Prefix","backend":{"service":{"name":"shop-canary","port":{"name":"http"}}}}]}}]`
+	cases := []struct {
+		name   string
+		expose *webappv2.Expose
+		canary *webappv2.CanarySpec
+		d      canary.Decision
+		want   string // the Ingress's JSON; "": none
+	}{
+		{"a blue/green under way", &ingress, blueGreen("preview.example.com"), running, meta + `"spec":{"ingressClassName":"traefik",` + rules + `}}`},
+		{"with expose's TLS Secret, for the preview host", &withTLS, blueGreen("preview.example.com"), running,
+			meta + `"spec":{"ingressClassName":"traefik","tls":[{"hosts":["preview.example.com"],"secretName":"wildcard"}],` + rules + `}}`},
+		{"no canary under way", &ingress, blueGreen("preview.example.com"), canary.Decision{State: canary.State{Stable: "a"}, Phase: canary.PhaseStable}, ""},
+		{"a rolled-back version's pods retiring", &ingress, blueGreen("preview.example.com"), retiring, ""},
+		{"the way back to the version kept warm", &ingress, blueGreen("preview.example.com"), wayBack, ""},
+		{"no preview host", &ingress, blueGreen(""), running, ""},
+		{"steps, not a blue/green", &ingress, &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}}, running, ""},
+		{"through a Gateway: a preview route instead", &gateway, blueGreen("preview.example.com"), running, ""},
+		{"not exposed", nil, blueGreen("preview.example.com"), running, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := apptest.Exposed(webappv2.Expose{})
+			app.Spec.Expose, app.Spec.Rollout.Canary = tc.expose, tc.canary
+			ing := PreviewIngress(app, tc.d)
+			switch {
+			case tc.want == "" && ing != nil:
+				t.Errorf("a preview Ingress: %s", apptest.JSON(t, ing))
+			case tc.want != "" && ing == nil:
+				t.Error("no preview Ingress")
+			case tc.want != "":
+				if got := apptest.JSON(t, ing); got != tc.want {
 					t.Errorf("got  %s\nwant %s", got, tc.want)
 				}
 			}

@@ -92,6 +92,7 @@ type app struct {
 	exports  map[string]*unstructured.Unstructured
 	plan     map[string]any // the canary strategy last applied through v2 (nil: none)
 	exposed  bool           // spec.expose.gateway is set (actExpose)
+	ingress  bool           // spec.expose.ingress is set (actExpose)
 	// prevImage is the image before the last image change (actStartCanary), to set the spec back to it.
 	prevImage string
 	claim     *claimVol // the claim volume last applied through v2 (nil: none)
@@ -158,7 +159,7 @@ type seq struct {
 	switchChecked  int64
 	claims         map[string]bool // status claims already checked, "uid/condition/generation"
 	cursor         int             // WebApp versions checked so far
-	stats          struct{ deletions, releases int }
+	stats          struct{ deletions, releases, afterSwitch int }
 	pending        []*deletion             // WebApps deleted, not yet checked gone
 	created        map[types.UID]time.Time // when each WebApp was created
 	shown          map[types.UID]bool      // WebApps that have shown a Ready condition
@@ -224,8 +225,8 @@ func runSequence(t *testing.T, seed uint64, index, steps int) {
 	s.waitDeletions()
 	s.check()
 	s.checkWorkersBound()
-	t.Logf("sequence %d checked %d versions of WebApps, %d status claims, %d deletions (%d with released children), %d foreign objects, %d user deletions after a WebApp's",
-		index, s.cursor, len(s.claims), s.stats.deletions, s.stats.releases, len(s.foreign), len(s.marks))
+	t.Logf("sequence %d checked %d versions of WebApps, %d status claims, %d deletions (%d with released children), %d foreign objects, %d user deletions after a WebApp's, %d canary Deployments deleted after the Service's switch",
+		index, s.cursor, len(s.claims), s.stats.deletions, s.stats.releases, len(s.foreign), len(s.marks), s.stats.afterSwitch)
 }
 
 // actions are the other actors' moves, with their weights. An action that does not apply to the state drawn
@@ -317,7 +318,7 @@ func (s *seq) createWebApp(a *app) {
 	if u == nil {
 		return
 	}
-	a.state, a.uid, a.plan, a.exposed, a.claim, a.prevImage = alive, u.GetUID(), nil, false, nil, ""
+	a.state, a.uid, a.plan, a.exposed, a.ingress, a.claim, a.prevImage = alive, u.GetUID(), nil, false, false, nil, ""
 	s.created[a.uid] = time.Now()
 	// A new WebApp of the name may create children of the name again.
 	s.clearMarks("", a.name, rv(u))

@@ -36,13 +36,14 @@ import (
 // Deployments and of the stable version's record, plan changes, deletions of the WebApp under both policies.
 
 var (
+	ingressKind            = kind{"Ingress", "ingress", schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}, "networking.k8s.io/v1"}
 	controllerRevisionKind = kind{"ControllerRevision", "controllerrevision", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "controllerrevisions"}, "apps/v1"}
 )
 
 // canaryName and recordName name a WebApp's canary objects (the canary's Deployment and, behind a Gateway route, its
 // Service) and the stable version's record (controller/stable_record.go).
 func canaryName(name string) string  { return name + "-canary" }
-func previewName(name string) string { return name + "-canary" } // a blue/green's preview route
+func previewName(name string) string { return name + "-canary" } // a blue/green's preview route or Ingress
 func recordName(name string) string  { return name + "-stable" }
 
 // promAnswers are the answers the test's Prometheus gives, by the first segment of the check's address path: a
@@ -108,13 +109,13 @@ func startPrometheus(t *testing.T) {
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
 // up to 5 s, or sometimes a blue/green (switched by the route, or by the Service without one); in half of them a
 // check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
-func (s *seq) randomPlan(routed bool) map[string]any {
+func (s *seq) randomPlan(routed, previewable bool) map[string]any {
 	plan := map[string]any{}
 	if s.blueGreens == 0 || s.chance(0.4) {
 		// A blue/green instead of steps (with autoscaling too: the switch holds the HPA's floor): the first one of a
 		// sequence, and some of the others.
 		s.blueGreens++
-		plan["blueGreen"] = s.blueGreen(routed)
+		plan["blueGreen"] = s.blueGreen(previewable)
 	} else {
 		plan["steps"] = s.randomSteps(routed)
 	}
@@ -123,13 +124,13 @@ func (s *seq) randomPlan(routed bool) map[string]any {
 }
 
 // blueGreen draws a blue/green: a preview and a keep of 0 to 3 s, maybe a gate (with a timeout, as a step's) and,
-// behind a route, a preview host.
-func (s *seq) blueGreen(routed bool) map[string]any {
+// when exposed (previewable: through a Gateway or an Ingress), a preview host.
+func (s *seq) blueGreen(previewable bool) map[string]any {
 	bg := map[string]any{"previewSeconds": int64(s.rng.IntN(4)), "keepSeconds": int64(s.rng.IntN(4))}
 	if s.chance(0.3) {
 		bg["gate"] = s.gate()
 	}
-	if routed && s.chance(0.5) {
+	if previewable && s.chance(0.5) {
 		bg["previewHost"] = "preview.example.com"
 	}
 	return bg
@@ -261,7 +262,7 @@ func routesByRequest(plan map[string]any) bool {
 
 // changedPlan is plan with one step added, one removed, or one weight changed, the weights still increasing; a
 // blue/green's keep or preview host changed.
-func (s *seq) changedPlan(plan map[string]any, routed bool) (map[string]any, string) {
+func (s *seq) changedPlan(plan map[string]any, previewable bool) (map[string]any, string) {
 	out := map[string]any{}
 	for k, v := range plan {
 		out[k] = v
@@ -274,7 +275,7 @@ func (s *seq) changedPlan(plan map[string]any, routed bool) (map[string]any, str
 		case s.chance(0.4) && bg["previewHost"] != nil:
 			delete(bg, "previewHost")
 			return out, "remove the blue/green's preview host"
-		case routed && s.chance(0.4):
+		case previewable && s.chance(0.4):
 			bg["previewHost"] = pick(s, "preview.example.com", "next.example.com")
 			return out, fmt.Sprintf("set the blue/green's preview host to %s", bg["previewHost"])
 		default:
@@ -336,10 +337,10 @@ func (s *seq) setCanary(a *app) {
 		what = "remove the canary strategy of WebApp %s"
 	case a.plan != nil && s.chance(0.7):
 		var change string
-		plan, change = s.changedPlan(a.plan, a.exposed)
+		plan, change = s.changedPlan(a.plan, a.exposed || a.ingress)
 		what = "change the canary plan of WebApp %s: " + change
 	default:
-		plan = s.randomPlan(a.exposed)
+		plan = s.randomPlan(a.exposed, a.exposed || a.ingress)
 		if plan["blueGreen"] != nil {
 			what = "give WebApp %s a blue/green strategy"
 		}
@@ -418,7 +419,8 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 	var present []objectRef
 	for _, o := range []objectRef{{deploymentKind, a.name, "stable Deployment"}, {deploymentKind, canaryName(a.name), "canary Deployment"},
 		{serviceKind, a.name, "stable Service"}, {serviceKind, canaryName(a.name), "canary Service"}, {httpRouteKind, a.name, "route"},
-		{httpRouteKind, previewName(a.name), "preview route"}, {controllerRevisionKind, recordName(a.name), "stable version's record"}} {
+		{httpRouteKind, previewName(a.name), "preview route"}, {ingressKind, previewName(a.name), "preview Ingress"},
+		{controllerRevisionKind, recordName(a.name), "stable version's record"}} {
 		if o.k == httpRouteKind && !httpRouteServed() {
 			continue
 		}
@@ -464,6 +466,21 @@ func (s *seq) actEditCanaryObject(a *app) bool {
 		var c string
 		c, edit = editRoute(o.name)
 		cmd = strings.Replace(c, "NS", s.ns, 1)
+	case ingressKind:
+		// The preview host sent to the stable Service: another client's Update, which takes the backend from our
+		// field manager.
+		cmd = fmt.Sprintf("kubectl -n %s edit ingress/%s   # the preview host to Service %s", s.ns, o.name, a.name)
+		edit = func(u *unstructured.Unstructured) {
+			rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+			for i := range rules {
+				paths, _, _ := unstructured.NestedSlice(rules[i].(map[string]any), "http", "paths")
+				for j := range paths {
+					_ = unstructured.SetNestedField(paths[j].(map[string]any), a.name, "backend", "service", "name")
+				}
+				_ = unstructured.SetNestedSlice(rules[i].(map[string]any), paths, "http", "paths")
+			}
+			_ = unstructured.SetNestedSlice(u.Object, rules, "spec", "rules")
+		}
 	default:
 		cmd = fmt.Sprintf("kubectl -n %s annotate --overwrite controllerrevision/%s %s=edited", s.ns, o.name, webappv2.AnnotationRevision)
 		edit = func(u *unstructured.Unstructured) {
@@ -571,7 +588,7 @@ func (s *seq) canaryLeftovers(d *deletion) {
 		"whatever the policy): WebApp %s (uid %s, deleted at step %d%s)", d.name, d.uid, d.step, map[bool]string{true: " with the Orphan policy"}[d.release]),
 		func(context.Context) error {
 			for _, o := range []objectRef{{deploymentKind, canaryName(d.name), ""}, {serviceKind, canaryName(d.name), ""}, {controllerRevisionKind, recordName(d.name), ""},
-				{httpRouteKind, previewName(d.name), ""}} {
+				{httpRouteKind, previewName(d.name), ""}, {ingressKind, previewName(d.name), ""}} {
 				if o.k == httpRouteKind && !httpRouteServed() {
 					continue
 				}

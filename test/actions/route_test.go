@@ -95,23 +95,29 @@ func (s *seq) actGatewayFeatures(*app) bool {
 	return true
 }
 
-// actExpose exposes a live WebApp through the Gateway, changes its hosts or paths, or removes spec.expose, as
-// another client ("net") through v2, in whatever phase its canary is.
+// actExpose exposes a live WebApp through the Gateway or through an Ingress, changes its hosts or paths, or removes
+// spec.expose, as another client ("net") through v2, in whatever phase its canary is.
 func (s *seq) actExpose(a *app) bool {
 	if a.state != alive {
 		return false
 	}
 	var expose map[string]any
+	viaIngress := false
 	what := "expose WebApp %s through Gateway " + gatewayName
 	switch {
-	case a.exposed && s.chance(0.3) && (a.plan == nil || !routesByRequest(a.plan)):
+	case (a.exposed || a.ingress) && s.chance(0.3) && (a.plan == nil || !routesByRequest(a.plan)):
 		// (Not while the canary's plan routes by request: the API refuses it, tested in TestCanaryRouteRefusals.)
 		what = "stop exposing WebApp %s"
-	case a.exposed:
-		what = "change the hosts or paths WebApp %s is exposed at"
+	case s.chance(0.3) && (a.plan == nil || !needsGateway(a.plan)):
+		// Through an Ingress of class traefik (no controller judges it): a blue/green's preview host is a second one.
+		viaIngress = true
+		what = "expose WebApp %s through an Ingress"
 		fallthrough
 	default:
 		expose = map[string]any{"hosts": []any{pick(s, a.name+".example.com", "www."+a.name+".example.com")}, "gateway": map[string]any{"name": gatewayName}}
+		if viaIngress {
+			expose["ingress"], expose["gateway"] = map[string]any{"className": "traefik"}, nil
+		}
 		if s.chance(0.4) {
 			expose["paths"] = []any{pick(s, "/", "/shop", "/api/")}
 		}
@@ -124,11 +130,17 @@ func (s *seq) actExpose(a *app) bool {
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
 		"metadata": map[string]any{"name": a.name}, "spec": sp}}
 	var err error
-	if expose == nil {
-		// Removed by a JSON merge patch: a v2 server-side apply that leaves spec.expose out does not remove it while
-		// the v1 user co-owns the WebApp (docs/api.md, "Known gap").
-		s.record(what, fmt.Sprintf(`kubectl -n %s patch webapps.v2.example.com/%s --type=merge --field-manager=net -p '{"spec":{"expose":null}}'`, s.ns, a.name))
-		_, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, []byte(`{"spec":{"expose":null}}`), metav1.PatchOptions{FieldManager: "net"})
+	if expose == nil || viaIngress || a.ingress {
+		// Removed, or turned from one kind into the other, by a JSON merge patch: a v2 server-side apply that leaves a
+		// field out does not remove it while the v1 user co-owns the WebApp (docs/api.md, "Known gap").
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"expose": expose}})
+		if expose != nil && !viaIngress {
+			expose["ingress"] = nil
+			patch, _ = json.Marshal(map[string]any{"spec": map[string]any{"expose": expose}})
+			delete(expose, "ingress")
+		}
+		s.record(what, fmt.Sprintf(`kubectl -n %s patch webapps.v2.example.com/%s --type=merge --field-manager=net -p '%s'`, s.ns, a.name, patch))
+		_, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "net"})
 	} else {
 		s.record(what, s.heredoc("apply --server-side --field-manager=net", u))
 		_, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "net"})
@@ -136,12 +148,18 @@ func (s *seq) actExpose(a *app) bool {
 	if err != nil {
 		s.fail("writing spec.expose of WebApp %s: %v", a.name, err)
 	}
-	if got := s.getV2(a.name); got == nil || (got.Spec.Expose != nil) != (expose != nil) {
+	if got := s.getV2(a.name); got == nil || (got.Spec.Expose != nil) != (expose != nil) || expose != nil && (got.Spec.Expose.Ingress != nil) != viaIngress {
 		s.fail("the write of spec.expose to WebApp %s was accepted, but the WebApp's expose is now %+v", a.name, got)
 	}
 	s.recordWrite(a, "")
-	a.exposed = expose != nil
+	a.exposed, a.ingress = expose != nil && !viaIngress, viaIngress
 	return true
+}
+
+// needsGateway: plan has a step with matches or a mirror, or steps that keep the version before warm (the API
+// refuses each without spec.expose.gateway; a blue/green's preview host is a second Ingress behind one).
+func needsGateway(plan map[string]any) bool {
+	return plan["blueGreen"] == nil && routesByRequest(plan)
 }
 
 // editRoute is `kubectl edit httproute/NAME` sending every request to the canary's Service (added when the route
@@ -252,9 +270,9 @@ func (s *seq) checkRouteAtRest(a *app) {
 		}
 	}
 	routed := app.Spec.Expose != nil && app.Spec.Expose.Gateway != nil && httpRouteServed()
-	if !routed && app.Spec.Rollout.Canary != nil && app.Spec.Rollout.Canary.BlueGreen != nil {
-		// A blue/green switched by the Service: its preview Service goes with its canary, as behind a route.
-		s.checkCanaryServiceAtRest(a, app)
+	if !routed && app.Spec.Rollout.Canary != nil && app.Spec.Rollout.Canary.BlueGreen != nil && s.checkCanaryServiceAtRest(a, app) {
+		// A blue/green switched by the Service: its preview Service (and Ingress) go with its canary, as behind a route.
+		s.checkPreviewIngressAtRest(a, app)
 	}
 	if !routed {
 		return
@@ -278,6 +296,14 @@ func (s *seq) checkRouteAtRest(a *app) {
 	}
 	if preview := s.get(httpRouteKind, previewName(a.name)); preview != nil && controlledBy(preview, app.UID) {
 		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's preview route %s is still there:\n%s\nThe WebApp:\n%s",
+			a.name, preview.GetName(), toYAML(preview.Object), toYAML(app))
+	}
+}
+
+// checkPreviewIngressAtRest: invariant 11 for a blue/green's preview Ingress: gone at rest.
+func (s *seq) checkPreviewIngressAtRest(a *app, app *webappv2.WebApp) {
+	if preview := s.get(ingressKind, previewName(a.name)); preview != nil && controlledBy(preview, app.UID) {
+		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's preview Ingress %s is still there:\n%s\nThe WebApp:\n%s",
 			a.name, preview.GetName(), toYAML(preview.Object), toYAML(app))
 	}
 }
@@ -364,6 +390,9 @@ func (s *seq) checkCanaryNeverUnderTheSwitch() {
 			case selected && left.obj == nil:
 				left = v
 			}
+		}
+		if selected {
+			s.stats.afterSwitch++
 		}
 		switch {
 		case selected && left.obj == nil:

@@ -361,8 +361,9 @@ func (g *Gen) WebAppV2(ns, name string) (*webappv2.WebApp, *webappv1.WebApp) {
 		routed := hub.Spec.Expose != nil && hub.Spec.Expose.Gateway != nil
 		switch {
 		case g.chance(0.3):
-			// A blue/green instead of steps: switched by the route behind a Gateway, by the Service without one.
-			g.BlueGreen(c, routed)
+			// A blue/green instead of steps: switched by the route behind a Gateway, by the Service without one; a
+			// preview host behind either a Gateway or an Ingress.
+			g.BlueGreen(c, hub.Spec.Expose != nil)
 		case routed:
 			// Behind a Gateway: steps that route by request.
 			g.RouteByRequest(c)
@@ -437,8 +438,8 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 }
 
 // BlueGreen turns c into a blue/green (no steps): its preview's pause, its gate (for ever, or with a timeout either
-// way), its keep and, behind a Gateway (routed), its preview host, each set or not.
-func (g *Gen) BlueGreen(c *webappv2.CanarySpec, routed bool) {
+// way), its keep and, when exposed (through a Gateway or an Ingress), its preview host, each set or not.
+func (g *Gen) BlueGreen(c *webappv2.CanarySpec, exposed bool) {
 	bg := &webappv2.BlueGreenSpec{PreviewSeconds: int32(g.pick2(0, 1, 30, 86400)), KeepSeconds: int32(g.pick2(0, 1, 600, 86400))}
 	if g.chance(0.4) {
 		bg.Gate = &webappv2.CanaryGate{}
@@ -447,7 +448,7 @@ func (g *Gen) BlueGreen(c *webappv2.CanarySpec, routed bool) {
 			bg.Gate.OnTimeout = webappv2.GateTimeout(g.pick("", "RollBack", "Promote"))
 		}
 	}
-	if routed && g.chance(0.5) {
+	if exposed && g.chance(0.5) {
 		bg.PreviewHost = webappv2.Hostname(g.pick("preview.shop.example.com", "*.preview.example.com", "next"))
 	}
 	c.Steps, c.BlueGreen = nil, bg

@@ -12,6 +12,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -425,4 +427,83 @@ func TestStepsTurnedIntoABlueGreenStartAtItsPreview(t *testing.T) {
 	})
 	canaryPhase(t, ns, "web", "Canary/1/100")
 	serviceSelects(t, ns, "web", "canary")
+}
+
+// TestAPreviewHostBehindAnIngress: a blue/green behind an Ingress with a preview host previews the new version
+// through a second Ingress, web-canary, of expose's class and paths, to the canary's Service alone (with expose's
+// TLS Secret for the host); the WebApp's own Ingress never changes. It exists from the preview until the promotion
+// is complete, goes with a rollback, and a fresh operator sends no write while it is held at the gate.
+func TestAPreviewHostBehindAnIngress(t *testing.T) {
+	ns := newNamespace(t)
+	op := startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Expose: &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Paths: []webappv2.PathPrefix{"/shop"},
+			Ingress: &webappv2.IngressRef{ClassName: "traefik"}, TLS: &webappv2.ExposeTLS{SecretName: "wildcard-tls"}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{
+			Gate: &webappv2.CanaryGate{}, KeepSeconds: 1, PreviewHost: "preview.shop.example.com",
+		}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	own := &networkingv1.Ingress{}
+	if err := get(ctx, ns, "web", own); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(ctx, ns, "web-canary", &networkingv1.Ingress{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a preview Ingress with no release under way: %v", err)
+	}
+
+	// The preview: the second Ingress, for the preview host alone, to the canary's Service.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	preview := &networkingv1.Ingress{}
+	testutil.Eventually(t, wait10s, "the preview Ingress", func(ctx context.Context) error { return get(ctx, ns, "web-canary", preview) })
+	want := networkingv1.IngressSpec{IngressClassName: ptr.To("traefik"),
+		TLS: []networkingv1.IngressTLS{{Hosts: []string{"preview.shop.example.com"}, SecretName: "wildcard-tls"}},
+		Rules: []networkingv1.IngressRule{{Host: "preview.shop.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/shop", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
+				Service: &networkingv1.IngressServiceBackend{Name: "web-canary", Port: networkingv1.ServiceBackendPort{Name: "http"}}}}}}}}},
+	}
+	if !equality.Semantic.DeepEqual(preview.Spec, want) {
+		t.Errorf("the preview Ingress:\n got %+v\nwant %+v", preview.Spec, want)
+	}
+	if c := metav1.GetControllerOf(preview); c == nil || c.Name != "web" {
+		t.Errorf("the preview Ingress is not the WebApp's: %v", preview.OwnerReferences)
+	}
+	markAvailable(t, ns, "web-canary")
+	held := status(t, ns, "held at the preview's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+	op = restartCostsNoWrites(t, op, ns)
+
+	// Promoted: the switch, the keep, the promotion; the preview Ingress goes once the promotion is complete.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(held.Status.Canary.CanaryRevision, 0)}
+	})
+	canaryPhase(t, ns, "web", "Promoting/2/100")
+	if err := get(ctx, ns, "web-canary", &networkingv1.Ingress{}); err != nil {
+		t.Errorf("the preview Ingress went before the promotion was complete: %v", err)
+	}
+	stableImage(t, ns, "web", "shop:2", "promoted behind the Service's switch")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	gone(t, ns, "web-canary", &networkingv1.Ingress{})
+
+	// The next version aborted at its preview: its preview Ingress goes with it.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:3" })
+	testutil.Eventually(t, wait10s, "the next preview Ingress", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &networkingv1.Ingress{}) })
+	next := status(t, ns, "the next version previewed", func(c *webappv2.CanaryStatus) bool { return c.Phase == "Canary" && c.CanaryRevision != "" })
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.Abort(next.Status.Canary.CanaryRevision)}
+	})
+	canaryPhase(t, ns, "web", "RolledBack/0/0")
+	gone(t, ns, "web-canary", &networkingv1.Ingress{})
+	after := &networkingv1.Ingress{}
+	if err := get(ctx, ns, "web", after); err != nil || !equality.Semantic.DeepEqual(after.Spec, own.Spec) {
+		t.Errorf("the WebApp's own Ingress changed: %v\n got %+v\nwant %+v", err, after.Spec, own.Spec)
+	}
+	restartCostsNoWrites(t, op, ns)
 }

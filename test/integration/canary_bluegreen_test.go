@@ -150,8 +150,8 @@ func TestBlueGreenThroughTheRoute(t *testing.T) {
 }
 
 // TestBlueGreenRefusals: the CRD refuses a blue/green that is also steps, whose preview host is the WebApp's own,
-// or has a preview host without a Gateway; one without a Gateway (the Service switches) and one that autoscales
-// (TestBlueGreenBesideAnHPA) are accepted.
+// or has a preview host with no exposure; one without a Gateway (the Service switches, and a preview host is a
+// second Ingress) and one that autoscales (TestBlueGreenBesideAnHPA) are accepted.
 func TestBlueGreenRefusals(t *testing.T) {
 	ns := newNamespace(t)
 	gateway := &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
@@ -167,10 +167,11 @@ func TestBlueGreenRefusals(t *testing.T) {
 		{"no field", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}, ""},
 		{"behind an Ingress: the Service switches", ingress, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 600}, RollbackWindowSeconds: 60, KeepPreviousWarm: true}, ""},
 		{"without expose: the Service switches", nil, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{Gate: &webappv2.CanaryGate{}}}, ""},
-		{"a preview host behind an Ingress", ingress, webappv2.CanarySpec{BlueGreen: bg}, "rollout.canary.blueGreen.previewHost is a second HTTPRoute on expose's Gateway: it needs expose.gateway"},
+		{"a preview host behind an Ingress: a second Ingress", ingress, webappv2.CanarySpec{BlueGreen: bg}, ""},
 		{"steps kept warm without a Gateway", ingress, webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}, RollbackWindowSeconds: 60, KeepPreviousWarm: true}, "with steps, it needs expose.gateway (their split by replicas would send the kept pods their share of the traffic)"},
 		{"kept warm without a window", nil, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, KeepPreviousWarm: true}, "keepPreviousWarm keeps the version before warm for the rollback window: it needs rollbackWindowSeconds"},
-		{"a preview host without expose", nil, webappv2.CanarySpec{BlueGreen: bg}, "previewHost is a second HTTPRoute on expose's Gateway: it needs expose.gateway"},
+		{"a preview host without expose", nil, webappv2.CanarySpec{BlueGreen: bg}, "previewHost is a second HTTPRoute on expose's Gateway, or a second Ingress of expose's class: it needs expose.gateway or expose.ingress"},
+		{"a preview host that is the WebApp's, behind an Ingress", ingress, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "shop.example.com"}}, "previewHost must not be one of expose.hosts"},
 		{"with steps too", gateway, webappv2.CanarySpec{BlueGreen: bg, Steps: []webappv2.CanaryStep{{Weight: 10}}}, "a canary has steps or blueGreen, exactly one of them"},
 		{"neither", gateway, webappv2.CanarySpec{}, "a canary has steps or blueGreen, exactly one of them"},
 		{"a preview host that is an address", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "10.0.0.1"}}, "not an IP address"},

@@ -695,18 +695,36 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 	})
 
 	t.Run("a blue/green without a Gateway switches the Service's selector at once, no request failed", func(t *testing.T) {
-		// The same WebApp, no longer exposed: the clients go to its Service's cluster IP through kube-proxy, and the
-		// Service's selector is the switch. A new version (AB=s) is previewed behind its own Service, held at the gate.
+		// The same WebApp, exposed through Traefik's Ingress instead of the Gateway: the clients go to its Service's
+		// cluster IP through kube-proxy, and the Service's selector is the switch. A new version (AB=s) is previewed
+		// behind its own Service and, through a second Ingress, at its preview host; held at the gate.
+		const previewHost = "cny-preview-ingress.shop.test"
 		apply(t, webAppV2(appNS, "cny", "webapp-test/webserver:2", 4, `  container:
     healthCheckPath: /healthz
     drainSeconds: 10
     env: [{name: AB, value: s}]
+  expose: {hosts: [cny.shop.test], ingress: {className: traefik}}
   rollout:
     canary:
-      blueGreen: {gate: {}, keepSeconds: 10}
+      blueGreen: {gate: {}, keepSeconds: 10, previewHost: `+previewHost+`}
 `))
 		eventually(t, time.Minute, "the route gone", func() error { return goneFromApps("httproute/cny") })
 		heldAtTheGate(t)
+		// The preview host through Traefik's Ingress (it learns a new Ingress, and its endpoints, within moments).
+		eventually(t, 30*time.Second, "the preview host answered by the new version through the Ingress", func() error {
+			if canary, _, words := tallyHost(traefik, previewHost, "", 1); canary != 1 {
+				return fmt.Errorf("not answered by the new version: %s", words)
+			}
+			return nil
+		})
+		hostPreviewed, hostFailed, hostWords := tallyHost(traefik, previewHost, "", 100)
+		hostProduction, hostProductionFailed, _ := tallyHost(traefik, cnyHost, "", 100)
+		fmt.Printf("realnode: blue/green through the Service: %d of 100 requests to the preview host through Traefik's Ingress answered by the new version (%d failed); %d of 100 to cny.shop.test through it (%d failed)\n",
+			hostPreviewed, hostFailed, hostProduction, hostProductionFailed)
+		if hostPreviewed != 100 || hostFailed != 0 || hostProduction != 0 || hostProductionFailed != 0 {
+			t.Errorf("the preview host through the Ingress: %d of 100 by the new version (%d failed: %s), %d of 100 production requests by it (%d failed): want 100, 0, 0, 0",
+				hostPreviewed, hostFailed, hostWords, hostProduction, hostProductionFailed)
+		}
 		service := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", appNS, "service/cny") + ":8080/"
 		previewService := "http://" + jsonpath(t, "{.spec.clusterIP}", "-n", appNS, "service/cny-canary") + ":8080/"
 		load := record(service)
@@ -751,6 +769,9 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		eventually(t, 3*time.Minute, "promoted, the Service back on the stable pods", func() error {
 			if phase := jsonpath(t, "{.status.canary.phase}", "-n", appNS, "webapp/cny"); phase != "Stable" {
 				return fmt.Errorf("status.canary.phase %s", phase)
+			}
+			if err := goneFromApps("ingress/cny-canary"); err != nil {
+				return err
 			}
 			return goneFromApps("deployment/cny-canary")
 		})

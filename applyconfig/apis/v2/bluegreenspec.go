@@ -29,10 +29,11 @@ type BlueGreenSpecApplyConfiguration struct {
 	// route sends the new version all the traffic), ready to take it back at once (0: until the checks pass once
 	// on the production traffic).
 	KeepSeconds *int32 `json:"keepSeconds,omitempty"`
-	// PreviewHost is a host whose requests go to the new version alone while it runs: a second HTTPRoute,
-	// <name>-canary (the canary's name, as its Deployment and Service), on expose's Gateway and paths, from the
-	// preview until the promotion is complete (it is gone after a rollback). The Gateway's listener must accept the
-	// host. Only with expose.gateway.
+	// PreviewHost is a host whose requests go to the new version alone while it runs, from the preview until the
+	// promotion is complete (it is gone after a rollback): a second HTTPRoute on expose's Gateway and paths (whose
+	// listener must accept the host), or behind an Ingress a second Ingress of its class and paths (with expose's TLS
+	// Secret, if any, which must then hold a certificate for the host too). Either is named <name>-canary, as the
+	// canary's Deployment and Service. Only with expose.gateway or expose.ingress.
 	PreviewHost *apisv2.Hostname `json:"previewHost,omitempty"`
 }
 

@@ -25,7 +25,8 @@ type CanarySpecApplyConfiguration struct {
 	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
 	// stable Service (the same version on both sides), and the canary's pods go. Without expose.gateway (an Ingress,
 	// or no exposure), the WebApp's Service is the switch: its selector moves from the stable pods to the new
-	// version's at the switch, and back once the stable Deployment runs that version (previewHost needs a Gateway).
+	// version's at the switch, and back once the stable Deployment runs that version (previewHost needs a Gateway or an
+	// Ingress).
 	BlueGreen *BlueGreenSpecApplyConfiguration `json:"blueGreen,omitempty"`
 	// Checks are queries each step must pass before the next one: all of them are evaluated every
 	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over.
