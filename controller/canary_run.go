@@ -86,7 +86,7 @@ func planOf(spec *webappv2.CanarySpec, switched bool) canary.Plan {
 		interval = time.Duration(spec.CheckIntervalSeconds) * time.Second
 	}
 	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second, BlueGreen: spec.BlueGreen != nil,
-		KeepWarm: spec.KeepPreviousWarm && spec.RollbackWindowSeconds > 0, Switched: switched}
+		KeepWarm: spec.KeepPreviousWarm && spec.RollbackWindowSeconds > 0, Switched: switched, Retire: time.Duration(spec.RetireSeconds) * time.Second}
 	for i, s := range spec.EffectiveSteps() {
 		// A blue/green's preview and switch both run the new version at full size.
 		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent, Full: p.BlueGreen}
@@ -695,7 +695,7 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
 // tellRetiring records an event when the spec leaves a canary whose pods then retire.
 func (r *WebAppReconciler) tellRetiring(app *webappv2.WebApp, s canary.State) {
 	r.event(app, nil, corev1.EventTypeNormal, "CanaryLeft", "Canary", "The spec left revision %s: no traffic is sent to it from now on, and its pods go at %s",
-		s.Retiring, s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339))
+		s.Retiring, s.RetiringSince.Add(desired.CanaryRetire(app)).UTC().Format(time.RFC3339))
 }
 
 // desiredStableDeployment is the WebApp's own Deployment: the spec's, or with a canary the stable version's,

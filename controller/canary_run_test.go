@@ -325,3 +325,15 @@ func TestACanaryUnderTrafficIsNeverDeleted(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanOfRetireSeconds: spec.rollout.canary.retireSeconds is the plan's retire; unset, the default.
+func TestPlanOfRetireSeconds(t *testing.T) {
+	spec := &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}}
+	if got := planOf(spec, false).RetireAfter(); got != canary.Retire {
+		t.Errorf("unset: %s, want %s", got, canary.Retire)
+	}
+	spec.RetireSeconds = 45
+	if got := planOf(spec, false).RetireAfter(); got != 45*time.Second {
+		t.Errorf("retireSeconds 45: %s", got)
+	}
+}

@@ -44,6 +44,8 @@ type orphanCanaryView struct {
 	// serviceToCanary: the WebApp's Service, as our manager owns it, selects the canary's pods (a blue/green's switch
 	// without a Gateway).
 	serviceToCanary bool
+	// retire is how long the canary's pods stay after the traffic left them (desired.CanaryRetire; 0: canary.Retire).
+	retire time.Duration
 	// routeChanged is when our manager last changed the route, or the Service that is a blue/green's switch, by the
 	// API server's clock, the later of both (zero: none of ours).
 	routeChanged time.Time
@@ -62,14 +64,18 @@ type orphanCanaryStep struct {
 }
 
 // orphanCanary decides what an Orphan deletion does about a canary at now: traffic back to the stable Service
-// first, then (canary.Retire after the route's last change, as after a rollback) the canary's objects deleted; with
+// first, then (retireSeconds after the route's last change, as after a rollback) the canary's objects deleted; with
 // no canary and no traffic to one, nothing.
 func orphanCanary(v orphanCanaryView, now time.Time) orphanCanaryStep {
 	toCanary := v.routeToCanary || v.serviceToCanary
+	after := v.retire
+	if after <= 0 {
+		after = canary.Retire
+	}
 	switch {
 	case toCanary && len(v.objects) > 0:
 		// Traffic first; the canary's pods keep answering the requests already on their way.
-		return orphanCanaryStep{stableTraffic: true, wait: canary.Retire}
+		return orphanCanaryStep{stableTraffic: true, wait: after}
 	case toCanary:
 		// A backend with nothing behind it: the stable Service gets its share, at once.
 		return orphanCanaryStep{stableTraffic: true}
@@ -77,8 +83,8 @@ func orphanCanary(v orphanCanaryView, now time.Time) orphanCanaryStep {
 		return orphanCanaryStep{}
 	}
 	if !v.routeChanged.IsZero() {
-		// Bounded by canary.Retire: a clock ahead of ours never holds the deletion longer.
-		if left := min(v.routeChanged.Add(canary.Retire).Sub(now), canary.Retire); left > 0 {
+		// Bounded by the retire: a clock ahead of ours never holds the deletion longer.
+		if left := min(v.routeChanged.Add(after).Sub(now), after); left > 0 {
 			return orphanCanaryStep{wait: left}
 		}
 	}
@@ -200,7 +206,7 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 // observeOrphanCanary reads the canary's objects that are app's, and what the route and the Service, as our manager
 // owns them, send the canary (readCanaryTraffic).
 func (r *WebAppReconciler) observeOrphanCanary(ctx context.Context, app *webappv2.WebApp) (orphanCanaryView, *gwv1ac.HTTPRouteApplyConfiguration, *corev1ac.ServiceApplyConfiguration, error) {
-	v := orphanCanaryView{status: app.Status.Canary}
+	v := orphanCanaryView{status: app.Status.Canary, retire: desired.CanaryRetire(app)}
 	for _, c := range r.activeChildren() {
 		if !c.isVariant() {
 			continue

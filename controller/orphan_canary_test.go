@@ -56,6 +56,10 @@ func TestOrphanCanary(t *testing.T) {
 			orphanCanaryStep{stableTraffic: true, wait: canary.Retire}, nil},
 		{"the Service switched back 4 s ago: the canary waits 6 s more", orphanCanaryView{status: switched, objects: both, routeChanged: now.Add(-4 * time.Second)},
 			orphanCanaryStep{wait: 6 * time.Second}, nil},
+		{"retireSeconds 30, the route changed 12 s ago: the canary waits 18 s more", orphanCanaryView{status: midCanary, objects: both, retire: 30 * time.Second, routeChanged: now.Add(-12 * time.Second)},
+			orphanCanaryStep{wait: 18 * time.Second}, nil},
+		{"retireSeconds 30, mid-canary behind a route: traffic first, then wait 30 s", orphanCanaryView{status: midCanary, objects: both, retire: 30 * time.Second, routeToCanary: true},
+			orphanCanaryStep{stableTraffic: true, wait: 30 * time.Second}, nil},
 		{"the Service switched back long ago: the canary goes", orphanCanaryView{status: switched, objects: both, routeChanged: now.Add(-time.Minute)},
 			orphanCanaryStep{deleteCanary: true}, []string{"Deleted Deployment shop-canary and Service shop-canary", "mid-canary"}},
 	}

@@ -412,7 +412,7 @@ func retiringEvidence(app *webappv2.WebApp, c *webappv2.CanaryStatus, canaryName
 	words := fmt.Sprintf("the spec left this version while %s sent it traffic: its pods (%s) retire, %s sending them nothing, so requests already on their way are answered", by, canaryName, by)
 	if c.RetiringSince != nil {
 		words = fmt.Sprintf("the spec left this version at %s while %s sent it traffic: its pods (%s) retire until %s (%s after the write that takes the traffic off them, if it succeeds later), %s sending them nothing, so requests already on their way are answered",
-			c.RetiringSince.UTC().Format(time.RFC3339), by, canaryName, c.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339), canary.Retire, by)
+			c.RetiringSince.UTC().Format(time.RFC3339), by, canaryName, c.RetiringSince.Add(desired.CanaryRetire(app)).UTC().Format(time.RFC3339), desired.CanaryRetire(app), by)
 	}
 	if c.Phase == "Canary" {
 		words += "; the new version's canary starts in their place then"

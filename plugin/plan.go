@@ -293,7 +293,7 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 }
 
 // leftWords say what becomes of a canary the spec leaves (c, cur's status; next, the spec applied): behind a route
-// (or a blue/green's switch without one) that sent it traffic its pods retire 10 s after the traffic leaves it;
+// (or a blue/green's switch without one) that sent it traffic its pods retire retireSeconds after the traffic leaves it;
 // otherwise they go at once.
 func leftWords(c *webappv2.CanaryStatus, cur, next *webappv2.WebApp) string {
 	s := canary.State{Step: int(c.Step)}
@@ -309,7 +309,7 @@ func leftWords(c *webappv2.CanaryStatus, cur, next *webappv2.WebApp) string {
 	case desired.CanaryShared(cur) && desired.CanaryShared(next):
 		return "is left: its pods go at once, leaving the one Service as any pod going does"
 	case s.TrafficSent(c.Phase == string(canary.PhasePromoting)):
-		return fmt.Sprintf("is left: %s sends it nothing from then on, and its pods go %s later, answering the requests already on their way", by, canary.Retire)
+		return fmt.Sprintf("is left: %s sends it nothing from then on, and its pods go %s later, answering the requests already on their way", by, desired.CanaryRetire(next))
 	}
 	return fmt.Sprintf("is left: %s has sent it nothing yet, and its pods go at once", by)
 }

@@ -59,7 +59,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.steps) || !self.rollout.canary.steps.exists(s, has(s.matches) || has(s.mirrorPercent)) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.steps[].matches and mirrorPercent route requests by the WebApp's HTTPRoute: they need expose.gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.keepPreviousWarm) || !self.rollout.canary.keepPreviousWarm || has(self.rollout.canary.blueGreen) || (has(self.expose) && has(self.expose.gateway))",message="rollout.canary.keepPreviousWarm sends the traffic back to the version kept warm by the WebApp's HTTPRoute, or by its Service's selector with blueGreen: with steps, it needs expose.gateway (their split by replicas would send the kept pods their share of the traffic)"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || (has(self.expose) && (has(self.expose.gateway) || has(self.expose.ingress)))",message="rollout.canary.blueGreen.previewHost is a second HTTPRoute on expose's Gateway, or a second Ingress of expose's class: it needs expose.gateway or expose.ingress (without either, the preview is the Service <name>-canary)"
-// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || !has(self.expose) || !(self.rollout.canary.blueGreen.previewHost in self.expose.hosts)",message="rollout.canary.blueGreen.previewHost must not be one of expose.hosts: the preview route would take that host's traffic from the WebApp's route"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.blueGreen) || !has(self.rollout.canary.blueGreen.previewHost) || !has(self.expose) || !(self.rollout.canary.blueGreen.previewHost in self.expose.hosts)",message="rollout.canary.blueGreen.previewHost must not be one of expose.hosts: the preview route (or Ingress) would take that host's traffic from the WebApp's own"
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(self.container.drainSeconds) || self.container.drainSeconds < (has(self.pod) && has(self.pod.terminationGracePeriodSeconds) ? self.pod.terminationGracePeriodSeconds : 30)",message="container.drainSeconds must be less than pod.terminationGracePeriodSeconds (default 30): the drain is part of the grace period"
 type WebAppSpec struct {
 	// Image is the container image to run, e.g. nginx:1.25. Required, with no whitespace.
@@ -629,6 +629,18 @@ type CanarySpec struct {
 	// +kubebuilder:validation:Maximum=2592000
 	// +optional
 	RollbackWindowSeconds int32 `json:"rollbackWindowSeconds,omitempty"`
+
+	// RetireSeconds is how long a canary's pods stay after the route (or a blue/green's Service switch) sent them
+	// their last traffic, answering the requests already on their way, before they go: after a promotion, a
+	// rollback, an abort or a spec that leaves them, counted from the write that took the traffic off them. Unset:
+	// 10. A gateway or load balancer slower to follow its route (a cloud load balancer deregistering its targets,
+	// say) needs more; Argo Rollouts calls it scaleDownDelaySeconds (30 by default). Counted to the second (the
+	// status keeps whole seconds), hence 2 at least. Steps without a Gateway retire nothing: their pods leave the one
+	// Service as any pod going does; a strategy taken out retires in 10 (its retireSeconds went with it).
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	RetireSeconds int32 `json:"retireSeconds,omitempty"`
 
 	// KeepPreviousWarm keeps the version a promotion replaced running, at the stable version's count and with none
 	// of the traffic, in <name>-canary for rollbackWindowSeconds after the promotion (a cost the user chooses: twice

@@ -200,6 +200,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: keepPreviousWarm
       type:
         scalar: boolean
+    - name: retireSeconds
+      type:
+        scalar: numeric
     - name: rollbackWindowSeconds
       type:
         scalar: numeric

@@ -37,6 +37,16 @@ type Plan struct {
 	// the new pods' endpoints first: the proxies take them with the selector, so the traffic follows a step's
 	// readiness with no warm-up.
 	Switched bool
+	// Retire is how long a canary's pods stay after the traffic left them (0: the default, Retire).
+	Retire time.Duration
+}
+
+// RetireAfter is how long the plan's canary pods stay after the traffic left them: its Retire, or the default.
+func (p Plan) RetireAfter() time.Duration {
+	if p.Retire > 0 {
+		return p.Retire
+	}
+	return Retire
 }
 
 // The kinds of strategy a plan is (status.canary.strategy says which one a canary runs).
@@ -349,7 +359,7 @@ func Next(plan Plan, s State, obs Observation, now time.Time) Decision {
 		// The spec left a rolled-back canary whose pods retire still: they finish retiring, as one it left.
 		s.Retiring, s.RetiringSince, s.Step, s.Since = s.Failed, s.Since, 0, time.Time{}
 	}
-	return keepWarm(plan, obs, retire(next(plan, s, obs, now, left), obs, now), now)
+	return keepWarm(plan, obs, retire(next(plan, s, obs, now, left), plan.RetireAfter(), obs, now), now)
 }
 
 // keepWarm keeps the version the last promotion replaced running with none of the traffic, at full size, while
@@ -398,6 +408,7 @@ func abandon(plan Plan, s State, obs Observation, now time.Time) State {
 // sent them traffic, retire first as those of a version the spec left do, and so do a rolled-back one's still
 // retiring. Phase Stable, with nothing left to retire: the strategy's state is done with.
 func Dropped(s State, promoting, shared bool, obs Observation, now time.Time) Decision {
+	// (The strategy's retireSeconds went with it: the default.)
 	// (No stable version is kept: the Deployment runs the spec's from now on, and a strategy set again takes what
 	// it runs as stable.)
 	out := State{Retiring: s.Retiring, RetiringSince: s.RetiringSince}
@@ -410,7 +421,7 @@ func Dropped(s State, promoting, shared bool, obs Observation, now time.Time) De
 	case s.rolledBackRetiring():
 		out.Retiring, out.RetiringSince = s.Failed, s.Since
 	}
-	return retire(Decision{State: out, Phase: PhaseStable}, obs, now)
+	return retire(Decision{State: out, Phase: PhaseStable}, Retire, obs, now)
 }
 
 // TrafficSent reports whether the route has sent s's canary traffic (promoting: it is being promoted): from its
@@ -433,12 +444,12 @@ func (s State) rolledBackRetiring() bool {
 
 // retire keeps a retiring canary's pods while stay says (d.After brings the reconcile that lets them go), and forgets
 // them then, or once the spec asks for their version again (they are its canary's).
-func retire(d Decision, obs Observation, now time.Time) Decision {
+func retire(d Decision, after time.Duration, obs Observation, now time.Time) Decision {
 	s := &d.State
 	if s.Retiring == "" {
 		return d
 	}
-	if s.Retiring == s.Canary || s.RetiringSince.Sub(now) > Retire {
+	if s.Retiring == s.Canary || s.RetiringSince.Sub(now) > max(after, Retire) {
 		// (A since far in the future, from a clock far ahead of ours, holds them no longer.)
 		s.Retiring, s.RetiringSince = "", time.Time{}
 		return d
@@ -448,7 +459,7 @@ func retire(d Decision, obs Observation, now time.Time) Decision {
 		// the route's or the Service's traffic and writes are the next one's, not the retiring pods'.
 		obs.TrafficOnCanary, obs.TrafficLeft = false, time.Time{}
 	}
-	keep, left := stay(s.RetiringSince, obs, now)
+	keep, left := stay(s.RetiringSince, after, obs, now)
 	if !keep {
 		s.Retiring, s.RetiringSince = "", time.Time{}
 		return d
@@ -461,15 +472,15 @@ func retire(d Decision, obs Observation, now time.Time) Decision {
 }
 
 // stay reports whether pods the traffic left at since stay, and how long (0: until an event; a refused write's retry
-// brings the reconcile back): Retire after since, Retire after our last write of the route or the switch
-// (obs.TrafficLeft: the write that took the traffic off them, however late it succeeded), and as long as the route
-// or the switch, as we last applied them, still send them traffic (obs.TrafficOnCanary). A clock a little ahead of
-// ours (a leader before this one, the API server's) holds them Retire at most from now; one more than Retire ahead,
-// not at all.
-func stay(since time.Time, obs Observation, now time.Time) (bool, time.Duration) {
-	left := min(since.Add(Retire).Sub(now), Retire)
-	if t := obs.TrafficLeft; !t.IsZero() && t.Sub(now) <= Retire {
-		left = max(left, min(t.Add(Retire).Sub(now), Retire))
+// brings the reconcile back): after (the plan's retire) past since, after past our last write of the route or the
+// switch (obs.TrafficLeft: the write that took the traffic off them, however late it succeeded), and as long as the
+// route or the switch, as we last applied them, still send them traffic (obs.TrafficOnCanary). A clock a little
+// ahead of ours (a leader before this one, the API server's) holds them after at most from now; one more than
+// Retire (or after, if longer) ahead, not at all.
+func stay(since time.Time, after time.Duration, obs Observation, now time.Time) (bool, time.Duration) {
+	left := min(since.Add(after).Sub(now), after)
+	if t := obs.TrafficLeft; !t.IsZero() && t.Sub(now) <= max(after, Retire) {
+		left = max(left, min(t.Add(after).Sub(now), after))
 	}
 	if left > 0 {
 		return true, left
@@ -526,7 +537,7 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 		// The version rolled back (applied again, or still): it stays rolled back, rather than loop. Its pods stay
 		// Retire after the traffic left them, counted from since.
 		if !s.Since.IsZero() {
-			if keep, left := stay(s.Since, obs, now); keep {
+			if keep, left := stay(s.Since, plan.RetireAfter(), obs, now); keep {
 				return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: left, HeldUnderTraffic: left == 0}
 			}
 			s.Step, s.Since = 0, time.Time{}
@@ -767,7 +778,7 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 	if s.Since.IsZero() {
 		s.Since = now
 	}
-	if keep, left := stay(s.Since, obs, now); keep {
+	if keep, left := stay(s.Since, plan.RetireAfter(), obs, now); keep {
 		return Decision{State: s, Phase: PhasePromoting, ReplicaWeight: w, After: left, HeldUnderTraffic: left == 0}
 	}
 	// The version replaced stays known for the rollback window: set back to, it is rolled back to at once. (Not
@@ -796,7 +807,7 @@ func rollBack(plan Plan, s State, reason, message string, now time.Time) Decisio
 		s.Since = time.Time{}
 		return Decision{State: s, Phase: PhaseRolledBack}
 	}
-	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: Retire}
+	return Decision{State: s, Phase: PhaseRolledBack, ReplicaWeight: plan.Steps[min(s.Step, len(plan.Steps)-1)].Pods(), After: plan.RetireAfter()}
 }
 
 // passes reports whether a check's result passes, and what it said. No value passes only under NoDataPass (and

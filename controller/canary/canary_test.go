@@ -1313,3 +1313,47 @@ func TestARetireIsNotHeldByTheNextCanarysTraffic(t *testing.T) {
 		t.Errorf("the retire is held by the next canary's traffic: %+v", d)
 	}
 }
+
+// TestRetireSeconds: the plan's Retire (spec.rollout.canary.retireSeconds) is how long the pods the traffic left stay,
+// after a rollback, a promotion and a spec that leaves them, counted from the decision or the write; unset, Retire.
+func TestRetireSeconds(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 23, 0, 0, 0, time.UTC)
+	steps := []Step{{Weight: 20, Pause: time.Minute}, {Weight: 50, Pause: time.Minute}}
+	for _, c := range []struct {
+		name  string
+		state State
+		obs   Observation
+	}{
+		{"rolled back", State{Stable: "a", Failed: "b", Step: 1, Since: t0}, Observation{Revision: "b", Deployed: "a"}},
+		{"left by the spec", State{Stable: "a", Retiring: "b", RetiringSince: t0}, Observation{Revision: "a", Deployed: "a"}},
+		{"promoted", State{Stable: "a", Canary: "b", Step: 2, Since: t0}, Observation{Revision: "b", Deployed: "b", StableRolledOut: true}},
+		{"the write late", State{Stable: "a", Failed: "b", Step: 1, Since: t0}, Observation{Revision: "b", Deployed: "a", TrafficLeft: t0.Add(10 * time.Second)}},
+	} {
+		for _, r := range []struct {
+			retire, at time.Duration
+			kept       bool
+		}{
+			{0, 9 * time.Second, true}, {0, 11 * time.Second, c.name == "the write late"}, {0, 21 * time.Second, false},
+			{30 * time.Second, 29 * time.Second, true}, {30 * time.Second, 31 * time.Second, c.name == "the write late"}, {30 * time.Second, 41 * time.Second, false},
+		} {
+			t.Run(fmt.Sprintf("%s, retire %s, at %s", c.name, r.retire, r.at), func(t *testing.T) {
+				d := Next(Plan{Steps: steps, Retire: r.retire}, c.state, c.obs, t0.Add(r.at))
+				if kept := d.ReplicaWeight > 0 || d.State.Retiring != ""; kept != r.kept {
+					t.Errorf("pods kept %v, want %v: %+v", kept, r.kept, d)
+				}
+			})
+		}
+	}
+	if got := (Plan{}).RetireAfter(); got != Retire {
+		t.Errorf("unset: %s, want %s", got, Retire)
+	}
+	// A short retire keeps the default's tolerance of a clock ahead of ours (a leader before this one, the API
+	// server's): since, or the write, 3 s ahead still hold the pods, 2 s at most from now.
+	short := Plan{Steps: steps, Retire: 2 * time.Second}
+	if d := Next(short, State{Stable: "a", Retiring: "b", RetiringSince: t0.Add(3 * time.Second)}, Observation{Revision: "a", Deployed: "a"}, t0); d.State.Retiring != "b" || d.After != 2*time.Second {
+		t.Errorf("a since 3 s ahead with a retire of 2 s: %+v, want kept 2 s", d)
+	}
+	if d := Next(short, State{Stable: "a", Failed: "b", Step: 1, Since: t0.Add(-time.Minute)}, Observation{Revision: "b", Deployed: "a", TrafficLeft: t0.Add(3 * time.Second)}, t0); d.ReplicaWeight == 0 || d.After != 2*time.Second {
+		t.Errorf("a write 3 s ahead with a retire of 2 s: %+v, want kept 2 s", d)
+	}
+}

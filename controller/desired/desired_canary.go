@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -48,6 +49,15 @@ func CanarySwitched(app *webappv2.WebApp) bool {
 // sends them all the traffic.
 func SelectsCanary(app *webappv2.WebApp, selector map[string]string) bool {
 	return maps.Equal(selector, canarySelector(app))
+}
+
+// CanaryRetire is how long app's canary pods stay after the traffic left them (spec.rollout.canary.retireSeconds,
+// or canary.Retire).
+func CanaryRetire(app *webappv2.WebApp) time.Duration {
+	if c := app.Spec.Rollout.Canary; c != nil && c.RetireSeconds > 0 {
+		return time.Duration(c.RetireSeconds) * time.Second
+	}
+	return canary.Retire
 }
 
 // Routed says that a route (expose.gateway) splits the traffic between the stable and the canary Service.

@@ -603,13 +603,13 @@ func canaryMessage(d canary.Decision, plan canary.Plan) string {
 			s.GateSince.UTC().Format(time.RFC3339), webappv2.AnnotationAction, canary.PromoteStep(s.Canary, s.Step))
 	}
 	if s.Retiring != "" {
-		words += "; " + retiringWords(s)
+		words += "; " + retiringWords(s, plan.RetireAfter())
 	}
 	return words
 }
 
 // retiringWords say that the pods of a version the spec left retire, and until when.
-func retiringWords(s canary.State) string {
+func retiringWords(s canary.State, after time.Duration) string {
 	return fmt.Sprintf("the pods of revision %s, which the spec left, retire first: no traffic is sent to them, and they go at %s (%s after the write that takes the traffic off them, if it succeeds later)", s.Retiring,
-		s.RetiringSince.Add(canary.Retire).UTC().Format(time.RFC3339), canary.Retire)
+		s.RetiringSince.Add(after).UTC().Format(time.RFC3339), after)
 }

@@ -29,6 +29,7 @@ import (
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/test/cluster"
 	"github.com/example/webapp-operator/test/testutil"
 )
@@ -93,6 +94,8 @@ type app struct {
 	plan     map[string]any // the canary strategy last applied through v2 (nil: none)
 	exposed  bool           // spec.expose.gateway is set (actExpose)
 	ingress  bool           // spec.expose.ingress is set (actExpose)
+	// minRetire is the shortest retireSeconds of the plans applied to this name (0: none set, canary.Retire).
+	minRetire time.Duration
 	// prevImage is the image before the last image change (actStartCanary), to set the spec back to it.
 	prevImage string
 	claim     *claimVol // the claim volume last applied through v2 (nil: none)
@@ -298,6 +301,15 @@ func (s *seq) record(what string, cmds ...string) {
 func (s *seq) note(format string, args ...any) {
 	last := &s.steps[len(s.steps)-1]
 	last.cmds = append(last.cmds, "# "+fmt.Sprintf(format, args...))
+}
+
+// retireAtLeast is how long a's canary pods stay at least after the traffic left them: the shortest retireSeconds of
+// its plans so far, or canary.Retire.
+func (a *app) retireAtLeast() time.Duration {
+	if a.minRetire > 0 {
+		return a.minRetire
+	}
+	return canary.Retire
 }
 
 // --- the actions ---

@@ -192,6 +192,10 @@ func (s *seq) planExtras(plan map[string]any, routed bool) {
 			plan["keepPreviousWarm"] = true
 		}
 	}
+	if s.chance(0.3) {
+		// How long a canary's pods stay after the traffic left them (invariant 12 measures it after a switch).
+		plan["retireSeconds"] = int64(2 + s.rng.IntN(4))
+	}
 	if s.chance(0.5) {
 		plan["checkIntervalSeconds"] = int64(1)
 		check := map[string]any{"name": "errors", "max": "0.5", "failuresAllowed": int64(s.rng.IntN(2))}
@@ -362,7 +366,7 @@ func (s *seq) setCanary(a *app) {
 		// checks whole), as spec.expose is removed.
 		merged := maps.Clone(plan)
 		// (Every field a plan may have that this one has not, so the plan is this one exactly.)
-		for _, k := range []string{"steps", "blueGreen", "checks", "checkIntervalSeconds", "rollbackWindowSeconds", "keepPreviousWarm"} {
+		for _, k := range []string{"steps", "blueGreen", "checks", "checkIntervalSeconds", "rollbackWindowSeconds", "keepPreviousWarm", "retireSeconds"} {
 			if _, ok := merged[k]; !ok {
 				merged[k] = nil
 			}
@@ -378,6 +382,10 @@ func (s *seq) setCanary(a *app) {
 	}
 	s.recordWrite(a, "")
 	a.plan = plan
+	if r, ok := plan["retireSeconds"].(int64); ok {
+		// The shortest retire any of its plans asked for: what invariant 12 holds its pods to.
+		a.minRetire = min(a.retireAtLeast(), time.Duration(r)*time.Second)
+	}
 }
 
 // phaseNote is where WebApp name's canary is, for a step's title.

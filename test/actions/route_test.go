@@ -114,7 +114,9 @@ func (s *seq) actExpose(a *app) bool {
 		what = "expose WebApp %s through an Ingress"
 		fallthrough
 	default:
-		expose = map[string]any{"hosts": []any{pick(s, a.name+".example.com", "www."+a.name+".example.com")}, "gateway": map[string]any{"name": gatewayName}}
+		// (Every field, the other kind's and paths null when not drawn: a JSON merge patch sets exactly this.)
+		expose = map[string]any{"hosts": []any{pick(s, a.name+".example.com", "www."+a.name+".example.com")},
+			"gateway": map[string]any{"name": gatewayName}, "ingress": nil, "paths": nil}
 		if viaIngress {
 			expose["ingress"], expose["gateway"] = map[string]any{"className": "traefik"}, nil
 		}
@@ -123,28 +125,12 @@ func (s *seq) actExpose(a *app) bool {
 		}
 	}
 	what = fmt.Sprintf(what, a.name) + s.phaseNote(a.name)
-	sp := map[string]any{}
-	if expose != nil {
-		sp["expose"] = expose
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webappv2.GroupVersion.String(), "kind": "WebApp",
-		"metadata": map[string]any{"name": a.name}, "spec": sp}}
-	var err error
-	if expose == nil || viaIngress || a.ingress {
-		// Removed, or turned from one kind into the other, by a JSON merge patch: a v2 server-side apply that leaves a
-		// field out does not remove it while the v1 user co-owns the WebApp (docs/api.md, "Known gap").
-		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"expose": expose}})
-		if expose != nil && !viaIngress {
-			expose["ingress"] = nil
-			patch, _ = json.Marshal(map[string]any{"spec": map[string]any{"expose": expose}})
-			delete(expose, "ingress")
-		}
-		s.record(what, fmt.Sprintf(`kubectl -n %s patch webapps.v2.example.com/%s --type=merge --field-manager=net -p '%s'`, s.ns, a.name, patch))
-		_, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "net"})
-	} else {
-		s.record(what, s.heredoc("apply --server-side --field-manager=net", u))
-		_, err = dyn.Resource(webAppV2GVR).Namespace(s.ns).Apply(context.Background(), a.name, u, metav1.ApplyOptions{FieldManager: "net"})
-	}
+	// By a JSON merge patch, removed or set whole (the other kind and the paths taken out when not drawn): a v2
+	// server-side apply that leaves a field out does not remove it while the v1 user co-owns the WebApp (docs/api.md,
+	// "Known gap"), and one of another operation would keep the entries of a set it does not own.
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"expose": expose}})
+	s.record(what, fmt.Sprintf(`kubectl -n %s patch webapps.v2.example.com/%s --type=merge --field-manager=net -p '%s'`, s.ns, a.name, patch))
+	_, err := dyn.Resource(webAppV2GVR).Namespace(s.ns).Patch(context.Background(), a.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "net"})
 	if err != nil {
 		s.fail("writing spec.expose of WebApp %s: %v", a.name, err)
 	}
@@ -250,7 +236,7 @@ func (s *seq) routeConverged(ctx context.Context, a *app) error {
 // blue/green without a Gateway switched; one exposed through a Gateway, where the cluster serves HTTPRoute, has its
 // route (controlled by it) sending every request to the stable Service, whatever the actors did to the route (its
 // weights edited, the route deleted) or to the canary (a canary the Deployment API refuses included: it stays at
-// 0%); the canary's Service is gone once its canary is.
+// 0%); the canary's Service, and a preview route or Ingress, are gone once its canary is.
 func (s *seq) checkRouteAtRest(a *app) {
 	if len(s.blocking(a.name)) > 0 {
 		return
@@ -270,9 +256,13 @@ func (s *seq) checkRouteAtRest(a *app) {
 		}
 	}
 	routed := app.Spec.Expose != nil && app.Spec.Expose.Gateway != nil && httpRouteServed()
-	if !routed && app.Spec.Rollout.Canary != nil && app.Spec.Rollout.Canary.BlueGreen != nil && s.checkCanaryServiceAtRest(a, app) {
-		// A blue/green switched by the Service: its preview Service (and Ingress) go with its canary, as behind a route.
-		s.checkPreviewIngressAtRest(a, app)
+	if !routed && app.Spec.Rollout.Canary != nil && app.Spec.Rollout.Canary.BlueGreen != nil {
+		// A blue/green switched by the Service: its preview Service goes with its canary, as behind a route.
+		s.checkCanaryServiceAtRest(a, app)
+	}
+	if s.canaryGoneAtRest(a, app) {
+		// A preview route or Ingress goes with its canary, whatever became of the exposure or the strategy since.
+		s.checkPreviewsAtRest(a, app)
 	}
 	if !routed {
 		return
@@ -291,42 +281,46 @@ func (s *seq) checkRouteAtRest(a *app) {
 		s.fail("invariant 11 (the stable version gets the traffic at rest): WebApp %s's route still mirrors requests to %s:\n%s\nThe WebApp:\n%s",
 			a.name, strings.Join(m, ", "), toYAML(route.Object), toYAML(app))
 	}
-	if !s.checkCanaryServiceAtRest(a, app) {
-		return
-	}
-	if preview := s.get(httpRouteKind, previewName(a.name)); preview != nil && controlledBy(preview, app.UID) {
-		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's preview route %s is still there:\n%s\nThe WebApp:\n%s",
-			a.name, preview.GetName(), toYAML(preview.Object), toYAML(app))
+	s.checkCanaryServiceAtRest(a, app)
+}
+
+// checkPreviewsAtRest: invariant 11 for a blue/green's preview route and Ingress: gone at rest.
+func (s *seq) checkPreviewsAtRest(a *app, app *webappv2.WebApp) {
+	for _, o := range []objectRef{{httpRouteKind, previewName(a.name), "preview route"}, {ingressKind, previewName(a.name), "preview Ingress"}} {
+		if o.k == httpRouteKind && !httpRouteServed() {
+			continue
+		}
+		if preview := s.get(o.k, o.name); preview != nil && controlledBy(preview, app.UID) {
+			s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's %s %s is still there:\n%s\nThe WebApp:\n%s",
+				a.name, o.role, preview.GetName(), toYAML(preview.Object), toYAML(app))
+		}
 	}
 }
 
-// checkPreviewIngressAtRest: invariant 11 for a blue/green's preview Ingress: gone at rest.
-func (s *seq) checkPreviewIngressAtRest(a *app, app *webappv2.WebApp) {
-	if preview := s.get(ingressKind, previewName(a.name)); preview != nil && controlledBy(preview, app.UID) {
-		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's preview Ingress %s is still there:\n%s\nThe WebApp:\n%s",
-			a.name, preview.GetName(), toYAML(preview.Object), toYAML(app))
-	}
-}
-
-// checkCanaryServiceAtRest: invariant 11 for the canary's Service: gone at rest once its canary is (not for a
-// version the Deployment API refuses, which stays a canary at 0% with its Service, nor for a version kept warm);
-// false when the canary's objects are not expected gone.
-func (s *seq) checkCanaryServiceAtRest(a *app, app *webappv2.WebApp) bool {
+// canaryGoneAtRest: WebApp a's canary objects are expected gone at rest (not a version the Deployment API refuses,
+// which stays a canary at 0% with its objects, nor a version kept warm).
+func (s *seq) canaryGoneAtRest(a *app, app *webappv2.WebApp) bool {
 	if refused(a.spec) {
-		// A version the Deployment API refuses stays a canary at 0% (Ready says why), its Service waiting for it.
 		return false
 	}
 	if dep := s.get(deploymentKind, canaryName(a.name)); dep != nil {
 		if _, ok := keptWarm(app, dep); ok {
-			// The version before kept warm behind its Service, with none of the traffic (checked above).
 			return false
 		}
+	}
+	return true
+}
+
+// checkCanaryServiceAtRest: invariant 11 for the canary's Service: gone at rest once its canary is (not for a
+// version the Deployment API refuses, which stays a canary at 0% with its Service, nor for a version kept warm).
+func (s *seq) checkCanaryServiceAtRest(a *app, app *webappv2.WebApp) {
+	if !s.canaryGoneAtRest(a, app) {
+		return
 	}
 	if svc := s.get(serviceKind, canaryName(a.name)); svc != nil && controlledBy(svc, app.UID) {
 		s.fail("invariant 11 (the canary's objects go with its canary): at rest, WebApp %s's canary Service %s is still there:\n%s\nThe WebApp:\n%s",
 			a.name, svc.GetName(), toYAML(svc.Object), toYAML(app))
 	}
-	return true
 }
 
 // releasedRouteLeftover: invariant 7 for the route and the Service. A route released by an Orphan deletion (no
@@ -365,7 +359,7 @@ func toYAMLOrNone(u *unstructured.Unstructured) string {
 // checkCanaryNeverUnderTheSwitch: invariant 12, at every state the watches recorded. A canary Deployment the operator
 // deletes (not an actor; its WebApp neither gone nor being deleted, when the garbage collector deletes in any order)
 // is never one that the WebApp's Service, as our manager applied it, still selected (a blue/green's switch without a
-// Gateway), and it goes canary.Retire after the Service's selector left it, less the watches' delivery: the proxies
+// Gateway), and it goes retireSeconds after the Service's selector left it, less the watches' delivery: the proxies
 // follow the selector first, however late the write that moved it (a fault, a refusal) succeeded.
 func (s *seq) checkCanaryNeverUnderTheSwitch() {
 	for _, d := range s.hist.all(deploymentKind.name) {
@@ -377,33 +371,53 @@ func (s *seq) checkCanaryNeverUnderTheSwitch() {
 		if owner == nil || s.deletedByActor[owner.UID] || s.webAppDeletingAt(owner.UID, d.rv) {
 			continue
 		}
-		// The Service's versions up to the deletion, of the same WebApp: when its selector last left the canary.
-		var selected bool
-		var left version
-		for _, v := range s.hist.versions(serviceKind.name, name) {
-			if v.rv > d.rv || !controlledBy(v.obj, owner.UID) {
-				continue
-			}
-			switch switched := !v.deleted && ownsCanarySelector(v.obj); {
-			case switched:
-				selected, left = true, version{}
-			case selected && left.obj == nil:
-				left = v
-			}
-		}
-		if selected {
+		afterSwitch, violation := underTheSwitch(d, s.hist.versions(serviceKind.name, name), owner.UID, s.retireOf(name))
+		if afterSwitch {
 			s.stats.afterSwitch++
 		}
-		switch {
-		case selected && left.obj == nil:
-			s.fail("invariant 12 (a canary's pods never go under the switch's traffic): Deployment %s was deleted (resourceVersion %d) while Service %s, as the operator applied it, selected its pods",
-				d.obj.GetName(), d.rv, name)
-		case selected && d.at.Sub(left.at) < canary.Retire-switchSlack:
-			s.fail("invariant 12 (a canary's pods go canary.Retire after the switch left them): Deployment %s was deleted %v after Service %s's selector left its pods (resourceVersion %d), want %v at least:\n%s",
-				d.obj.GetName(), d.at.Sub(left.at).Round(time.Millisecond), name, left.rv, canary.Retire, toYAML(left.obj.Object))
+		if violation != "" {
+			s.fail("invariant 12 (a canary's pods never go under the switch's traffic, and go retireSeconds after it left them): %s", violation)
 		}
 		s.switchChecked = max(s.switchChecked, d.rv)
 	}
+}
+
+// underTheSwitch judges the deletion d of a canary Deployment of WebApp owner by the versions of its Service up to it
+// (retire: how long its pods stay at least after the traffic left them): whether the Service had switched to the
+// canary's pods before, and what is wrong ("": nothing).
+func underTheSwitch(d version, services []version, owner types.UID, retire time.Duration) (bool, string) {
+	var selected bool
+	var left version
+	for _, v := range services {
+		if v.rv > d.rv || !controlledBy(v.obj, owner) {
+			continue
+		}
+		switch switched := !v.deleted && ownsCanarySelector(v.obj); {
+		case switched:
+			selected, left = true, version{}
+		case selected && left.obj == nil:
+			left = v
+		}
+	}
+	switch {
+	case selected && left.obj == nil:
+		return true, fmt.Sprintf("Deployment %s was deleted (resourceVersion %d) while Service %s, as the operator applied it, selected its pods",
+			d.obj.GetName(), d.rv, strings.TrimSuffix(d.obj.GetName(), "-canary"))
+	case selected && d.at.Sub(left.at) < retire-switchSlack:
+		return true, fmt.Sprintf("Deployment %s was deleted %v after Service %s's selector left its pods (resourceVersion %d), want %v at least:\n%s",
+			d.obj.GetName(), d.at.Sub(left.at).Round(time.Millisecond), left.obj.GetName(), left.rv, retire, toYAML(left.obj.Object))
+	}
+	return selected, ""
+}
+
+// retireOf is how long the canary pods of the WebApp named name stay at least after the traffic left them.
+func (s *seq) retireOf(name string) time.Duration {
+	for _, a := range s.apps {
+		if a.name == name {
+			return a.retireAtLeast()
+		}
+	}
+	return canary.Retire
 }
 
 // switchSlack is what the watches' delivery may take off the time between two changes they recorded.

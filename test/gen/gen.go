@@ -434,6 +434,11 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 	if g.chance(0.3) {
 		c.RollbackWindowSeconds = int32(g.pick2(1, 60, 3600, 2592000))
 	}
+	if g.chance(0.3) {
+		// How long a canary's pods stay after the traffic left them: a few seconds (a test waits for the rest that
+		// follows; the bounds are TestBlueGreenRefusals').
+		c.RetireSeconds = g.between(2, 5)
+	}
 	return c
 }
 

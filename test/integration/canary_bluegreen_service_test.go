@@ -507,3 +507,39 @@ func TestAPreviewHostBehindAnIngress(t *testing.T) {
 	}
 	restartCostsNoWrites(t, op, ns)
 }
+
+// TestRetireSecondsHoldsTheCanarysPods: spec.rollout.canary.retireSeconds is how long a canary's pods stay after the
+// traffic left them: a blue/green without a Gateway aborted after its switch keeps the new version's pods that long
+// after the Service's selector came back (longer than the default here), then they go.
+func TestRetireSecondsHoldsTheCanarysPods(t *testing.T) {
+	const retire = 25 * time.Second
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}, RetireSeconds: int32(retire / time.Second)}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	switched := switchedTo(t, ns, "shop:2")
+
+	// Aborted in the keep: the selector back at once, the new version's pods kept retireSeconds.
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.Abort(switched.Status.Canary.CanaryRevision)}
+	})
+	canaryPhase(t, ns, "web", "RolledBack/1/0")
+	serviceSelects(t, ns, "web", "stable")
+	back := time.Now()
+	testutil.Consistently(t, retire-3*time.Second, "the aborted version's pods kept retireSeconds", func(ctx context.Context) error {
+		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
+	})
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	if d := time.Since(back); d > retire+10*time.Second {
+		t.Errorf("the aborted version's pods went %v after the Service left them, want about %v", d, retire)
+	}
+}

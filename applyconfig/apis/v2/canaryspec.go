@@ -38,6 +38,14 @@ type CanarySpecApplyConfiguration struct {
 	// steps, pauses, gates or checks (status.canary.previousRevision and previousUntil say which, and until when).
 	// Unset: a change back is a new version like any other, tried by a canary.
 	RollbackWindowSeconds *int32 `json:"rollbackWindowSeconds,omitempty"`
+	// RetireSeconds is how long a canary's pods stay after the route (or a blue/green's Service switch) sent them
+	// their last traffic, answering the requests already on their way, before they go: after a promotion, a
+	// rollback, an abort or a spec that leaves them, counted from the write that took the traffic off them. Unset:
+	// 10. A gateway or load balancer slower to follow its route (a cloud load balancer deregistering its targets,
+	// say) needs more; Argo Rollouts calls it scaleDownDelaySeconds (30 by default). Counted to the second (the
+	// status keeps whole seconds), hence 2 at least. Steps without a Gateway retire nothing: their pods leave the one
+	// Service as any pod going does; a strategy taken out retires in 10 (its retireSeconds went with it).
+	RetireSeconds *int32 `json:"retireSeconds,omitempty"`
 	// KeepPreviousWarm keeps the version a promotion replaced running, at the stable version's count and with none
 	// of the traffic, in <name>-canary for rollbackWindowSeconds after the promotion (a cost the user chooses: twice
 	// the pods meanwhile). Setting the spec back to it within the window, once its pods are ready, sends it all the
@@ -102,6 +110,14 @@ func (b *CanarySpecApplyConfiguration) WithCheckIntervalSeconds(value int32) *Ca
 // If called multiple times, the RollbackWindowSeconds field is set to the value of the last call.
 func (b *CanarySpecApplyConfiguration) WithRollbackWindowSeconds(value int32) *CanarySpecApplyConfiguration {
 	b.RollbackWindowSeconds = &value
+	return b
+}
+
+// WithRetireSeconds sets the RetireSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RetireSeconds field is set to the value of the last call.
+func (b *CanarySpecApplyConfiguration) WithRetireSeconds(value int32) *CanarySpecApplyConfiguration {
+	b.RetireSeconds = &value
 	return b
 }
 
