@@ -385,7 +385,9 @@ func (r *WebAppReconciler) retiringWithoutStrategy(ctx context.Context, app *web
 	// Without a Gateway, a canary with a Service of its own was a blue/green's, whose switch (the one Service's
 	// selector) may have sent its pods the traffic: they retire first, as behind a route.
 	shared := desired.CanaryShared(app) && run.canaryObjs.svc == nil && !o.traffic.service && st.RetiringRevision == ""
-	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), shared, canary.Observation{TrafficOnCanary: o.traffic.onCanary(), TrafficLeft: o.traffic.changed}, o.now)
+	// The strategy's retireSeconds, as the status kept it (it went with the strategy).
+	run.plan.Retire = time.Duration(st.RetireSeconds) * time.Second
+	d := canary.Dropped(state, st.Phase == string(canary.PhasePromoting), shared, run.plan.RetireAfter(), canary.Observation{TrafficOnCanary: o.traffic.onCanary(), TrafficLeft: o.traffic.changed}, o.now)
 	if d.State.Retiring == "" {
 		return nil
 	}
@@ -665,7 +667,7 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
 	if run.retireOnly {
 		// The strategy taken out: only the retiring pods are told.
 		if s.Retiring != "" && s.Retiring == was.Canary {
-			r.tellRetiring(app, s)
+			r.tellRetiring(app, s, run.plan.RetireAfter())
 		}
 		return
 	}
@@ -688,14 +690,14 @@ func (r *WebAppReconciler) tellCanary(app *webappv2.WebApp, run *canaryRun) {
 		r.event(app, nil, corev1.EventTypeNormal, "CanaryStep", "Canary", "Revision %s passed step %d of %d", s.Canary, was.Step+1, len(run.plan.Steps))
 	}
 	if s.Retiring != "" && s.Retiring == was.Canary {
-		r.tellRetiring(app, s)
+		r.tellRetiring(app, s, run.plan.RetireAfter())
 	}
 }
 
 // tellRetiring records an event when the spec leaves a canary whose pods then retire.
-func (r *WebAppReconciler) tellRetiring(app *webappv2.WebApp, s canary.State) {
+func (r *WebAppReconciler) tellRetiring(app *webappv2.WebApp, s canary.State, after time.Duration) {
 	r.event(app, nil, corev1.EventTypeNormal, "CanaryLeft", "Canary", "The spec left revision %s: no traffic is sent to it from now on, and its pods go at %s",
-		s.Retiring, s.RetiringSince.Add(desired.CanaryRetire(app)).UTC().Format(time.RFC3339))
+		s.Retiring, s.RetiringSince.Add(after).UTC().Format(time.RFC3339))
 }
 
 // desiredStableDeployment is the WebApp's own Deployment: the spec's, or with a canary the stable version's,

@@ -397,7 +397,7 @@ func statusToHub(s webappv1.WebAppStatus) webappv2.WebAppStatus {
 	if c := s.Canary; c != nil {
 		out.Canary = &webappv2.CanaryStatus{Phase: c.Phase, StableRevision: c.StableRevision, CanaryRevision: c.CanaryRevision,
 			FailedRevision: c.FailedRevision, Step: c.Step, Weight: c.Weight, Strategy: c.Strategy, StepStartedAt: c.StepStartedAt.DeepCopy(), GateSince: c.GateSince.DeepCopy(), ActedOn: c.ActedOn, PreviousRevision: c.PreviousRevision, PreviousUntil: c.PreviousUntil.DeepCopy(),
-			RetiringRevision: c.RetiringRevision, RetiringSince: c.RetiringSince.DeepCopy(), HeldReplicas: c.HeldReplicas, Reason: c.Reason, Message: c.Message}
+			RetiringRevision: c.RetiringRevision, RetiringSince: c.RetiringSince.DeepCopy(), RetireSeconds: c.RetireSeconds, HeldReplicas: c.HeldReplicas, Reason: c.Reason, Message: c.Message}
 		for _, f := range c.Failures {
 			out.Canary.Failures = append(out.Canary.Failures, webappv2.CanaryCheckFailures{Name: f.Name, Count: f.Count})
 		}
@@ -431,7 +431,7 @@ func statusFromHub(s webappv2.WebAppStatus) webappv1.WebAppStatus {
 	if c := s.Canary; c != nil {
 		out.Canary = &webappv1.CanaryStatus{Phase: c.Phase, StableRevision: c.StableRevision, CanaryRevision: c.CanaryRevision,
 			FailedRevision: c.FailedRevision, Step: c.Step, Weight: c.Weight, Strategy: c.Strategy, StepStartedAt: c.StepStartedAt.DeepCopy(), GateSince: c.GateSince.DeepCopy(), ActedOn: c.ActedOn, PreviousRevision: c.PreviousRevision, PreviousUntil: c.PreviousUntil.DeepCopy(),
-			RetiringRevision: c.RetiringRevision, RetiringSince: c.RetiringSince.DeepCopy(), HeldReplicas: c.HeldReplicas, Reason: c.Reason, Message: c.Message}
+			RetiringRevision: c.RetiringRevision, RetiringSince: c.RetiringSince.DeepCopy(), RetireSeconds: c.RetireSeconds, HeldReplicas: c.HeldReplicas, Reason: c.Reason, Message: c.Message}
 		for _, f := range c.Failures {
 			out.Canary.Failures = append(out.Canary.Failures, webappv1.CanaryCheckFailures{Name: f.Name, Count: f.Count})
 		}

@@ -406,13 +406,22 @@ func previewEvidence(app *webappv2.WebApp, canaryName string) Evidence {
 	return Evidence{"Service " + canaryName, ".spec.selector", "the preview: the new version's pods alone (no preview host: smoke tests go to this Service)"}
 }
 
+// retireOf is how long app's canary pods stay after the traffic left them: as the status keeps it while a canary
+// runs or retires (a strategy taken out since keeps it), or as the spec says.
+func retireOf(app *webappv2.WebApp) time.Duration {
+	if c := app.Status.Canary; c != nil && c.RetireSeconds > 0 {
+		return time.Duration(c.RetireSeconds) * time.Second
+	}
+	return desired.CanaryRetire(app)
+}
+
 // retiringEvidence says that the pods of a version the spec left retire, and until when.
 func retiringEvidence(app *webappv2.WebApp, c *webappv2.CanaryStatus, canaryName string) Evidence {
 	by := trafficBy(app)
 	words := fmt.Sprintf("the spec left this version while %s sent it traffic: its pods (%s) retire, %s sending them nothing, so requests already on their way are answered", by, canaryName, by)
 	if c.RetiringSince != nil {
 		words = fmt.Sprintf("the spec left this version at %s while %s sent it traffic: its pods (%s) retire until %s (%s after the write that takes the traffic off them, if it succeeds later), %s sending them nothing, so requests already on their way are answered",
-			c.RetiringSince.UTC().Format(time.RFC3339), by, canaryName, c.RetiringSince.Add(desired.CanaryRetire(app)).UTC().Format(time.RFC3339), desired.CanaryRetire(app), by)
+			c.RetiringSince.UTC().Format(time.RFC3339), by, canaryName, c.RetiringSince.Add(retireOf(app)).UTC().Format(time.RFC3339), retireOf(app), by)
 	}
 	if c.Phase == "Canary" {
 		words += "; the new version's canary starts in their place then"

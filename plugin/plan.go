@@ -292,6 +292,15 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 	return words + fmt.Sprintf("a canary of revision %s starts beside revision %s, at %d%% of the traffic (step 1 of %d)", planned.Revision, stable, spec.Steps[0].Weight, len(spec.Steps))
 }
 
+// retireLeaving is how long the pods of cur's canary stay once next is applied: next's retireSeconds, or with the
+// strategy taken out, cur's (as its status keeps it).
+func retireLeaving(cur, next *webappv2.WebApp) time.Duration {
+	if next.Spec.Rollout.Canary != nil {
+		return desired.CanaryRetire(next)
+	}
+	return retireOf(cur)
+}
+
 // leftWords say what becomes of a canary the spec leaves (c, cur's status; next, the spec applied): behind a route
 // (or a blue/green's switch without one) that sent it traffic its pods retire retireSeconds after the traffic leaves it;
 // otherwise they go at once.
@@ -309,7 +318,7 @@ func leftWords(c *webappv2.CanaryStatus, cur, next *webappv2.WebApp) string {
 	case desired.CanaryShared(cur) && desired.CanaryShared(next):
 		return "is left: its pods go at once, leaving the one Service as any pod going does"
 	case s.TrafficSent(c.Phase == string(canary.PhasePromoting)):
-		return fmt.Sprintf("is left: %s sends it nothing from then on, and its pods go %s later, answering the requests already on their way", by, desired.CanaryRetire(next))
+		return fmt.Sprintf("is left: %s sends it nothing from then on, and its pods go %s later, answering the requests already on their way", by, retireLeaving(cur, next))
 	}
 	return fmt.Sprintf("is left: %s has sent it nothing yet, and its pods go at once", by)
 }

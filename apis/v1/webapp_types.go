@@ -420,6 +420,12 @@ type CanaryStatus struct {
 	// +optional
 	RetiringSince *metav1.Time `json:"retiringSince,omitempty"`
 
+	// RetireSeconds is the strategy's retireSeconds while a canary runs or retires (unset: the default, 10): a
+	// strategy taken out meanwhile still retires the pods that long.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RetireSeconds int32 `json:"retireSeconds,omitempty"`
+
 	// HeldReplicas is the stable Deployment's count at a blue/green's switch, under autoscaling: from the switch
 	// until the release ends, the HorizontalPodAutoscaler's minReplicas is at least this, since the stable pods then
 	// serve nothing and the HPA, which measures them, would shrink both versions.

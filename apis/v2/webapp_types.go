@@ -636,7 +636,7 @@ type CanarySpec struct {
 	// 10. A gateway or load balancer slower to follow its route (a cloud load balancer deregistering its targets,
 	// say) needs more; Argo Rollouts calls it scaleDownDelaySeconds (30 by default). Counted to the second (the
 	// status keeps whole seconds), hence 2 at least. Steps without a Gateway retire nothing: their pods leave the one
-	// Service as any pod going does; a strategy taken out retires in 10 (its retireSeconds went with it).
+	// Service as any pod going does. A strategy taken out still retires its pods that long (status.canary keeps it).
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
@@ -1202,6 +1202,12 @@ type CanaryStatus struct {
 	// RetiringSince is when the route left retiringRevision's pods.
 	// +optional
 	RetiringSince *metav1.Time `json:"retiringSince,omitempty"`
+
+	// RetireSeconds is the strategy's retireSeconds while a canary runs or retires (unset: the default, 10): a
+	// strategy taken out meanwhile still retires the pods that long.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RetireSeconds int32 `json:"retireSeconds,omitempty"`
 
 	// HeldReplicas is the stable Deployment's count at a blue/green's switch, under autoscaling: from the switch
 	// until the release ends, the HorizontalPodAutoscaler's minReplicas is at least this, since the stable pods then

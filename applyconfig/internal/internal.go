@@ -261,6 +261,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: reason
       type:
         scalar: string
+    - name: retireSeconds
+      type:
+        scalar: numeric
     - name: retiringRevision
       type:
         scalar: string

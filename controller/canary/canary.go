@@ -407,8 +407,7 @@ func abandon(plan Plan, s State, obs Observation, now time.Time) State {
 // promoted; shared: no route split the traffic). No canary runs from now on; the pods of the one that ran, if a route
 // sent them traffic, retire first as those of a version the spec left do, and so do a rolled-back one's still
 // retiring. Phase Stable, with nothing left to retire: the strategy's state is done with.
-func Dropped(s State, promoting, shared bool, obs Observation, now time.Time) Decision {
-	// (The strategy's retireSeconds went with it: the default.)
+func Dropped(s State, promoting, shared bool, after time.Duration, obs Observation, now time.Time) Decision {
 	// (No stable version is kept: the Deployment runs the spec's from now on, and a strategy set again takes what
 	// it runs as stable.)
 	out := State{Retiring: s.Retiring, RetiringSince: s.RetiringSince}
@@ -421,7 +420,7 @@ func Dropped(s State, promoting, shared bool, obs Observation, now time.Time) De
 	case s.rolledBackRetiring():
 		out.Retiring, out.RetiringSince = s.Failed, s.Since
 	}
-	return retire(Decision{State: out, Phase: PhaseStable}, Retire, obs, now)
+	return retire(Decision{State: out, Phase: PhaseStable}, after, obs, now)
 }
 
 // TrafficSent reports whether the route has sent s's canary traffic (promoting: it is being promoted): from its

@@ -1231,11 +1231,11 @@ func TestDropped(t *testing.T) {
 		{"retired: nothing left", State{Stable: "a", Retiring: "b", RetiringSince: t0}, false, Decision{State: State{}, Phase: PhaseStable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Dropped(tc.state, tc.promoting, false, Observation{}, now); !reflect.DeepEqual(got, tc.want) {
+			if got := Dropped(tc.state, tc.promoting, false, Retire, Observation{}, now); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Dropped:\n got %+v\nwant %+v", got, tc.want)
 			}
 			// Behind the one Service, nothing retires: its pods leave it as any pod going does.
-			if got := Dropped(tc.state, tc.promoting, true, Observation{}, now); got.State.Retiring != "" {
+			if got := Dropped(tc.state, tc.promoting, true, Retire, Observation{}, now); got.State.Retiring != "" {
 				t.Errorf("Dropped without a route: %+v retires", got.State)
 			}
 		})
@@ -1291,8 +1291,8 @@ func TestPodsStayRetireAfterTheWriteThatTookTheTrafficOff(t *testing.T) {
 			})
 		}
 		t.Run("the strategy taken out/"+o.name, func(t *testing.T) {
-			d := Dropped(State{Stable: "a", Canary: "b", Step: 1, Since: t0}, false, false, o.obs, t0)
-			d = Dropped(d.State, false, false, o.obs, now)
+			d := Dropped(State{Stable: "a", Canary: "b", Step: 1, Since: t0}, false, false, Retire, o.obs, t0)
+			d = Dropped(d.State, false, false, Retire, o.obs, now)
 			if kept := d.State.Retiring != ""; kept != o.want.kept || d.After != o.want.after || d.HeldUnderTraffic != o.want.held {
 				t.Errorf("Dropped: pods kept %v, look again after %s; want %v, %s (%+v)", kept, d.After, o.want.kept, o.want.after, d)
 			}

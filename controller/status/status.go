@@ -513,6 +513,10 @@ func CanaryStatus(d canary.Decision, plan canary.Plan) *webappv2ac.CanaryStatusA
 	if s.Held > 0 {
 		st.WithHeldReplicas(s.Held)
 	}
+	if plan.Retire > 0 && (s.Canary != "" || s.Retiring != "" || s.Failed != "" && !s.Since.IsZero()) {
+		// While a canary runs or retires: a strategy taken out meanwhile still retires its pods that long.
+		st.WithRetireSeconds(int32(plan.Retire / time.Second))
+	}
 	if s.ActedOn != "" {
 		// Whole (canary.MaxAction bounds what acts): compared with the annotation, a cut value would act again.
 		st.WithActedOn(s.ActedOn)

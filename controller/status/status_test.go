@@ -21,6 +21,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
+	"github.com/example/webapp-operator/controller/canary"
 	"github.com/example/webapp-operator/controller/internal/apptest"
 	"github.com/example/webapp-operator/controller/pods"
 	"github.com/example/webapp-operator/controller/ssa"
@@ -330,6 +331,34 @@ func TestPreviewVerdict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := previewVerdict(app, tc.route); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
 				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCanaryStatusKeepsRetireSeconds: a plan's retireSeconds is in status.canary while a canary runs or retires (a
+// strategy taken out meanwhile still retires its pods that long), and never at rest, where it would cost a write for
+// nothing; the default is never written.
+func TestCanaryStatusKeepsRetireSeconds(t *testing.T) {
+	at := time.Date(2026, 12, 7, 23, 0, 0, 0, time.UTC)
+	plan := canary.Plan{Steps: []canary.Step{{Weight: 10}}, Retire: 45 * time.Second}
+	for _, c := range []struct {
+		name string
+		plan canary.Plan
+		d    canary.Decision
+		want int32
+	}{
+		{"a canary runs", plan, canary.Decision{State: canary.State{Stable: "a", Canary: "b"}, Phase: canary.PhaseCanary}, 45},
+		{"a version left retires", plan, canary.Decision{State: canary.State{Stable: "a", Retiring: "b", RetiringSince: at}, Phase: canary.PhaseStable}, 45},
+		{"a rolled-back one retires", plan, canary.Decision{State: canary.State{Stable: "a", Failed: "b", Since: at}, Phase: canary.PhaseRolledBack}, 45},
+		{"at rest", plan, canary.Decision{State: canary.State{Stable: "a"}, Phase: canary.PhaseStable}, 0},
+		{"rolled back, retired", plan, canary.Decision{State: canary.State{Stable: "a", Failed: "b"}, Phase: canary.PhaseRolledBack}, 0},
+		{"the default", canary.Plan{Steps: plan.Steps}, canary.Decision{State: canary.State{Stable: "a", Canary: "b"}, Phase: canary.PhaseCanary}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := CanaryStatus(c.d, c.plan).RetireSeconds
+			if ptr.Deref(got, 0) != c.want {
+				t.Errorf("retireSeconds %v, want %d", got, c.want)
 			}
 		})
 	}

@@ -59,6 +59,22 @@ func switchedTo(t *testing.T, ns, image string) *webappv2.WebApp {
 	return switched
 }
 
+// stableWeb creates WebApp web in ns (shop:1, two pods, port http 8080) with the canary strategy c, and waits until
+// its Deployment is available and its canary Stable.
+func stableWeb(t *testing.T, ns string, c *webappv2.CanarySpec) {
+	t.Helper()
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: c},
+	}}
+	if err := k8s.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+}
+
 // selectsCanaryNow says whether WebApp web's Service in ns selects its canary's pods now.
 func selectsCanaryNow(ctx context.Context, ns string) (bool, error) {
 	svc := &corev1.Service{}
@@ -270,17 +286,7 @@ func TestBlueGreenThroughTheService(t *testing.T) {
 func TestACanaryUnderTrafficIsKeptUntilTheSwitchIsWritten(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	ctx := context.Background()
-	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
-		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}}},
-	}}
-	if err := k8s.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	waitChildren(t, ns, "web")
-	markAvailable(t, ns, "web")
-	canaryPhase(t, ns, "web", "Stable/0/0")
+	stableWeb(t, ns, &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}})
 
 	// Aborted: the decision rolls back, but the Service's switch back is refused.
 	switched := switchedTo(t, ns, "shop:2")
@@ -368,17 +374,7 @@ func keptUntilTheSwitchIsWritten(t *testing.T, ns, name string, act func()) {
 func TestStepsTurnedIntoABlueGreenStartAtItsPreview(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	ctx := context.Background()
-	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
-		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20, PauseSeconds: 1}, {Weight: 50, PauseSeconds: 3600}}}},
-	}}
-	if err := k8s.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	waitChildren(t, ns, "web")
-	markAvailable(t, ns, "web")
-	canaryPhase(t, ns, "web", "Stable/0/0")
+	stableWeb(t, ns, &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 20, PauseSeconds: 1}, {Weight: 50, PauseSeconds: 3600}}})
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
 	testutil.Eventually(t, wait10s, "the canary Deployment", func(ctx context.Context) error { return get(ctx, ns, "web-canary", &appsv1.Deployment{}) })
 	markAvailable(t, ns, "web-canary")
@@ -515,17 +511,7 @@ func TestRetireSecondsHoldsTheCanarysPods(t *testing.T) {
 	const retire = 25 * time.Second
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
-	ctx := context.Background()
-	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
-		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}, RetireSeconds: int32(retire / time.Second)}},
-	}}
-	if err := k8s.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	waitChildren(t, ns, "web")
-	markAvailable(t, ns, "web")
-	canaryPhase(t, ns, "web", "Stable/0/0")
+	stableWeb(t, ns, &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}, RetireSeconds: int32(retire / time.Second)})
 	switched := switchedTo(t, ns, "shop:2")
 
 	// Aborted in the keep: the selector back at once, the new version's pods kept retireSeconds.
@@ -541,5 +527,19 @@ func TestRetireSecondsHoldsTheCanarysPods(t *testing.T) {
 	gone(t, ns, "web-canary", &appsv1.Deployment{})
 	if d := time.Since(back); d > retire+10*time.Second {
 		t.Errorf("the aborted version's pods went %v after the Service left them, want about %v", d, retire)
+	}
+
+	// The strategy taken out mid-switch: its retireSeconds went with it, but the status kept it.
+	switchedTo(t, ns, "shop:3")
+	status(t, ns, "retireSeconds kept in the status", func(c *webappv2.CanaryStatus) bool { return c.RetireSeconds == int32(retire/time.Second) })
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary = nil })
+	serviceSelects(t, ns, "web", "stable")
+	left := time.Now()
+	testutil.Consistently(t, retire-3*time.Second, "the switched version's pods kept retireSeconds after the strategy was taken out", func(ctx context.Context) error {
+		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
+	})
+	gone(t, ns, "web-canary", &appsv1.Deployment{})
+	if d := time.Since(left); d > retire+10*time.Second {
+		t.Errorf("the switched version's pods went %v after the Service left them, want about %v", d, retire)
 	}
 }

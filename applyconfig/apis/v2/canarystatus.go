@@ -53,6 +53,9 @@ type CanaryStatusApplyConfiguration struct {
 	RetiringRevision *string `json:"retiringRevision,omitempty"`
 	// RetiringSince is when the route left retiringRevision's pods.
 	RetiringSince *v1.Time `json:"retiringSince,omitempty"`
+	// RetireSeconds is the strategy's retireSeconds while a canary runs or retires (unset: the default, 10): a
+	// strategy taken out meanwhile still retires the pods that long.
+	RetireSeconds *int32 `json:"retireSeconds,omitempty"`
 	// HeldReplicas is the stable Deployment's count at a blue/green's switch, under autoscaling: from the switch
 	// until the release ends, the HorizontalPodAutoscaler's minReplicas is at least this, since the stable pods then
 	// serve nothing and the HPA, which measures them, would shrink both versions.
@@ -183,6 +186,14 @@ func (b *CanaryStatusApplyConfiguration) WithRetiringRevision(value string) *Can
 // If called multiple times, the RetiringSince field is set to the value of the last call.
 func (b *CanaryStatusApplyConfiguration) WithRetiringSince(value v1.Time) *CanaryStatusApplyConfiguration {
 	b.RetiringSince = &value
+	return b
+}
+
+// WithRetireSeconds sets the RetireSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RetireSeconds field is set to the value of the last call.
+func (b *CanaryStatusApplyConfiguration) WithRetireSeconds(value int32) *CanaryStatusApplyConfiguration {
+	b.RetireSeconds = &value
 	return b
 }
 
