@@ -624,6 +624,11 @@ func (s *seq) canaryConverged(ctx context.Context, a *app) error {
 		// their end is written, so rest comes after it, whatever else holds the WebApp.
 		return fmt.Errorf("WebApp %s: the pods of revision %s retire since %v", a.name, c.RetiringRevision, c.RetiringSince)
 	}
+	if c := app.Status.Canary; c != nil && c.Phase == "RolledBack" && c.StepStartedAt != nil {
+		// The pods of a rolled-back canary (a version the Deployment API refuses, aborted, too: its Service) retire
+		// for retireSeconds after the route left them: their end is written, so rest comes after it.
+		return fmt.Errorf("WebApp %s: the pods of revision %s, rolled back, retire since %v", a.name, c.FailedRevision, c.StepStartedAt)
+	}
 	if app.Spec.Rollout.Canary == nil {
 		return nil
 	}

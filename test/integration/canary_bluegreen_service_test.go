@@ -512,34 +512,32 @@ func TestRetireSecondsHoldsTheCanarysPods(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, ns, time.Second)
 	stableWeb(t, ns, &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}, RetireSeconds: int32(retire / time.Second)})
-	switched := switchedTo(t, ns, "shop:2")
+	// retired: once the Service's selector is back on the stable pods, the new version's pods stay retireSeconds,
+	// then go.
+	retired := func(what string) {
+		t.Helper()
+		serviceSelects(t, ns, "web", "stable")
+		back := time.Now()
+		testutil.Consistently(t, retire-3*time.Second, what+": the new version's pods kept retireSeconds", func(ctx context.Context) error {
+			return get(ctx, ns, "web-canary", &appsv1.Deployment{})
+		})
+		gone(t, ns, "web-canary", &appsv1.Deployment{})
+		if d := time.Since(back); d > retire+10*time.Second {
+			t.Errorf("%s: the new version's pods went %v after the Service left them, want about %v", what, d, retire)
+		}
+	}
 
 	// Aborted in the keep: the selector back at once, the new version's pods kept retireSeconds.
+	switched := switchedTo(t, ns, "shop:2")
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
 		a.Annotations = map[string]string{webappv2.AnnotationAction: canary.Abort(switched.Status.Canary.CanaryRevision)}
 	})
 	canaryPhase(t, ns, "web", "RolledBack/1/0")
-	serviceSelects(t, ns, "web", "stable")
-	back := time.Now()
-	testutil.Consistently(t, retire-3*time.Second, "the aborted version's pods kept retireSeconds", func(ctx context.Context) error {
-		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
-	})
-	gone(t, ns, "web-canary", &appsv1.Deployment{})
-	if d := time.Since(back); d > retire+10*time.Second {
-		t.Errorf("the aborted version's pods went %v after the Service left them, want about %v", d, retire)
-	}
+	retired("aborted")
 
 	// The strategy taken out mid-switch: its retireSeconds went with it, but the status kept it.
 	switchedTo(t, ns, "shop:3")
 	status(t, ns, "retireSeconds kept in the status", func(c *webappv2.CanaryStatus) bool { return c.RetireSeconds == int32(retire/time.Second) })
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary = nil })
-	serviceSelects(t, ns, "web", "stable")
-	left := time.Now()
-	testutil.Consistently(t, retire-3*time.Second, "the switched version's pods kept retireSeconds after the strategy was taken out", func(ctx context.Context) error {
-		return get(ctx, ns, "web-canary", &appsv1.Deployment{})
-	})
-	gone(t, ns, "web-canary", &appsv1.Deployment{})
-	if d := time.Since(left); d > retire+10*time.Second {
-		t.Errorf("the switched version's pods went %v after the Service left them, want about %v", d, retire)
-	}
+	retired("the strategy taken out")
 }
