@@ -44,7 +44,7 @@ type CanarySpecApplyConfiguration struct {
 	// 10. A gateway or load balancer slower to follow its route (a cloud load balancer deregistering its targets,
 	// say) needs more; Argo Rollouts calls it scaleDownDelaySeconds (30 by default). Counted to the second (the
 	// status keeps whole seconds), hence 2 at least. Steps without a Gateway retire nothing: their pods leave the one
-	// Service as any pod going does; a strategy taken out retires in 10 (its retireSeconds went with it).
+	// Service as any pod going does. A strategy taken out still retires its pods that long (status.canary keeps it).
 	RetireSeconds *int32 `json:"retireSeconds,omitempty"`
 	// KeepPreviousWarm keeps the version a promotion replaced running, at the stable version's count and with none
 	// of the traffic, in <name>-canary for rollbackWindowSeconds after the promotion (a cost the user chooses: twice
