@@ -24,9 +24,11 @@ func TestPodTroubleIsReportedWithinSeconds(t *testing.T) {
 		{"pull", "missing.invalid/webapp-test/absent:1", "", "ImagePullBackOff", `2/2 pods cannot pull image "missing.invalid/webapp-test/absent:1"`, "Failed"},
 		{"crash", cluster.WebserverImage, `args: ["--listen=nowhere"]`, "CrashLoopBackOff", "2/2 pods CrashLoopBackOff: container app exited with code 1", "BackOff"},
 		{"nospace", cluster.WebserverImage, `resources: {requests: {cpu: "1000"}}`, "Unschedulable", "2/2 pods unschedulable: 0/1 nodes are available: 1 Insufficient cpu", "FailedScheduling"},
-		// It listens 5 s after it starts, so its first probes are refused and the later ones answered 500: the
-		// message follows the probes' words (an event that changes no object the operator watches).
-		{"notready", cluster.WebserverImage, `args: ["--fail-healthz", "--listen-after=5s"], healthCheckPath: /healthz`, "ReadinessFailing", "2/2 pods not ready: Readiness probe failed: HTTP probe failed with statuscode: 500", "Unhealthy"},
+		// It listens 20 s after it starts, so its first probes are refused and the later ones answered 500: the
+		// message follows the probes' words (an event that changes no object the operator watches). (Two probe
+		// periods: the kubelet's first probe of a container may come up to a period after it started, and 5 s let a
+		// CI run's first probe find it listening already.)
+		{"notready", cluster.WebserverImage, `args: ["--fail-healthz", "--listen-after=20s"], healthCheckPath: /healthz`, "ReadinessFailing", "2/2 pods not ready: Readiness probe failed: HTTP probe failed with statuscode: 500", "Unhealthy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
