@@ -444,7 +444,7 @@ func retiringObjects(objs canaryObjects, rev string) (*appsv1ac.DeploymentApplyC
 func (r *WebAppReconciler) stableTemplateSources(ctx context.Context, app *webappv2.WebApp, stable *appsv1.Deployment, keep []string) (*appsv1.ControllerRevision, *appsv1.Deployment) {
 	var record *appsv1.ControllerRevision
 	key := types.NamespacedName{Namespace: app.Namespace, Name: stableRecordName(app)}
-	if cr := (&appsv1.ControllerRevision{}); r.Client.Get(ctx, key, cr, client.UnsafeDisableDeepCopy) == nil && ssa.NotOursReason(cr, app.UID) == "" {
+	if cr := (&appsv1.ControllerRevision{}); r.Client.Get(ctx, key, cr, client.UnsafeDisableDeepCopy) == nil && ssa.NotOursReason(cr, app) == "" {
 		record = cr
 	}
 	if stable == nil || record != nil && !slices.ContainsFunc(keep, func(rev string) bool { return rev != "" && rev != record.Annotations[webappv2.AnnotationRevision] }) {

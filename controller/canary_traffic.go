@@ -93,7 +93,7 @@ func (r *WebAppReconciler) readChild(ctx context.Context, c childKind, app *weba
 			return nil, client.IgnoreNotFound(err)
 		}
 	}
-	if ssa.NotOursReason(obj, app.UID) != "" {
+	if ssa.NotOursReason(obj, app) != "" {
 		return nil, nil
 	}
 	return obj, nil

@@ -391,7 +391,7 @@ func childKindOf(kind string) *childKind {
 func (r *WebAppReconciler) cachedChild(ctx context.Context, c childKind, app *webappv2.WebApp) (client.Object, error) {
 	obj := c.object()
 	key := types.NamespacedName{Namespace: app.Namespace, Name: c.objectName(app)}
-	if err := r.Client.Get(ctx, key, obj); err != nil || ssa.NotOursReason(obj, app.UID) != "" {
+	if err := r.Client.Get(ctx, key, obj); err != nil || ssa.NotOursReason(obj, app) != "" {
 		return nil, client.IgnoreNotFound(err)
 	}
 	return obj, nil

@@ -53,7 +53,7 @@ func (r *WebAppReconciler) claimInTheWay(ctx context.Context, app *webappv2.WebA
 // it was made with.) Its class and size are left to the claim's own apply: the pods can mount it either way.
 func claimRefusal(pvc *corev1.PersistentVolumeClaim, app *webappv2.WebApp) *ssa.Error {
 	key := client.ObjectKeyFromObject(pvc)
-	if why := ssa.NotOursReason(pvc, app.UID); why != "" {
+	if why := ssa.NotOursReason(pvc, app); why != "" {
 		return &ssa.Error{Kind: "PersistentVolumeClaim", Key: key, NotOursReason: why}
 	}
 	v := desired.OwnedClaimVolume(app)

@@ -152,7 +152,7 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 		// our manager owns it.
 		want := stableService(ownedSvc, app)
 		out, err := ssa.Ensure(ctx, r.writer(), "Service", client.ObjectKeyFromObject(app), func(*corev1.Service) *corev1ac.ServiceApplyConfiguration { return want },
-			corev1ac.ExtractService, ssa.Opts{Owner: app.UID, OnlyIfExists: true})
+			corev1ac.ExtractService, ssa.Opts{Owner: app, OnlyIfExists: true})
 		if err != nil {
 			r.event(app, childRef(app, *childOf("Service")), corev1.EventTypeWarning, "ApplyFailed", "Apply", "Sending the traffic back to the stable pods (Service %s's selector) failed: %v", app.Name, err)
 			return 0, err
@@ -166,7 +166,7 @@ func (r *WebAppReconciler) retireCanary(ctx context.Context, app *webappv2.WebAp
 		if want := stableRoute(owned, app); want != nil {
 			// The one write of the route: compared with what our manager owns, never creating one that is gone.
 			out, err := ssa.Ensure(ctx, r.writer(), "HTTPRoute", client.ObjectKeyFromObject(app), func(*gwv1.HTTPRoute) *gwv1ac.HTTPRouteApplyConfiguration { return want },
-				gwv1ac.ExtractHTTPRoute, ssa.Opts{Owner: app.UID, OnlyIfExists: true})
+				gwv1ac.ExtractHTTPRoute, ssa.Opts{Owner: app, OnlyIfExists: true})
 			if err != nil {
 				r.event(app, childRef(app, *childOf("HTTPRoute")), corev1.EventTypeWarning, "ApplyFailed", "Apply", "Sending the route's traffic back to Service %s failed: %v", app.Name, err)
 				return 0, err

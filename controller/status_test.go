@@ -31,7 +31,7 @@ func TestClaimRefusal(t *testing.T) {
 	controls := func(kind, name string, uid types.UID) metav1.OwnerReference {
 		return metav1.OwnerReference{Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
 	}
-	ours := map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy}
+	ours := map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy, webappv2.LabelInstance: "web"}
 	rwxClaim := claim(ours, controls("WebApp", "web", "uid-web"))
 	rwxClaim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	cases := []struct {
@@ -46,6 +46,8 @@ func TestClaimRefusal(t *testing.T) {
 		{"ReadWriteMany, as asked", rwxClaim, rwx, "", ""},
 		{"someone's, unlabelled", claim(nil), app, "PersistentVolumeClaim ns/web already exists and is not managed by webapp-operator", webappv2.ReasonChildNotOwned},
 		{"someone's, with our label", claim(ours, controls("StatefulSet", "db", "uid-db")), app, "is controlled by StatefulSet db", webappv2.ReasonChildNotOwned},
+		{"released by a WebApp of another name", claim(map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy, webappv2.LabelInstance: "api"}), app,
+			`was released by WebApp "api"`, webappv2.ReasonChildNotOwned},
 		{"an earlier WebApp's of the same name", claim(ours, controls("WebApp", "web", "uid-old")), app, "is controlled by WebApp web", webappv2.ReasonChildNotOwned},
 		// Taken up again after a release, with the modes it was made with: three pods rolling onto it would wait.
 		{"released ReadWriteOnce, asked ReadWriteMany", claim(ours), rwx, "its access modes are [ReadWriteOnce], and the WebApp's claim asks for ReadWriteMany", webappv2.ReasonInvalidChild},

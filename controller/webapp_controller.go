@@ -236,7 +236,7 @@ func (c childrenOutcome) observation() status.Observation {
 func (r *WebAppReconciler) applyChildren(ctx context.Context, app *webappv2.WebApp, active []childKind, in inputs) (childrenOutcome, error) {
 	// A WebApp whose status says a child is not ours reads a missing child before trying to create it, so after a
 	// restart it sends nothing the server would refuse.
-	opts := ssa.Opts{Owner: app.UID, ReadFirst: status.ReadyReason(app) == webappv2.ReasonChildNotOwned}
+	opts := ssa.Opts{Owner: app, ReadFirst: status.ReadyReason(app) == webappv2.ReasonChildNotOwned}
 	res := childrenOutcome{byKind: map[string]childOutcome{}, errs: map[string]error{}, replicasByHPA: desired.ReplicasByHPA(app, in.HPAExists), canary: in.canary}
 	var created []childKind
 	var errs []error

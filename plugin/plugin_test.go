@@ -217,7 +217,7 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 // controller) or someone else's: each said in words, with what follows.
 func TestObjectsNotTheWebAppsSayWhatTheyAre(t *testing.T) {
 	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "app-uid"}}
-	ours := map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy}
+	ours := map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy, webappv2.LabelInstance: app.Name}
 	cases := []struct {
 		name     string
 		obj      client.Object
@@ -233,6 +233,9 @@ func TestObjectsNotTheWebAppsSayWhatTheyAre(t *testing.T) {
 		{"a Service another controller controls", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: ours,
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Thing", Name: "t", UID: "other", Controller: ptr.To(true)}}}}, false,
 			"not the WebApp's: it is controlled by Thing t"},
+		{"a Deployment another WebApp's Orphan deletion released", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app.Name + "-canary",
+			Labels: map[string]string{webappv2.LabelManagedBy: webappv2.ManagedBy, webappv2.LabelInstance: app.Name + "-canary"}}}, false,
+			`not the WebApp's: it was released by WebApp "` + app.Name + `-canary"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -102,7 +102,7 @@ func controlledBy(obj client.Object, app *webappv2.WebApp) bool {
 // released: obj, not controlled by app, is one the operator let go (it still carries our managed-by label and no
 // controller): a claim kept with its data, or a child of an Orphan deletion. A WebApp of its name takes it up again.
 func released(obj client.Object, app *webappv2.WebApp) bool {
-	return metav1.GetControllerOf(obj) == nil && ssa.NotOursReason(obj, app.UID) == ""
+	return metav1.GetControllerOf(obj) == nil && ssa.NotOursReason(obj, app) == ""
 }
 
 // notOwnWhy says, in the operator's words, why obj is not app's and what follows.
@@ -113,5 +113,5 @@ func notOwnWhy(obj client.Object, app *webappv2.WebApp) string {
 		}
 		return "released by the WebApp (no owner reference to it); a WebApp of this name takes it up again"
 	}
-	return "not the WebApp's: it " + ssa.NotOursReason(obj, app.UID) + "; the operator never takes it over"
+	return "not the WebApp's: it " + ssa.NotOursReason(obj, app) + "; the operator never takes it over"
 }

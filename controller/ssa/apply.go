@@ -124,11 +124,11 @@ func ownerAlive(ctx context.Context, w *Writer, key types.NamespacedName, owner 
 
 // Opts are the parts of a write that do not depend on the object's kind.
 type Opts struct {
-	createOnly   bool      // refuse the apply (errExists) rather than change an existing object
-	Owner        types.UID // a child's WebApp: an object controlled by anything else is never taken over ("" for the WebApp itself)
-	OnlyIfExists bool      // never create the object (the WebApp itself)
-	ReadFirst    bool      // read a cache miss from the API server before trying to create it (a child known not to be ours)
-	Status       bool      // write the status subresource
+	createOnly   bool          // refuse the apply (errExists) rather than change an existing object
+	Owner        metav1.Object // a child's WebApp: an object controlled by anything else is never taken over (nil for the WebApp itself)
+	OnlyIfExists bool          // never create the object (the WebApp itself)
+	ReadFirst    bool          // read a cache miss from the API server before trying to create it (a child known not to be ours)
+	Status       bool          // write the status subresource
 	// beforeApply runs just before an apply to an existing object is sent, with the object the decision was made
 	// on, and reports whether it wrote (nil: nothing to do). It gives fields the apply is about to leave out to
 	// their next owner.
@@ -257,10 +257,10 @@ func create[T any, PT Object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 	if refused := w.Mem.Refusal(kind, key, nil, want); refused != nil {
 		return Outcome[PT]{}, false, refused
 	}
-	if o.Owner != "" && w.Mem.Had(kind, key) {
+	if o.Owner != nil && w.Mem.Had(kind, key) {
 		// A child we had is gone. If the user deleted it with the WebApp (`kubectl delete webapp/web
 		// deployment/web`, the cache seeing the child's deletion first), it must stay deleted: ask the server.
-		if err := ownerAlive(ctx, w, key, o.Owner); err != nil {
+		if err := ownerAlive(ctx, w, key, o.Owner.GetUID()); err != nil {
 			return Outcome[PT]{}, false, err
 		}
 	}
@@ -283,7 +283,7 @@ func create[T any, PT Object[T], AC runtime.ApplyConfiguration](ctx context.Cont
 func decide[T any, PT Object[T], AC runtime.ApplyConfiguration](ctx context.Context, w *Writer, kind string, key types.NamespacedName,
 	cur PT, desired func(PT) AC, extract func(PT, string) (AC, error), o Opts) (AC, bool, error) {
 	var want AC
-	if o.Owner != "" {
+	if o.Owner != nil {
 		if why := NotOursReason(cur, o.Owner); why != "" {
 			return want, false, &Error{Kind: kindOf(kind), Key: o.ObjectKey(key), NotOursReason: why}
 		}
@@ -326,7 +326,7 @@ func send[T any, PT Object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 		return res, err
 	}
 	// Whether this apply lets go of fields our manager owns: then other managers may keep them (see retained.go).
-	letsGo := o.Owner != "" && res.Existed && Releases(w.Types, res.Before, want)
+	letsGo := o.Owner != nil && res.Existed && Releases(w.Types, res.Before, want)
 	if o.createOnly {
 		// With a resourceVersion that no live object has, the apply can change none: a missing object is created
 		// (the server wipes the resourceVersion of an object created by an apply), an existing one refuses it.
@@ -396,16 +396,26 @@ func send[T any, PT Object[T], AC runtime.ApplyConfiguration](ctx context.Contex
 }
 
 // NotOursReason says why obj may not be taken over by the WebApp owner, or "" when it may: it is controlled by that
-// WebApp, or by nothing while it carries our managed-by label (a child an Orphan deletion released).
-func NotOursReason(obj client.Object, owner types.UID) string {
+// WebApp, or by nothing while it carries our managed-by label and the WebApp's name as its instance (a child an
+// Orphan deletion released from a WebApp of this name). The instance matters for the names two WebApps can share:
+// the canary of "shop" is "shop-canary", which is also the name of a WebApp "shop-canary"'s own children.
+func NotOursReason(obj client.Object, owner metav1.Object) string {
 	if ref := metav1.GetControllerOf(obj); ref != nil {
-		if ref.UID == owner {
+		if ref.UID == owner.GetUID() {
 			return ""
 		}
 		return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
 	}
-	if obj.GetLabels()[webappv2.LabelManagedBy] != webappv2.ManagedBy {
+	labels := obj.GetLabels()
+	if labels[webappv2.LabelManagedBy] != webappv2.ManagedBy {
 		return "is not managed by " + webappv2.ManagedBy
+	}
+	switch inst := labels[webappv2.LabelInstance]; inst {
+	case owner.GetName():
+	case "":
+		return "has no " + webappv2.LabelInstance + " label to say which WebApp released it"
+	default:
+		return fmt.Sprintf("was released by WebApp %q (its %s label), not by this one", inst, webappv2.LabelInstance)
 	}
 	return ""
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/example/webapp-operator/apis/v1"
@@ -415,4 +416,79 @@ func TestLastAppliedInServiceAnnotationsIsRefused(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "must not set kubectl.kubernetes.io/last-applied-configuration") {
 		t.Errorf("create: %v, want Invalid naming the annotation", err)
 	}
+}
+
+// TestAChildReleasedByAnotherWebAppIsNeverTakenOver: WebApp "web-canary", deleted with the Orphan policy, leaves its
+// Deployment "web-canary", which is also the name of WebApp web's canary. web's canary never takes it over (it was
+// another WebApp's, by its instance label): Ready says whose it was, and the Deployment is never written. A WebApp
+// "web-canary" made again takes it up, as a released child is meant to be.
+func TestAChildReleasedByAnotherWebAppIsNeverTakenOver(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	ctx := context.Background()
+	released := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"}, Spec: webappv2.WebAppSpec{
+		Image: "other:1", Replicas: ptr.To[int32](1), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		DeletionPolicy: webappv2.DeletionPolicyOrphan,
+	}}
+	if err := k8s.Create(ctx, released.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web-canary")
+	waitReady(t, ns, "web-canary", metav1.ConditionFalse, webappv2.ReasonDeploymentProgressing)
+	if err := k8s.Delete(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-canary"}}); err != nil {
+		t.Fatal(err)
+	}
+	theirs := &appsv1.Deployment{}
+	testutil.Eventually(t, wait10s, "WebApp web-canary gone, its Deployment kept without an owner", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web-canary", &webappv2.WebApp{}); err == nil {
+			return fmt.Errorf("WebApp still there")
+		}
+		if err := get(ctx, ns, "web-canary", theirs); err != nil {
+			return err
+		}
+		if refs := theirs.GetOwnerReferences(); len(refs) != 0 {
+			return fmt.Errorf("owner references %+v", refs)
+		}
+		return nil
+	})
+	rv := theirs.ResourceVersion
+
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50, PauseSeconds: 3600}}}},
+	}}
+	if err := k8s.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitChildren(t, ns, "web")
+	markAvailable(t, ns, "web")
+	canaryPhase(t, ns, "web", "Stable/0/0")
+	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonChildNotOwned, "Deployment", "web-canary", `released by WebApp "web-canary"`)
+	// Over three resyncs: never written, and the stable Deployment keeps its version.
+	waitResyncs(t, 3, 30*time.Second)
+	if err := get(ctx, ns, "web-canary", theirs); err != nil || theirs.ResourceVersion != rv {
+		t.Errorf("WebApp web-canary's Deployment was written: resourceVersion %s, was %s (%v)", theirs.ResourceVersion, rv, err)
+	}
+	if img := theirs.Spec.Template.Spec.Containers[0].Image; img != "other:1" {
+		t.Errorf("WebApp web-canary's Deployment runs %s, want other:1", img)
+	}
+	dep := &appsv1.Deployment{}
+	if err := get(ctx, ns, "web", dep); err != nil || dep.Spec.Template.Spec.Containers[0].Image != "shop:1" {
+		t.Errorf("the stable Deployment left its version while the canary cannot run: %v", err)
+	}
+
+	// Its own WebApp, made again, takes it up.
+	if err := k8s.Create(ctx, released.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, wait10s, "WebApp web-canary takes its Deployment up again", func(ctx context.Context) error {
+		if err := get(ctx, ns, "web-canary", theirs); err != nil {
+			return err
+		}
+		if ref := metav1.GetControllerOf(theirs); ref == nil || ref.Name != "web-canary" {
+			return fmt.Errorf("controller %+v", ref)
+		}
+		return nil
+	})
 }
