@@ -88,8 +88,14 @@ func planOf(spec *webappv2.CanarySpec, switched bool) canary.Plan {
 	p := canary.Plan{RollbackWindow: time.Duration(spec.RollbackWindowSeconds) * time.Second, BlueGreen: spec.BlueGreen != nil,
 		KeepWarm: spec.KeepPreviousWarm && spec.RollbackWindowSeconds > 0, Switched: switched, Retire: time.Duration(spec.RetireSeconds) * time.Second}
 	for i, s := range spec.EffectiveSteps() {
-		// A blue/green's preview and switch both run the new version at full size.
-		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent, Full: p.BlueGreen}
+		step := canary.Step{Weight: s.Weight, Pause: time.Duration(s.PauseSeconds) * time.Second, Matches: s.Matches, Mirror: s.MirrorPercent}
+		if p.BlueGreen {
+			// A blue/green's switch runs the new version at full size, its preview too unless previewPercent says.
+			step.Size = 100
+			if i == 0 {
+				step.Size = spec.BlueGreen.PreviewSize()
+			}
+		}
 		if p.BlueGreen && i == 1 {
 			// The keep is counted from the switch, which reaches the route a warm-up after the step starts (the
 			// Service's at once): with checks, their passing round is taken on the production traffic.

@@ -337,3 +337,28 @@ func TestPlanOfRetireSeconds(t *testing.T) {
 		t.Errorf("retireSeconds 45: %s", got)
 	}
 }
+
+// TestPlanOfABlueGreensSizes: a blue/green's preview is counted for previewPercent of the stable count (unset: all
+// of it), its switch always for all of it; steps are counted for their traffic.
+func TestPlanOfABlueGreensSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec webappv2.CanarySpec
+		want []int32 // each step's Pods()
+	}{
+		{"a blue/green", webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewSeconds: 60}}, []int32{100, 100}},
+		{"a smaller preview", webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewPercent: 30}}, []int32{30, 100}},
+		{"a preview of one percent", webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewPercent: 1}}, []int32{1, 100}},
+		{"steps", webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}, {Weight: 0, MirrorPercent: 50}}}, []int32{10, 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []int32
+			for _, s := range planOf(&tc.spec, false).Steps {
+				got = append(got, s.Pods())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("steps counted for %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -139,7 +139,7 @@ func TestStateOfKeepsAPromotionPromoted(t *testing.T) {
 func TestAStrategyOfTheOtherKindStartsAgain(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC))
 	steps := canary.Plan{Steps: []canary.Step{{Weight: 20}, {Weight: 50}, {Weight: 80}}}
-	blueGreen := canary.Plan{BlueGreen: true, Steps: []canary.Step{{Full: true, Gate: true}, {Weight: 100, Full: true}}}
+	blueGreen := canary.Plan{BlueGreen: true, Steps: []canary.Step{{Size: 100, Gate: true}, {Weight: 100, Size: 100}}}
 	for _, c := range []struct {
 		name     string
 		plan     canary.Plan

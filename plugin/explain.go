@@ -232,7 +232,11 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		case spec.BlueGreen != nil && c.Weight == 100:
 			st.Says = fmt.Sprintf("all the traffic goes to revision %s (%s) since the blue/green switch (%s); revision %s (%s) is kept at full size to switch back to (kubectl webapp abort %s)", c.CanaryRevision, canaryName, switchWords(app), c.StableRevision, app.Name, app.Name)
 		case spec.BlueGreen != nil:
-			st.Says = fmt.Sprintf("revision %s (%s) is previewed at full size with none of the traffic, which revision %s (%s) serves: the blue/green switch comes after the preview", c.CanaryRevision, canaryName, c.StableRevision, app.Name)
+			st.Says = fmt.Sprintf("revision %s (%s) is previewed %s with none of the traffic, which revision %s (%s) serves: the blue/green switch comes after the preview", c.CanaryRevision, canaryName, desired.SizeWords(spec.BlueGreen.PreviewSize()), c.StableRevision, app.Name)
+			if c.Step == 1 {
+				// (Past the preview: the new version is scaled to full size, and switched to once every pod is ready.)
+				st.Says = fmt.Sprintf("revision %s (%s) is scaled to full size for the blue/green switch, which comes once every one of its pods is ready; revision %s (%s) serves all the traffic until then", c.CanaryRevision, canaryName, c.StableRevision, app.Name)
+			}
 			st.Evidence = append(st.Evidence, previewEvidence(app, canaryName))
 		}
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.step / weight", fmt.Sprintf("%d / %d", c.Step, c.Weight)})
@@ -241,7 +245,7 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 			field, words := fmt.Sprintf(".spec.rollout.canary.steps[%d]", c.Step), fmt.Sprintf("weight %d, pause %ds", step.Weight, step.PauseSeconds)
 			switch {
 			case spec.BlueGreen != nil && c.Step == 0:
-				field, words = ".spec.rollout.canary.blueGreen.previewSeconds", fmt.Sprintf("%d: the preview, at full size with no traffic", step.PauseSeconds)
+				field, words = ".spec.rollout.canary.blueGreen.previewSeconds", fmt.Sprintf("%d: the preview, %s with no traffic", step.PauseSeconds, desired.SizeWords(spec.BlueGreen.PreviewSize()))
 			case spec.BlueGreen != nil:
 				field, words = ".spec.rollout.canary.blueGreen.keepSeconds", fmt.Sprintf("%d: the version before kept after the switch (and the %.0f s warm-up)", step.PauseSeconds, canary.Warmup.Seconds())
 				if desired.CanarySwitched(app) {

@@ -287,7 +287,7 @@ func canaryPlan(cur, next *webappv2.WebApp, planned controller.PlannedChildren, 
 		}
 	}
 	if spec.BlueGreen != nil {
-		return words + fmt.Sprintf("revision %s starts at full size beside revision %s, previewed with none of the traffic until the blue/green switch", planned.Revision, stable)
+		return words + fmt.Sprintf("revision %s starts %s beside revision %s, previewed with none of the traffic until the blue/green switch", planned.Revision, desired.SizeWords(spec.BlueGreen.PreviewSize()), stable)
 	}
 	return words + fmt.Sprintf("a canary of revision %s starts beside revision %s, at %d%% of the traffic (step 1 of %d)", planned.Revision, stable, spec.Steps[0].Weight, len(spec.Steps))
 }

@@ -189,6 +189,22 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 			}},
 		{"a blue/green's preview behind a Gateway", Snapshot{App: blueGreen(&webappv2.Expose{Hosts: []webappv2.Hostname{"shop.test"}, Gateway: &webappv2.GatewayRef{Name: "public"}}, "preview.shop.test")},
 			[]string{"WebApp web .spec.rollout.canary.blueGreen.previewHost: preview.shop.test: the preview, through HTTPRoute web-canary on Gateway public to Service web-canary alone"}},
+		{"a smaller preview", Snapshot{App: func() *webappv2.WebApp {
+			app := blueGreen(nil, "")
+			app.Spec.Rollout.Canary.BlueGreen.PreviewPercent = 25
+			return app
+		}()},
+			[]string{
+				"revision b (web-canary) is previewed at 25% of the stable count with none of the traffic",
+				"WebApp web .spec.rollout.canary.blueGreen.previewSeconds: 0: the preview, at 25% of the stable count with no traffic",
+			}},
+		{"past a smaller preview, before the switch", Snapshot{App: func() *webappv2.WebApp {
+			app := blueGreen(nil, "")
+			app.Spec.Rollout.Canary.BlueGreen.PreviewPercent = 25
+			app.Status.Canary.Step = 1
+			return app
+		}()},
+			[]string{"revision b (web-canary) is scaled to full size for the blue/green switch, which comes once every one of its pods is ready; revision a (web) serves all the traffic until then"}},
 		{"a blue/green's preview with no host", Snapshot{App: blueGreen(nil, "")},
 			[]string{"Service web-canary .spec.selector: the preview: the new version's pods alone (no preview host: smoke tests go to this Service)"}},
 		{"a count the HPA sets", Snapshot{App: hpaApp, Children: []client.Object{hpa}},
@@ -342,6 +358,8 @@ func TestCanaryPlanSaysWhatTheStepMachineDoes(t *testing.T) {
 			"revision b was rolled back: applying it again does not start it again (kubectl webapp retry does)"},
 		{"a blue/green's next version", app(steps, routed, promoted), app(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}}, routed, nil), "c",
 			"revision c starts at full size beside revision b, previewed with none of the traffic until the blue/green switch"},
+		{"a smaller preview's next version", app(steps, routed, promoted), app(&webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewPercent: 50}}, routed, nil), "c",
+			"revision c starts at 50% of the stable count beside revision b, previewed with none of the traffic until the blue/green switch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := canaryPlan(tc.cur, tc.next, controller.PlannedChildren{Revision: tc.revision}, now); got != tc.want {

@@ -593,11 +593,11 @@ type CanarySpec struct {
 	// +optional
 	Steps []CanaryStep `json:"steps,omitempty"`
 
-	// BlueGreen, instead of steps, previews each new version at full size and then switches all the traffic to it
-	// at once. The new version runs in <name>-canary with as many pods as the stable one, behind its own Service
-	// (<name>-canary, and previewHost), with none of the production traffic, until its preview has lasted
-	// previewSeconds with every check passing and its gate (if any) is promoted. Then the route sends it all the
-	// traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
+	// BlueGreen, instead of steps, previews each new version and then switches all the traffic to it at once. The
+	// new version runs in <name>-canary with as many pods as the stable one (or previewPercent of them), behind its
+	// own Service (<name>-canary, and previewHost), with none of the production traffic, until its preview has
+	// lasted previewSeconds with every check passing and its gate (if any) is promoted. Then (at full size, every
+	// pod ready) the route sends it all the traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
 	// production traffic meanwhile: an abort, a failed check or its pods' trouble switches the traffic back at
 	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
 	// stable Service (the same version on both sides), and the canary's pods go. Without expose.gateway (an Ingress,
@@ -664,6 +664,15 @@ type BlueGreenSpec struct {
 	// +optional
 	PreviewSeconds int32 `json:"previewSeconds,omitempty"`
 
+	// PreviewPercent is the size of the preview, in percent of the stable version's count (at least one pod):
+	// before the switch the new version is scaled to the stable count, and the traffic switches only once every one
+	// of its pods is ready. Unset: 100, the preview at full size (Argo Rollouts' previewReplicaCount, as a share,
+	// so that it follows an autoscaled count).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	PreviewPercent int32 `json:"previewPercent,omitempty"`
+
 	// Gate makes the switch wait, after the preview, for a person to promote it (kubectl webapp promote, or the
 	// annotation webapp.example.com/action: "promote <canaryRevision>/0"); with timeoutSeconds the wait ends on
 	// its own, as onTimeout says.
@@ -685,6 +694,14 @@ type BlueGreenSpec struct {
 	// canary's Deployment and Service. Only with expose.gateway or expose.ingress.
 	// +optional
 	PreviewHost Hostname `json:"previewHost,omitempty"`
+}
+
+// PreviewSize is the preview's size in percent of the stable version's count: previewPercent, or 100.
+func (b *BlueGreenSpec) PreviewSize() int32 {
+	if b == nil || b.PreviewPercent <= 0 {
+		return 100
+	}
+	return b.PreviewPercent
 }
 
 // EffectiveSteps are the steps the canary takes: its steps, or a blue/green's two (the preview: weight 0, its

@@ -70,6 +70,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: previewHost
       type:
         namedType: com.github.example.webapp-operator.apis.v2.Hostname
+    - name: previewPercent
+      type:
+        scalar: numeric
     - name: previewSeconds
       type:
         scalar: numeric

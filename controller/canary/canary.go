@@ -21,7 +21,8 @@ import (
 type Plan struct {
 	Steps  []Step
 	Checks []Check
-	// BlueGreen: the steps are a blue/green's two, the preview at full size with no weight, then the switch at 100.
+	// BlueGreen: the steps are a blue/green's two, the preview with no weight (at full size, or a share of it), then
+	// the switch at 100 at full size.
 	BlueGreen bool
 	// RollbackWindow is how long after a promotion a spec set back to the version it replaced is rolled back to at
 	// once, without a canary (0: never).
@@ -85,8 +86,9 @@ type Step struct {
 	// percent of the requests to it as well.
 	Matches []webappv2.CanaryMatch
 	Mirror  int32
-	// Full: the canary runs at full size whatever its traffic (a blue/green's preview).
-	Full bool
+	// Size is the share the canary's pods are counted for whatever its traffic (0: by its traffic): a blue/green's
+	// steps, 100 (at full size), or its preview's previewPercent.
+	Size int32
 }
 
 // GatewayFeatures are the Gateway API's features (as a GatewayClass's status.supportedFeatures names them) that the
@@ -112,10 +114,10 @@ const (
 
 // Pods is the share of the traffic the step's canary pods are counted for: its weight and the mirrored share (a
 // mirror copies requests of either version), at most all of it, and one pod's worth at least (a step of matches
-// alone still needs a canary to answer); all of it for a step at full size.
+// alone still needs a canary to answer); its Size for a step sized whatever its traffic.
 func (s Step) Pods() int32 {
-	if s.Full {
-		return 100
+	if s.Size > 0 {
+		return s.Size
 	}
 	return max(min(s.Weight+s.Mirror, 100), 1)
 }

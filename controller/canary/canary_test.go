@@ -703,10 +703,11 @@ func TestNoStateHoldsAReleaseForEver(t *testing.T) {
 			plan.Steps = append(plan.Steps, st)
 		}
 		if rng.IntN(4) == 0 {
-			// A blue/green: its preview (gated or not) and its switch, both at full size.
+			// A blue/green: its preview (gated or not; at full size, or now and then a share of it) and its switch at
+			// full size.
 			preview := plan.Steps[0]
-			preview.Weight, preview.Matches, preview.Mirror, preview.Full = 0, nil, 0, true
-			plan = Plan{BlueGreen: true, Steps: []Step{preview, {Weight: 100, Pause: time.Duration(rng.IntN(3)) * time.Minute, Full: true}}}
+			preview.Weight, preview.Matches, preview.Mirror, preview.Size = 0, nil, 0, []int32{100, 100, 1 + int32(rng.IntN(99))}[rng.IntN(3)]
+			plan = Plan{BlueGreen: true, Steps: []Step{preview, {Weight: 100, Pause: time.Duration(rng.IntN(3)) * time.Minute, Size: 100}}}
 		}
 		// Without a route, now and then: steps share the one Service (nothing retires then), a blue/green switches it.
 		plan.Shared = !plan.BlueGreen && rng.IntN(4) == 0
@@ -1034,6 +1035,76 @@ func TestKeptWarm(t *testing.T) {
 	runNext(t, tests)
 }
 
+// TestASmallerPreview: a blue/green whose preview is a share of the stable count (previewPercent) is counted for that
+// share while it previews; past the preview its pods are counted for all of it, and the traffic (the route's, or
+// the Service's switch) stays on the version before until every one is ready; a rollback in the preview keeps the
+// preview's count while its pods retire.
+func TestASmallerPreview(t *testing.T) {
+	t0 := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	plan := Plan{BlueGreen: true, Steps: []Step{{Pause: time.Minute, Gate: true, Size: 25}, {Weight: 100, Pause: 2 * time.Minute, Size: 100}}}
+	switched := plan
+	switched.Switched = true
+	all := Traffic{Weight: 100}
+	runNext(t, []nextCase{{
+		name:  "a new version: previewed at a quarter of the stable count, with no traffic",
+		plan:  plan,
+		state: State{Stable: "a"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		want:  Decision{State: State{Stable: "a", Canary: "b"}, Phase: PhaseCanary, ReplicaWeight: 25},
+	}, {
+		name:  "the preview ready at its count: its pause runs",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(10 * time.Second),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Since: t0}, Phase: PhaseCanary, ReplicaWeight: 25, After: 50 * time.Second},
+	}, {
+		name:  "promoted at the gate: the switch's pods are counted for all of it, and its pause waits for them",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "promote b/0"},
+		now:   t0.Add(3 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100},
+	}, {
+		name:  "promoted at the gate, the stable count so small that a quarter is all of it: the warm-up starts now",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Since: t0, GateSince: t0.Add(2 * time.Minute)},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, NextStepReady: true, Action: "promote b/0"},
+		now:   t0.Add(3 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(3 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100, After: Warmup},
+	}, {
+		name:  "scaling to full size: no traffic yet",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		now:   t0.Add(4 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100},
+	}, {
+		name:  "switched by the Service, scaling to full size: the selector stays on the version before",
+		plan:  switched,
+		state: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"},
+		obs:   Observation{Revision: "b", Deployed: "a"},
+		now:   t0.Add(4 * time.Minute),
+		want:  Decision{State: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"}, Phase: PhaseCanary, ReplicaWeight: 100},
+	}, {
+		name:  "switched by the Service, every pod ready at full size: all the traffic at once",
+		plan:  switched,
+		state: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true},
+		now:   t0.Add(5 * time.Minute),
+		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(5 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, Traffic: all,
+			ReplicaWeight: 100, After: 2 * time.Minute},
+	}, {
+		name:  "aborted in the preview: its pods keep the preview's count while they retire",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Since: t0},
+		obs:   Observation{Revision: "b", Deployed: "a", CanaryReady: true, Action: "abort b"},
+		now:   t0.Add(30 * time.Second),
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(30 * time.Second), ActedOn: "abort b", Reason: webappv2.ReasonAborted,
+			Message: "aborted by a person (" + webappv2.AnnotationAction + ": abort b)"}, Phase: PhaseRolledBack, ReplicaWeight: 25, After: Retire},
+	}})
+}
+
 // TestBlueGreen: a blue/green's preview runs the new version at full size with no traffic, through its pause and
 // gate; the switch sends it all the traffic at once (once the gateway has had Warmup to learn its pods), the
 // version before kept beside it; an abort then switches back at once; after the keep, the promotion keeps the
@@ -1041,12 +1112,12 @@ func TestKeptWarm(t *testing.T) {
 func TestBlueGreen(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Hour)
-	plan := Plan{BlueGreen: true, Steps: []Step{{Pause: time.Minute, Gate: true, Full: true}, {Weight: 100, Pause: 2 * time.Minute, Full: true}}}
+	plan := Plan{BlueGreen: true, Steps: []Step{{Pause: time.Minute, Gate: true, Size: 100}, {Weight: 100, Pause: 2 * time.Minute, Size: 100}}}
 	all := Traffic{Weight: 100}
 	// Without a Gateway, the Service's selector switches: no warm-up.
 	switched := plan
 	switched.Switched = true
-	noKeep := Plan{BlueGreen: true, Switched: true, Steps: []Step{{Pause: time.Minute, Gate: true, Full: true}, {Weight: 100, Full: true}}}
+	noKeep := Plan{BlueGreen: true, Switched: true, Steps: []Step{{Pause: time.Minute, Gate: true, Size: 100}, {Weight: 100, Size: 100}}}
 	runNext(t, []nextCase{{
 		name:  "a new version: previewed at full size, with no traffic",
 		plan:  plan,
@@ -1248,7 +1319,7 @@ func TestDropped(t *testing.T) {
 func TestPodsStayRetireAfterTheWriteThatTookTheTrafficOff(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC)
 	now := t0.Add(12 * time.Second)
-	plan := Plan{Steps: []Step{{Weight: 0, Pause: time.Minute, Full: true, Gate: true}, {Weight: 100, Full: true}}, BlueGreen: true, Switched: true}
+	plan := Plan{Steps: []Step{{Weight: 0, Pause: time.Minute, Size: 100, Gate: true}, {Weight: 100, Size: 100}}, BlueGreen: true, Switched: true}
 	type want struct {
 		kept  bool
 		after time.Duration

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"time"
 
@@ -201,4 +202,13 @@ func clonedTemplate(t *corev1ac.PodTemplateSpecApplyConfiguration) (*corev1ac.Po
 	}
 	out := &corev1ac.PodTemplateSpecApplyConfiguration{}
 	return out, json.Unmarshal(raw, out)
+}
+
+// SizeWords say how large a canary counted for pct percent of the stable version's count is (a blue/green's
+// preview: previewPercent).
+func SizeWords(pct int32) string {
+	if pct >= 100 {
+		return "at full size"
+	}
+	return fmt.Sprintf("at %d%% of the stable count", pct)
 }

@@ -554,9 +554,9 @@ func blueGreenWords(d canary.Decision) string {
 	s := d.State
 	switch {
 	case s.Step == 0:
-		return fmt.Sprintf("Blue/green preview of revision %s at full size, with none of the production traffic (revision %s serves all of it)", s.Canary, s.Stable)
+		return fmt.Sprintf("Blue/green preview of revision %s %s, with none of the production traffic (revision %s serves all of it)", s.Canary, desired.SizeWords(d.ReplicaWeight), s.Stable)
 	case d.Weight < 100:
-		return fmt.Sprintf("Blue/green switch to revision %s once its pods are ready and, behind a route, the gateway has learnt them (revision %s serves all the traffic until then)", s.Canary, s.Stable)
+		return fmt.Sprintf("Blue/green switch to revision %s once its pods are ready at full size and, behind a route, the gateway has learnt them (revision %s serves all the traffic until then)", s.Canary, s.Stable)
 	}
 	words := fmt.Sprintf("Revision %s serves all the traffic since the blue/green switch; revision %s is kept at full size to switch back to (kubectl webapp abort)", s.Canary, s.Stable)
 	if s.Held > 0 {

@@ -123,8 +123,8 @@ func (s *seq) randomPlan(routed, previewable bool) map[string]any {
 	return plan
 }
 
-// blueGreen draws a blue/green: a preview and a keep of 0 to 3 s, maybe a gate (with a timeout, as a step's) and,
-// when exposed (previewable: through a Gateway or an Ingress), a preview host.
+// blueGreen draws a blue/green: a preview and a keep of 0 to 3 s, maybe a gate (with a timeout, as a step's),
+// when exposed (previewable: through a Gateway or an Ingress) a preview host, and maybe a smaller preview.
 func (s *seq) blueGreen(previewable bool) map[string]any {
 	bg := map[string]any{"previewSeconds": int64(s.rng.IntN(4)), "keepSeconds": int64(s.rng.IntN(4))}
 	if s.chance(0.3) {
@@ -132,6 +132,10 @@ func (s *seq) blueGreen(previewable bool) map[string]any {
 	}
 	if previewable && s.chance(0.5) {
 		bg["previewHost"] = "preview.example.com"
+	}
+	if s.chance(0.4) {
+		// A smaller preview: scaled to full size before the switch, which waits for every pod.
+		bg["previewPercent"] = int64(1 + s.rng.IntN(99))
 	}
 	return bg
 }

@@ -442,8 +442,9 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 	return c
 }
 
-// BlueGreen turns c into a blue/green (no steps): its preview's pause, its gate (for ever, or with a timeout either
-// way), its keep and, when exposed (through a Gateway or an Ingress), its preview host, each set or not.
+// BlueGreen turns c into a blue/green (no steps): its preview's pause and size, its gate (for ever, or with a
+// timeout either way), its keep and, when exposed (through a Gateway or an Ingress), its preview host, each set or
+// not.
 func (g *Gen) BlueGreen(c *webappv2.CanarySpec, exposed bool) {
 	bg := &webappv2.BlueGreenSpec{PreviewSeconds: int32(g.pick2(0, 1, 30, 86400)), KeepSeconds: int32(g.pick2(0, 1, 600, 86400))}
 	if g.chance(0.4) {
@@ -455,6 +456,9 @@ func (g *Gen) BlueGreen(c *webappv2.CanarySpec, exposed bool) {
 	}
 	if exposed && g.chance(0.5) {
 		bg.PreviewHost = webappv2.Hostname(g.pick("preview.shop.example.com", "*.preview.example.com", "next"))
+	}
+	if g.chance(0.4) {
+		bg.PreviewPercent = g.between(1, 100)
 	}
 	c.Steps, c.BlueGreen = nil, bg
 }

@@ -541,3 +541,103 @@ func TestRetireSecondsHoldsTheCanarysPods(t *testing.T) {
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Rollout.Canary = nil })
 	retired("the strategy taken out")
 }
+
+// TestASmallerPreviewIsScaledUpBeforeTheSwitch: a blue/green with previewPercent previews the new version at that
+// share of the stable count; promoted, it is scaled to the stable count, and the switch (the Service's selector, or
+// the route's weights) waits until every one of its pods is ready, then comes at once. A fresh operator at the gate
+// and while it scales up sends no write.
+func TestASmallerPreviewIsScaledUpBeforeTheSwitch(t *testing.T) {
+	for _, routed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "switched by the Service", true: "switched by the route"}[routed], func(t *testing.T) {
+			if routed {
+				installGatewayAPI(t)
+			}
+			ns := newNamespace(t)
+			op := startOperator(t, ns, time.Second)
+			ctx := context.Background()
+			app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
+				Image: "shop:1", Replicas: ptr.To[int32](8), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
+				Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{
+					PreviewPercent: 25, Gate: &webappv2.CanaryGate{}, KeepSeconds: 3600,
+				}}},
+			}}
+			if routed {
+				app.Spec.Expose = &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
+			}
+			if err := k8s.Create(ctx, app); err != nil {
+				t.Fatal(err)
+			}
+			waitChildren(t, ns, "web")
+			markAvailable(t, ns, "web")
+			canaryPhase(t, ns, "web", "Stable/0/0")
+			// onStable: all the traffic goes to the stable pods now (the Service's selector, or the route's weights).
+			onStable := func(ctx context.Context) error {
+				if routed {
+					if got, err := routeRules(ctx, ns, "web"); err != nil || got != "[/] web=1" {
+						return fmt.Errorf("the route: %s %v", got, err)
+					}
+					return nil
+				}
+				if on, err := selectsCanaryNow(ctx, ns); err != nil || on {
+					return fmt.Errorf("the Service selects the new version's pods (%v)", err)
+				}
+				return nil
+			}
+			countIs := func(want int32, why string) {
+				t.Helper()
+				testutil.Eventually(t, wait10s, why, func(ctx context.Context) error {
+					dep := &appsv1.Deployment{}
+					if err := get(ctx, ns, "web-canary", dep); err != nil {
+						return err
+					}
+					if n := ptr.Deref(dep.Spec.Replicas, 0); n != want {
+						return fmt.Errorf("%d pods of the new version, want %d", n, want)
+					}
+					return nil
+				})
+			}
+
+			// The preview: a quarter of the eight stable pods.
+			update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
+			countIs(2, "the preview at a quarter of the stable count")
+			markAvailable(t, ns, "web-canary")
+			held := status(t, ns, "held at the switch's gate", func(c *webappv2.CanaryStatus) bool { return c.Step == 0 && c.GateSince != nil })
+			if ready := meta.FindStatusCondition(held.Status.Conditions, webappv2.ConditionReady); ready == nil ||
+				!strings.Contains(ready.Message, "Blue/green preview of revision "+held.Status.Canary.CanaryRevision+" at 25% of the stable count") {
+				t.Errorf("Ready does not say how large the preview is: %+v", ready)
+			}
+			if err := onStable(ctx); err != nil {
+				t.Errorf("in the preview: %v", err)
+			}
+			op = restartCostsNoWrites(t, op, ns)
+
+			// Promoted: scaled to the stable count first; no traffic while its pods are not all ready.
+			revision := held.Status.Canary.CanaryRevision
+			update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) {
+				a.Annotations = map[string]string{webappv2.AnnotationAction: canary.PromoteStep(revision, 0)}
+			})
+			countIs(8, "the new version scaled to the stable count for the switch")
+			scaling := canaryPhase(t, ns, "web", "Canary/1/0")
+			if ready := meta.FindStatusCondition(scaling.Status.Conditions, webappv2.ConditionReady); ready == nil ||
+				!strings.Contains(ready.Message, "Blue/green switch to revision "+revision+" once its pods are ready at full size") {
+				t.Errorf("Ready does not say the switch waits for the pods: %+v", ready)
+			}
+			// (Two of eight pods are available: the Deployment's status is the preview's.)
+			waitResyncs(t, 3, 30*time.Second)
+			if err := onStable(ctx); err != nil {
+				t.Errorf("before the new version's pods are all ready: %v", err)
+			}
+			op = restartCostsNoWrites(t, op, ns)
+
+			// Every pod ready: the switch, at once (behind a route, a warm-up after).
+			markAvailable(t, ns, "web-canary")
+			canaryPhase(t, ns, "web", "Canary/1/100")
+			if routed {
+				waitRoute(t, ns, "[/] web=0,web-canary=100")
+			} else {
+				serviceSelects(t, ns, "web", "canary")
+			}
+			restartCostsNoWrites(t, op, ns)
+		})
+	}
+}

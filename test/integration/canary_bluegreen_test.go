@@ -156,7 +156,7 @@ func TestBlueGreenRefusals(t *testing.T) {
 	ns := newNamespace(t)
 	gateway := &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Gateway: &webappv2.GatewayRef{Name: "public"}}
 	ingress := &webappv2.Expose{Hosts: []webappv2.Hostname{"shop.example.com"}, Ingress: &webappv2.IngressRef{ClassName: "nginx"}}
-	bg := &webappv2.BlueGreenSpec{PreviewSeconds: 30, KeepSeconds: 600, Gate: &webappv2.CanaryGate{TimeoutSeconds: 3600, OnTimeout: webappv2.GatePromote}, PreviewHost: "preview.shop.example.com"}
+	bg := &webappv2.BlueGreenSpec{PreviewSeconds: 30, KeepSeconds: 600, Gate: &webappv2.CanaryGate{TimeoutSeconds: 3600, OnTimeout: webappv2.GatePromote}, PreviewHost: "preview.shop.example.com", PreviewPercent: 50}
 	for _, c := range []struct {
 		name   string
 		expose *webappv2.Expose
@@ -178,6 +178,8 @@ func TestBlueGreenRefusals(t *testing.T) {
 		{"retireSeconds of a minute", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, RetireSeconds: 60}, ""},
 		{"retireSeconds of more than an hour", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, RetireSeconds: 3601}, "retireSeconds"},
 		{"retireSeconds of a second", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, RetireSeconds: 1}, "retireSeconds"},
+		{"a preview at a tenth, without a Gateway", nil, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewPercent: 10}}, ""},
+		{"a preview above the stable count", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewPercent: 101}}, "previewPercent"},
 		{"a keep of more than a day", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 86401}}, "keepSeconds"},
 		{"a preview host that is the WebApp's", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewHost: "shop.example.com"}}, "previewHost must not be one of expose.hosts"},
 		{"with autoscaling", gateway, webappv2.CanarySpec{BlueGreen: bg}, ""},

@@ -694,10 +694,11 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		}
 	})
 
-	t.Run("a blue/green without a Gateway switches the Service's selector at once, no request failed", func(t *testing.T) {
+	t.Run("a blue/green without a Gateway, previewed at a quarter, switches the Service's selector once scaled up, no request failed", func(t *testing.T) {
 		// The same WebApp, exposed through Traefik's Ingress instead of the Gateway: the clients go to its Service's
 		// cluster IP through kube-proxy, and the Service's selector is the switch. A new version (AB=s) is previewed
-		// behind its own Service and, through a second Ingress, at its preview host; held at the gate.
+		// at a quarter of the stable count (previewPercent: one pod of four) behind its own Service and, through a
+		// second Ingress, at its preview host; held at the gate.
 		const previewHost = "cny-preview-ingress.shop.test"
 		apply(t, webAppV2(appNS, "cny", "webapp-test/webserver:2", 4, `  container:
     healthCheckPath: /healthz
@@ -706,10 +707,13 @@ func TestCanaryThroughTheGateway(t *testing.T) {
   expose: {hosts: [cny.shop.test], ingress: {className: traefik}}
   rollout:
     canary:
-      blueGreen: {gate: {}, keepSeconds: 10, previewHost: `+previewHost+`}
+      blueGreen: {gate: {}, keepSeconds: 10, previewHost: `+previewHost+`, previewPercent: 25}
 `))
 		eventually(t, time.Minute, "the route gone", func() error { return goneFromApps("httproute/cny") })
 		heldAtTheGate(t)
+		if pods := jsonpath(t, "{.spec.replicas}/{.status.availableReplicas}", "-n", appNS, "deployment/cny-canary"); pods != "1/1" {
+			t.Errorf("the preview's pods (wanted/available) %s, want 1/1: a quarter of four", pods)
+		}
 		// The preview host through Traefik's Ingress (it learns a new Ingress, and its endpoints, within moments).
 		eventually(t, 30*time.Second, "the preview host answered by the new version through the Ingress", func() error {
 			if canary, _, words := tallyHost(traefik, previewHost, "", 1); canary != 1 {
@@ -750,18 +754,33 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 			t.Errorf("the preview: %d of 100 at Service cny-canary by the new version (%d failed: %s), %d of %d production requests by it: want 100, 0, 0",
 				previewed, failedPreview, previewWords, canary, n)
 		}
-		// A person promotes it: the Service's selector moves to the new version's pods, and kube-proxy follows.
+		// A person promotes it: the new version is scaled to four pods, and once all four are ready the Service's
+		// selector moves to them, and kube-proxy follows.
 		rev := jsonpath(t, "{.status.canary.canaryRevision}", "-n", appNS, "webapp/cny")
 		promoted := time.Now()
 		kubectl(t, "annotate", "--overwrite", "-n", appNS, "webapp/cny", "webapp.example.com/action=promote "+rev+"/0")
-		var switched time.Time
-		eventually(t, time.Minute, "every production request answered by the new version", func() error {
-			if canary, _, _ := tally(service, "", 5); canary != 5 {
+		var scaled, switched time.Time
+		var early int // production requests the new version answered before its four pods were ready
+		eventually(t, 2*time.Minute, "every production request answered by the new version", func() error {
+			allReady := func() bool { return jsonpath(t, "{.status.readyReplicas}", "-n", appNS, "deployment/cny-canary") == "4" }
+			ready := allReady()
+			if ready && scaled.IsZero() {
+				scaled = time.Now()
+			}
+			canary, _, _ := tally(service, "", 5)
+			if !ready && !allReady() {
+				// Not all four ready before the requests, nor after them: none may have gone to the new version.
+				early += canary
+			}
+			if canary != 5 {
 				return errors.New("answered by the version before")
 			}
 			switched = time.Now()
 			return nil
 		})
+		if early != 0 {
+			t.Errorf("%d production requests answered by the new version before its four pods were ready", early)
+		}
 		selector := jsonpath(t, "{.spec.selector}", "-n", appNS, "service/cny")
 		keepFrom := switched.Add(time.Second)
 		time.Sleep(6 * time.Second)
@@ -780,16 +799,16 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		load.end()
 		total, _, failedTotal := load.between(start, time.Now())
 		after := jsonpath(t, "{.spec.selector}", "-n", appNS, "service/cny")
-		fmt.Printf("realnode: blue/green through the Service: every request answered by the new version %.1fs after the promotion (selector %s); in the keep %d of %d by it; promoted and the selector back (%s) %.0fs after; %d of %d requests failed throughout (%s)\n",
-			switched.Sub(promoted).Seconds(), selector, kcanary, kn, after, done.Seconds(), failedTotal, total, load.failed())
+		fmt.Printf("realnode: blue/green through the Service: scaled up from the quarter preview (four pods ready) %.1fs after the promotion, every request answered by the new version %.1fs after it (selector %s); in the keep %d of %d by it; promoted and the selector back (%s) %.0fs after; %d of %d requests failed throughout (%s)\n",
+			scaled.Sub(promoted).Seconds(), switched.Sub(promoted).Seconds(), selector, kcanary, kn, after, done.Seconds(), failedTotal, total, load.failed())
 		if !strings.Contains(selector, "canary-of") || strings.Contains(after, "canary-of") {
 			t.Errorf("the Service's selector at the switch %s, after the promotion %s: want the canary's, then the stable pods'", selector, after)
 		}
 		if kcanary != kn || kn < 50 || failedTotal != 0 {
 			t.Errorf("the keep: %d of %d by the new version; %d of %d failed throughout (%s): want all (at least 50), none", kcanary, kn, failedTotal, total, load.failed())
 		}
-		if switched.Sub(promoted) > 15*time.Second {
-			t.Errorf("the switch took %s after the promotion", switched.Sub(promoted))
+		if switched.Sub(scaled) > 15*time.Second {
+			t.Errorf("the switch took %s after the new version's four pods were ready", switched.Sub(scaled))
 		}
 	})
 }

@@ -21,6 +21,11 @@ type BlueGreenSpecApplyConfiguration struct {
 	// PreviewSeconds is how long the preview lasts once every pod of the new version is ready, its checks
 	// evaluated meanwhile (0: the switch comes as soon as they are ready and the checks pass).
 	PreviewSeconds *int32 `json:"previewSeconds,omitempty"`
+	// PreviewPercent is the size of the preview, in percent of the stable version's count (at least one pod):
+	// before the switch the new version is scaled to the stable count, and the traffic switches only once every one
+	// of its pods is ready. Unset: 100, the preview at full size (Argo Rollouts' previewReplicaCount, as a share,
+	// so that it follows an autoscaled count).
+	PreviewPercent *int32 `json:"previewPercent,omitempty"`
 	// Gate makes the switch wait, after the preview, for a person to promote it (kubectl webapp promote, or the
 	// annotation webapp.example.com/action: "promote <canaryRevision>/0"); with timeoutSeconds the wait ends on
 	// its own, as onTimeout says.
@@ -48,6 +53,14 @@ func BlueGreenSpec() *BlueGreenSpecApplyConfiguration {
 // If called multiple times, the PreviewSeconds field is set to the value of the last call.
 func (b *BlueGreenSpecApplyConfiguration) WithPreviewSeconds(value int32) *BlueGreenSpecApplyConfiguration {
 	b.PreviewSeconds = &value
+	return b
+}
+
+// WithPreviewPercent sets the PreviewPercent field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PreviewPercent field is set to the value of the last call.
+func (b *BlueGreenSpecApplyConfiguration) WithPreviewPercent(value int32) *BlueGreenSpecApplyConfiguration {
+	b.PreviewPercent = &value
 	return b
 }
 

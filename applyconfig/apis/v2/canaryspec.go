@@ -16,11 +16,11 @@ type CanarySpecApplyConfiguration struct {
 	// Steps are the canary's shares of the traffic, in order; after the last one the new version is promoted (the
 	// stable Deployment rolls to it) and the canary removed.
 	Steps []CanaryStepApplyConfiguration `json:"steps,omitempty"`
-	// BlueGreen, instead of steps, previews each new version at full size and then switches all the traffic to it
-	// at once. The new version runs in <name>-canary with as many pods as the stable one, behind its own Service
-	// (<name>-canary, and previewHost), with none of the production traffic, until its preview has lasted
-	// previewSeconds with every check passing and its gate (if any) is promoted. Then the route sends it all the
-	// traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
+	// BlueGreen, instead of steps, previews each new version and then switches all the traffic to it at once. The
+	// new version runs in <name>-canary with as many pods as the stable one (or previewPercent of them), behind its
+	// own Service (<name>-canary, and previewHost), with none of the production traffic, until its preview has
+	// lasted previewSeconds with every check passing and its gate (if any) is promoted. Then (at full size, every
+	// pod ready) the route sends it all the traffic at once, and the version before stays at full size for keepSeconds, the checks evaluated on the
 	// production traffic meanwhile: an abort, a failed check or its pods' trouble switches the traffic back at
 	// once. Then it is promoted: the stable Deployment rolls to it behind the route, the traffic moves back to the
 	// stable Service (the same version on both sides), and the canary's pods go. Without expose.gateway (an Ingress,
