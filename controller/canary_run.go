@@ -115,6 +115,14 @@ func planOf(spec *webappv2.CanarySpec, switched bool) canary.Plan {
 		}
 		check := canary.Check{Name: c.Name, Max: limit, Interval: interval, FailuresAllowed: c.FailuresAllowed, NoData: c.OnNoData, NoDataWait: wait}
 		switch {
+		case !p.BlueGreen:
+			// (The CRD takes during only with blueGreen: with steps, every check gates every step.)
+		case c.During == webappv2.DuringPreview:
+			check.Steps = []int{0}
+		case c.During == webappv2.DuringKeep:
+			check.Steps = []int{1}
+		}
+		switch {
 		case c.Webhook != nil:
 			check.Address = c.Webhook.URL
 		case c.Prometheus != nil:
@@ -268,7 +276,7 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	if trying && state.Step >= len(run.plan.Steps) {
 		obs.StableRolledOut = runs(stable, state.Canary) && status.RolledOut(stable, run.stableReplicas)
 	}
-	if trying && checksWanted(run.plan, obs) {
+	if trying && checksWanted(run.plan, state.Step, obs) {
 		var pauseEnd time.Time
 		if !state.Since.IsZero() {
 			pauseEnd = state.Since.Add(run.plan.Steps[state.Step].Pause)
@@ -291,8 +299,13 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 				run.err = err
 				return run
 			}
+			// Only the checks of this step are queried (a blue/green's check of its other part is not).
+			gates := make([]bool, len(checkSpecs))
+			for i := range gates {
+				gates[i] = run.plan.Checks[i].At(state.Step)
+			}
 			r.checks.start(ctx, key, state.Canary, state.Step, now, func(ctx context.Context) []canary.CheckResult {
-				return queryChecks(ctx, rt, checkSpecs, headers, req, now)
+				return queryChecks(ctx, rt, checkSpecs, gates, headers, req, now)
 			})
 		}
 	}
@@ -482,20 +495,24 @@ func heldStable(record *appsv1.ControllerRevision, stable *appsv1.Deployment, re
 	return nil
 }
 
-// checksWanted: the checks are queried for what was observed: a canary ready at its step, whose pods show no
-// trouble (trouble rolls it back whatever the checks say, so it never waits behind them).
-func checksWanted(plan canary.Plan, obs canary.Observation) bool {
-	return len(plan.Checks) > 0 && obs.CanaryReady && obs.TroubleReason == ""
+// checksWanted: the checks are queried for what was observed: a canary ready at its step, which some check gates,
+// whose pods show no trouble (trouble rolls it back whatever the checks say, so it never waits behind them).
+func checksWanted(plan canary.Plan, step int, obs canary.Observation) bool {
+	return plan.ChecksAt(step) && obs.CanaryReady && obs.TroubleReason == ""
 }
 
 // queryChecks evaluates checks at now, in their order, all at once under one bound (checks.Timeout): a round takes
-// as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most.
-func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, headers []webhookHeaders, req checks.CheckRequest, now time.Time) []canary.CheckResult {
+// as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most. A check
+// whose gates entry is false is not queried (its result is the zero one, which the step machine does not count).
+func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, gates []bool, headers []webhookHeaders, req checks.CheckRequest, now time.Time) []canary.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, checks.Timeout)
 	defer cancel()
 	out := make([]canary.CheckResult, len(checkSpecs))
 	var wg sync.WaitGroup
 	for i, c := range checkSpecs {
+		if i < len(gates) && !gates[i] {
+			continue
+		}
 		wg.Go(func() {
 			switch {
 			case c.Webhook != nil && i < len(headers) && headers[i].err != nil:

@@ -57,7 +57,7 @@ func TestQueryChecksAtOnce(t *testing.T) {
 	// A bound of its own, shorter than checks.Timeout: one after another, the first would wait it out and fail.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	got := queryChecks(ctx, nil, checkSpecs, nil, req, time.Now())
+	got := queryChecks(ctx, nil, checkSpecs, nil, nil, req, time.Now())
 	if len(got) != n {
 		t.Fatalf("%d results for %d checks", len(got), n)
 	}
@@ -68,11 +68,35 @@ func TestQueryChecksAtOnce(t *testing.T) {
 	}
 }
 
+// TestQueryChecksOfTheStepAlone: a check whose gates entry is false (a blue/green's check of its other part) is never
+// queried; its result is the zero one.
+func TestQueryChecksOfTheStepAlone(t *testing.T) {
+	var asked sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(r.URL.Query().Get("query"), true)
+		_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"7"]}}`)
+	}))
+	defer srv.Close()
+	checkSpecs := []webappv2.CanaryCheck{
+		{Name: "smoke", Prometheus: &webappv2.PrometheusQuery{Address: srv.URL, Query: "smoke"}, During: webappv2.DuringPreview},
+		{Name: "errors", Prometheus: &webappv2.PrometheusQuery{Address: srv.URL, Query: "errors"}},
+	}
+	got := queryChecks(context.Background(), nil, checkSpecs, []bool{false, true}, nil, checks.NewCheckRequest(), time.Now())
+	if _, ok := asked.Load("smoke"); ok {
+		t.Error("the check not of this step was queried")
+	}
+	if len(got) != 2 || got[0] != (canary.CheckResult{}) || got[1].Value != 7 || got[1].Err != nil {
+		t.Errorf("results %+v, want the zero one, then 7", got)
+	}
+}
+
 func TestChecksWanted(t *testing.T) {
 	checked := canary.Plan{Steps: []canary.Step{{Weight: 10}}, Checks: []canary.Check{{Name: "e"}}}
+	keepOnly := canary.Plan{BlueGreen: true, Steps: []canary.Step{{Size: 100}, {Weight: 100, Size: 100}}, Checks: []canary.Check{{Name: "e", Steps: []int{1}}}}
 	cases := []struct {
 		name string
 		plan canary.Plan
+		step int
 		obs  canary.Observation
 		want bool
 	}{
@@ -80,9 +104,11 @@ func TestChecksWanted(t *testing.T) {
 		{name: "no checks", plan: canary.Plan{Steps: checked.Steps}, obs: canary.Observation{CanaryReady: true}},
 		{name: "not ready at its step", plan: checked, obs: canary.Observation{}},
 		{name: "pod trouble decides first: not queried", plan: checked, obs: canary.Observation{CanaryReady: true, TroubleReason: webappv2.ReasonCrashLoopBackOff}},
+		{name: "a blue/green's preview, its only check the keep's: not queried", plan: keepOnly, obs: canary.Observation{CanaryReady: true}},
+		{name: "a blue/green's keep, its only check the keep's: queried", plan: keepOnly, step: 1, obs: canary.Observation{CanaryReady: true}, want: true},
 	}
 	for _, c := range cases {
-		if got := checksWanted(c.plan, c.obs); got != c.want {
+		if got := checksWanted(c.plan, c.step, c.obs); got != c.want {
 			t.Errorf("%s: checksWanted = %v, want %v", c.name, got, c.want)
 		}
 	}

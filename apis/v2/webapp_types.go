@@ -584,6 +584,7 @@ type RolloutSpec struct {
 // CanarySpec is a canary rollout's steps (or its blue/green switch) and the checks that gate them.
 // +kubebuilder:validation:XValidation:rule="has(self.steps) != has(self.blueGreen)",message="a canary has steps or blueGreen, exactly one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.keepPreviousWarm) || !self.keepPreviousWarm || has(self.rollbackWindowSeconds)",message="keepPreviousWarm keeps the version before warm for the rollback window: it needs rollbackWindowSeconds"
+// +kubebuilder:validation:XValidation:rule="has(self.blueGreen) || !has(self.checks) || self.checks.all(c, !has(c.during))",message="checks[].during picks a blue/green's preview or keep: it needs blueGreen (with steps, every check gates every step)"
 type CanarySpec struct {
 	// Steps are the canary's shares of the traffic, in order; after the last one the new version is promoted (the
 	// stable Deployment rolls to it) and the canary removed.
@@ -608,7 +609,8 @@ type CanarySpec struct {
 	BlueGreen *BlueGreenSpec `json:"blueGreen,omitempty"`
 
 	// Checks are queries each step must pass before the next one: all of them are evaluated every
-	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over.
+	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over (a
+	// blue/green's check with during, only in its preview or its keep).
 	// +kubebuilder:validation:MaxItems=5
 	// +listType=map
 	// +listMapKey=name
@@ -895,7 +897,26 @@ type CanaryCheck struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	FailuresAllowed int32 `json:"failuresAllowed,omitempty"`
+
+	// During limits a blue/green's check to its preview (Preview: before the switch, on the preview's requests, as
+	// Argo Rollouts' prePromotionAnalysis; a smoke test's webhook, say) or to its keep (Keep: after the switch, on
+	// the production traffic, as its postPromotionAnalysis). Unset: it gates both. The check is neither queried nor
+	// counted outside its part; its last evaluation stays in the status. Only with blueGreen: with steps, every check
+	// gates every step.
+	// +kubebuilder:validation:Enum=Preview;Keep
+	// +optional
+	During CheckDuring `json:"during,omitempty"`
 }
+
+// CheckDuring is the part of a blue/green a check gates.
+type CheckDuring string
+
+const (
+	// DuringPreview: the check gates the preview, before the switch.
+	DuringPreview CheckDuring = "Preview"
+	// DuringKeep: the check gates the keep, after the switch.
+	DuringKeep CheckDuring = "Keep"
+)
 
 // CheckNoData is what a check's query that gives no value counts as.
 type CheckNoData string

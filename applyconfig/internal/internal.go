@@ -79,6 +79,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.example.webapp-operator.apis.v2.CanaryCheck
   map:
     fields:
+    - name: during
+      type:
+        namedType: com.github.example.webapp-operator.apis.v2.CheckDuring
     - name: failuresAllowed
       type:
         scalar: numeric
@@ -309,6 +312,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: weight
       type:
         scalar: numeric
+- name: com.github.example.webapp-operator.apis.v2.CheckDuring
+  scalar: string
 - name: com.github.example.webapp-operator.apis.v2.CheckNoData
   scalar: string
 - name: com.github.example.webapp-operator.apis.v2.ClaimDeletionPolicy

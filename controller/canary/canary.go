@@ -133,7 +133,15 @@ type Check struct {
 	// NoData is what no value counts as (webappv2.NoDataFail when ""); NoDataWait bounds NoDataWait.
 	NoData     webappv2.CheckNoData
 	NoDataWait time.Duration
+	// Steps are the steps the check gates (nil: every one): a blue/green's check during its preview or its keep.
+	Steps []int
 }
+
+// At says whether the check gates step i: it is queried and counted there.
+func (c Check) At(i int) bool { return c.Steps == nil || slices.Contains(c.Steps, i) }
+
+// ChecksAt says whether some check gates step i.
+func (p Plan) ChecksAt(i int) bool { return slices.ContainsFunc(p.Checks, func(c Check) bool { return c.At(i) }) }
 
 // Evaluation is a check's last result in a canary, as the status keeps it (the words of its value, not the value,
 // so that what the status says and what it is read back as are the same).
@@ -604,14 +612,18 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 	}
 	if obs.Checks != nil {
 		// A round ended: its results are the checks' last evaluations, whatever follows from them.
-		s.Evaluations = evaluations(plan, obs.Checks, obs.ChecksAt, s.Evaluations)
+		s.Evaluations = evaluations(plan, s.Step, obs.Checks, obs.ChecksAt, s.Evaluations)
 	}
 	failing := ""
 	for i, c := range plan.Checks {
 		if i >= len(obs.Checks) {
 			break
 		}
-		if waiting(c, s.Evaluations[i]) {
+		if !c.At(s.Step) {
+			// Not this step's (a blue/green's check of its other part): neither queried nor counted.
+			continue
+		}
+		if waiting(c, evaluationOf(s.Evaluations, c.Name)) {
 			// No value yet, within the bound the check allows: the step holds, and no failure is counted.
 			failing = c.Name
 			continue
@@ -652,12 +664,12 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 		return nextStep(plan, d, obs, now)
 	}
 	if left := d.State.Since.Add(step.Pause).Sub(now); left > 0 {
-		d.After = min(left, nextCheck(plan))
+		d.After = min(left, nextCheck(plan, s.Step))
 		return d
 	}
-	if len(plan.Checks) > 0 && (len(obs.Checks) < len(plan.Checks) || failing != "" || obs.ChecksAt.Before(d.State.Since.Add(step.Pause))) {
+	if plan.ChecksAt(s.Step) && (len(obs.Checks) < len(plan.Checks) || failing != "" || obs.ChecksAt.Before(d.State.Since.Add(step.Pause))) {
 		// The pause is over, but the step passes only on every check's passing result, taken after it.
-		d.After = nextCheck(plan)
+		d.After = nextCheck(plan, s.Step)
 		return d
 	}
 	if step.Gate {
@@ -667,15 +679,15 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 		}
 		if step.GateTimeout == 0 {
 			// Until a person acts (their annotation is an event); the checks go on meanwhile.
-			if len(plan.Checks) > 0 {
-				d.After = nextCheck(plan)
+			if plan.ChecksAt(s.Step) {
+				d.After = nextCheck(plan, s.Step)
 			}
 			return d
 		}
 		if left := d.State.GateSince.Add(step.GateTimeout).Sub(now); left > 0 {
 			d.After = left
-			if len(plan.Checks) > 0 {
-				d.After = min(left, nextCheck(plan))
+			if plan.ChecksAt(s.Step) {
+				d.After = min(left, nextCheck(plan, s.Step))
 			}
 			return d
 		}
@@ -708,7 +720,7 @@ func nextStep(plan Plan, d Decision, obs Observation, now time.Time) Decision {
 			// No warm-up (the Service switches): the traffic now, and a look again at the pause's end or the next
 			// round of checks, a second from now at the soonest.
 			d.routeAs(plan, d.State.Step)
-			d.After = max(min(plan.Steps[d.State.Step].Pause, nextCheck(plan)), time.Second)
+			d.After = max(min(plan.Steps[d.State.Step].Pause, nextCheck(plan, d.State.Step)), time.Second)
 			if actionOf(d.State.ActedOn) == PromoteFull(d.State.Canary) {
 				// Promoted all the way: the step passes at the next look.
 				d.After = time.Second
@@ -832,14 +844,21 @@ func passes(c Check, r CheckResult) (bool, string) {
 	return true, ""
 }
 
-// evaluations are the record of a round's results, taken at at, in the plan's order; prev, the record before,
-// carries how long a check waiting for data has had none.
-func evaluations(plan Plan, results []CheckResult, at time.Time, prev []Evaluation) []Evaluation {
+// evaluations are the record of a round's results at step, taken at at, in the plan's order; prev, the record
+// before, carries how long a check waiting for data has had none, and the last evaluation of a check that does not
+// gate this step (a blue/green's check of its other part), which the round did not query.
+func evaluations(plan Plan, step int, results []CheckResult, at time.Time, prev []Evaluation) []Evaluation {
 	at = at.Truncate(time.Second)
 	var out []Evaluation
 	for i, c := range plan.Checks {
 		if i >= len(results) {
 			break
+		}
+		if !c.At(step) {
+			if e := evaluationOf(prev, c.Name); e.Name != "" {
+				out = append(out, e)
+			}
+			continue
 		}
 		r := results[i]
 		ok, said := passes(c, r)
@@ -884,11 +903,23 @@ func countFailure(failures []int32, n, i int) []int32 {
 	return out
 }
 
-// nextCheck is the shortest check interval (a pause without checks waits for its end alone).
-func nextCheck(plan Plan) time.Duration {
+// nextCheck is the shortest interval of the checks that gate step i (a pause without them waits for its end alone).
+func nextCheck(plan Plan, i int) time.Duration {
 	d := time.Duration(math.MaxInt64)
 	for _, c := range plan.Checks {
-		d = min(d, c.Interval)
+		if c.At(i) {
+			d = min(d, c.Interval)
+		}
 	}
 	return d
+}
+
+// evaluationOf is the evaluation of the check named name in evs (none: the zero one).
+func evaluationOf(evs []Evaluation, name string) Evaluation {
+	for _, e := range evs {
+		if e.Name == name {
+			return e
+		}
+	}
+	return Evaluation{}
 }

@@ -1035,6 +1035,70 @@ func TestKeptWarm(t *testing.T) {
 	runNext(t, tests)
 }
 
+// TestChecksOfThePreviewAndOfTheKeep: a blue/green's check during Preview gates only the preview (Argo Rollouts'
+// prePromotionAnalysis), one during Keep only the keep (its postPromotionAnalysis): a round's result for a check not
+// of the step is neither counted nor recorded (the controller does not query it; here its zero result would fail),
+// and the last evaluation of the preview's check stays in the record through the keep.
+func TestChecksOfThePreviewAndOfTheKeep(t *testing.T) {
+	t0 := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	// Both limits are below the zero result of a check not queried: counted, it would fail.
+	smoke := Check{Name: "smoke", Max: -1, Interval: 10 * time.Second, Steps: []int{0}}
+	errs := Check{Name: "errors", Max: -1, Interval: 10 * time.Second, Steps: []int{1}}
+	plan := Plan{BlueGreen: true, Switched: true, Checks: []Check{smoke, errs},
+		Steps: []Step{{Pause: time.Minute, Size: 100}, {Weight: 100, Pause: 2 * time.Minute, Size: 100}}}
+	preview := State{Stable: "a", Canary: "b", Since: t0}
+
+	// The preview: smoke passes (its value at its max... below it), errors' zero result is not counted.
+	d := Next(plan, preview, Observation{Revision: "b", Deployed: "a", CanaryReady: true,
+		Checks: []CheckResult{{Value: -2}, {}}, ChecksAt: t0.Add(time.Minute + time.Second)}, t0.Add(time.Minute+2*time.Second))
+	if d.Phase != PhaseCanary || d.State.Step != 1 {
+		t.Fatalf("the preview with its check passing: %s step %d (%s), want the switch", d.Phase, d.State.Step, d.State.Message)
+	}
+	if len(d.State.Evaluations) != 1 || d.State.Evaluations[0].Name != "smoke" || !d.State.Evaluations[0].Passed {
+		t.Errorf("the preview's record %+v, want smoke's passing evaluation alone", d.State.Evaluations)
+	}
+	// Switched by the Service: its pause runs from now. (No round of the keep yet: it waits for one.)
+	keep := d.State
+
+	// The preview again, smoke failing: rolled back, naming it.
+	if d := Next(plan, preview, Observation{Revision: "b", Deployed: "a", CanaryReady: true,
+		Checks: []CheckResult{{Value: 5}, {}}, ChecksAt: t0.Add(10 * time.Second)}, t0.Add(11*time.Second)); d.Phase != PhaseRolledBack || !strings.Contains(d.State.Message, "check smoke") {
+		t.Errorf("the preview with smoke failing: %s %q, want rolled back by smoke", d.Phase, d.State.Message)
+	}
+
+	// The keep: errors passes, smoke's zero result is not counted; smoke's preview evaluation stays in the record.
+	at := keep.Since.Add(10 * time.Second)
+	d = Next(plan, keep, Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{}, {Value: -3}}, ChecksAt: at}, at.Add(time.Second))
+	if d.Phase != PhaseCanary || d.State.Step != 1 || d.Weight != 100 {
+		t.Fatalf("the keep with its check passing: %s step %d weight %d (%s), want the keep going on", d.Phase, d.State.Step, d.Weight, d.State.Message)
+	}
+	var names []string
+	for _, e := range d.State.Evaluations {
+		names = append(names, fmt.Sprintf("%s=%s", e.Name, e.Value))
+	}
+	if got := strings.Join(names, ","); got != "smoke=-2,errors=-3" {
+		t.Errorf("the keep's record %s, want smoke's preview value and errors' own (smoke=-2,errors=-3)", got)
+	}
+	// The keep, errors failing: switched back, naming it.
+	if d := Next(plan, keep, Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{}, {Value: 1}}, ChecksAt: at}, at.Add(time.Second)); d.Phase != PhaseRolledBack || !strings.Contains(d.State.Message, "check errors") {
+		t.Errorf("the keep with errors failing: %s %q, want rolled back by errors", d.Phase, d.State.Message)
+	}
+	// The keep's pause over with a passing round of its own: promoted, smoke's part long past.
+	late := keep.Since.Add(2*time.Minute + time.Second)
+	if d := Next(plan, keep, Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{}, {Value: -3}}, ChecksAt: late}, late.Add(time.Second)); d.Phase != PhasePromoting {
+		t.Errorf("the keep over, its check passing: %s (%s), want promoting", d.Phase, d.State.Message)
+	}
+	// A keep whose only check is the preview's: its pause alone, no round waited for.
+	previewOnly := plan
+	previewOnly.Checks = []Check{smoke}
+	if d := Next(previewOnly, keep, Observation{Revision: "b", Deployed: "a", CanaryReady: true}, late); d.Phase != PhasePromoting {
+		t.Errorf("the keep over with no check of its own: %s, want promoting", d.Phase)
+	}
+	if d := Next(previewOnly, keep, Observation{Revision: "b", Deployed: "a", CanaryReady: true}, keep.Since.Add(time.Minute)); d.After != time.Minute {
+		t.Errorf("mid-keep with no check of its own: a look again in %s, want at the pause's end (1m0s)", d.After)
+	}
+}
+
 // TestASmallerPreview: a blue/green whose preview is a share of the stable count (previewPercent) is counted for that
 // share while it previews; past the preview its pods are counted for all of it, and the traffic (the route's, or
 // the Service's switch) stays on the version before until every one is ready; a rollback in the preview keeps the

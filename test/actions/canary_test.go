@@ -108,7 +108,8 @@ func startPrometheus(t *testing.T) {
 
 // randomPlan draws a canary strategy: 1 to 3 steps of increasing weights (1..99) pausing 0 to 5 s, some gated for
 // up to 5 s, or sometimes a blue/green (switched by the route, or by the Service without one); in half of them a
-// check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData).
+// check of the test's Prometheus, evaluated every second, with what no value counts as (onNoData) and, for a
+// blue/green, maybe the part it gates (during).
 func (s *seq) randomPlan(routed, previewable bool) map[string]any {
 	plan := map[string]any{}
 	if s.blueGreens == 0 || s.chance(0.4) {
@@ -224,6 +225,10 @@ func (s *seq) planExtras(plan map[string]any, routed bool) {
 			check["onNoData"], check["noDataWaitSeconds"] = noData, int64(1+s.rng.IntN(5))
 		default:
 			check["onNoData"] = noData
+		}
+		if _, bg := plan["blueGreen"]; bg && s.chance(0.4) {
+			// A blue/green's check of its preview alone, or of its keep alone.
+			check["during"] = pick(s, "Preview", "Keep")
 		}
 		plan["checks"] = []any{check}
 	}

@@ -443,8 +443,8 @@ func (g *Gen) Canary() *webappv2.CanarySpec {
 }
 
 // BlueGreen turns c into a blue/green (no steps): its preview's pause and size, its gate (for ever, or with a
-// timeout either way), its keep and, when exposed (through a Gateway or an Ingress), its preview host, each set or
-// not.
+// timeout either way), its keep, when exposed (through a Gateway or an Ingress) its preview host, and the part of it
+// each check gates, each set or not.
 func (g *Gen) BlueGreen(c *webappv2.CanarySpec, exposed bool) {
 	bg := &webappv2.BlueGreenSpec{PreviewSeconds: int32(g.pick2(0, 1, 30, 86400)), KeepSeconds: int32(g.pick2(0, 1, 600, 86400))}
 	if g.chance(0.4) {
@@ -459,6 +459,10 @@ func (g *Gen) BlueGreen(c *webappv2.CanarySpec, exposed bool) {
 	}
 	if g.chance(0.4) {
 		bg.PreviewPercent = g.between(1, 100)
+	}
+	for i := range c.Checks {
+		// A check of the preview alone (a smoke test), of the keep alone, or of both.
+		c.Checks[i].During = webappv2.CheckDuring(g.pick("", "", "Preview", "Keep"))
 	}
 	c.Steps, c.BlueGreen = nil, bg
 }

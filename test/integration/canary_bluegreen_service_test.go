@@ -2,10 +2,15 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +28,7 @@ import (
 
 	webappv2 "github.com/example/webapp-operator/apis/v2"
 	"github.com/example/webapp-operator/controller/canary"
+	"github.com/example/webapp-operator/controller/checks"
 	"github.com/example/webapp-operator/test/testutil"
 )
 
@@ -639,5 +645,68 @@ func TestASmallerPreviewIsScaledUpBeforeTheSwitch(t *testing.T) {
 			}
 			restartCostsNoWrites(t, op, ns)
 		})
+	}
+}
+
+// TestChecksOfABlueGreensPreviewAndKeep: a blue/green's check during Preview (a smoke test) is asked only before
+// the switch, one during Keep only after it, on the production traffic: the switch comes on the smoke test alone,
+// both evaluations stay in the status, and the keep's check failing switches back, naming it.
+func TestChecksOfABlueGreensPreviewAndKeep(t *testing.T) {
+	var errorsValue atomic.Value
+	errorsValue.Store("0.001")
+	var mu sync.Mutex
+	var asked []string // check@step, in order
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req checks.CheckRequest
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "want a POST of a CheckRequest", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		asked = append(asked, fmt.Sprintf("%s@%d", req.Check, req.Step))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		value := "0"
+		if req.Check == "errors" {
+			value = errorsValue.Load().(string)
+		}
+		_, _ = fmt.Fprintf(w, `{"value": %s}`, value)
+	}))
+	defer hook.Close()
+	ns := newNamespace(t)
+	startOperator(t, ns, time.Second)
+	stableWeb(t, ns, &webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 3600}, CheckIntervalSeconds: 1, Checks: []webappv2.CanaryCheck{
+		{Name: "smoke", Webhook: &webappv2.WebhookCheck{URL: hook.URL + "/smoke", TimeoutSeconds: 2}, Max: "0", During: webappv2.DuringPreview},
+		{Name: "errors", Webhook: &webappv2.WebhookCheck{URL: hook.URL + "/errors", TimeoutSeconds: 2}, Max: "0.01", During: webappv2.DuringKeep},
+	}})
+	switchedTo(t, ns, "shop:2")
+	app := status(t, ns, "both checks evaluated, each in its part", func(c *webappv2.CanaryStatus) bool {
+		return len(c.Checks) == 2 && c.Checks[0].Name == "smoke" && c.Checks[0].Passed && c.Checks[1].Name == "errors" && c.Checks[1].Value == "0.001"
+	})
+	// (To the second, as the status keeps times: with no pause, both may fall in one.)
+	if app.Status.Canary.Checks[1].EvaluatedAt.Before(&app.Status.Canary.Checks[0].EvaluatedAt) {
+		t.Errorf("the keep's check evaluated at %s, before the preview's (%s)", app.Status.Canary.Checks[1].EvaluatedAt, app.Status.Canary.Checks[0].EvaluatedAt)
+	}
+	errorsValue.Store("0.9")
+	rolled := canaryPhase(t, ns, "web", "RolledBack/1/0")
+	if msg := rolled.Status.Canary.Message; msg != "check errors: 0.9 > 0.01 (failures 1, allowed 0)" {
+		t.Errorf("rolled back with %q", msg)
+	}
+	serviceSelects(t, ns, "web", "stable")
+	mu.Lock()
+	defer mu.Unlock()
+	var smoke, keep int
+	for _, a := range asked {
+		switch a {
+		case "smoke@0":
+			smoke++
+		case "errors@1":
+			keep++
+		default:
+			t.Errorf("a check asked outside its part: %s (all: %v)", a, asked)
+		}
+	}
+	if smoke == 0 || keep == 0 {
+		t.Errorf("smoke asked %d times in the preview, errors %d in the keep: want both (all: %v)", smoke, keep, asked)
 	}
 }

@@ -178,6 +178,14 @@ func TestBlueGreenRefusals(t *testing.T) {
 		{"retireSeconds of a minute", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, RetireSeconds: 60}, ""},
 		{"retireSeconds of more than an hour", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, RetireSeconds: 3601}, "retireSeconds"},
 		{"retireSeconds of a second", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, RetireSeconds: 1}, "retireSeconds"},
+		{"a check of the preview and one of the keep", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, Checks: []webappv2.CanaryCheck{
+			{Name: "smoke", Webhook: &webappv2.WebhookCheck{URL: "http://smoke.test/"}, Max: "0", During: webappv2.DuringPreview},
+			{Name: "errors", Webhook: &webappv2.WebhookCheck{URL: "http://errors.test/"}, Max: "0.01", During: webappv2.DuringKeep}}}, ""},
+		{"a check's during with steps", gateway, webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 10}}, Checks: []webappv2.CanaryCheck{
+			{Name: "smoke", Webhook: &webappv2.WebhookCheck{URL: "http://smoke.test/"}, Max: "0", During: webappv2.DuringPreview}}},
+			"checks[].during picks a blue/green's preview or keep: it needs blueGreen (with steps, every check gates every step)"},
+		{"a check during something else", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{}, Checks: []webappv2.CanaryCheck{
+			{Name: "smoke", Webhook: &webappv2.WebhookCheck{URL: "http://smoke.test/"}, Max: "0", During: "Promotion"}}}, `supported values: "Preview", "Keep"`},
 		{"a preview at a tenth, without a Gateway", nil, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewPercent: 10}}, ""},
 		{"a preview above the stable count", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{PreviewPercent: 101}}, "previewPercent"},
 		{"a keep of more than a day", gateway, webappv2.CanarySpec{BlueGreen: &webappv2.BlueGreenSpec{KeepSeconds: 86401}}, "keepSeconds"},

@@ -37,6 +37,12 @@ type CanaryCheckApplyConfiguration struct {
 	// FailuresAllowed is how many failed evaluations one canary may have before it is rolled back (default 0: the
 	// first failure rolls it back).
 	FailuresAllowed *int32 `json:"failuresAllowed,omitempty"`
+	// During limits a blue/green's check to its preview (Preview: before the switch, on the preview's requests, as
+	// Argo Rollouts' prePromotionAnalysis; a smoke test's webhook, say) or to its keep (Keep: after the switch, on
+	// the production traffic, as its postPromotionAnalysis). Unset: it gates both. The check is neither queried nor
+	// counted outside its part; its last evaluation stays in the status. Only with blueGreen: with steps, every check
+	// gates every step.
+	During *apisv2.CheckDuring `json:"during,omitempty"`
 }
 
 // CanaryCheckApplyConfiguration constructs a declarative configuration of the CanaryCheck type for use with
@@ -98,5 +104,13 @@ func (b *CanaryCheckApplyConfiguration) WithNoDataWaitSeconds(value int32) *Cana
 // If called multiple times, the FailuresAllowed field is set to the value of the last call.
 func (b *CanaryCheckApplyConfiguration) WithFailuresAllowed(value int32) *CanaryCheckApplyConfiguration {
 	b.FailuresAllowed = &value
+	return b
+}
+
+// WithDuring sets the During field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the During field is set to the value of the last call.
+func (b *CanaryCheckApplyConfiguration) WithDuring(value apisv2.CheckDuring) *CanaryCheckApplyConfiguration {
+	b.During = &value
 	return b
 }

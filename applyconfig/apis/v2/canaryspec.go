@@ -29,7 +29,8 @@ type CanarySpecApplyConfiguration struct {
 	// Ingress).
 	BlueGreen *BlueGreenSpecApplyConfiguration `json:"blueGreen,omitempty"`
 	// Checks are queries each step must pass before the next one: all of them are evaluated every
-	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over.
+	// checkIntervalSeconds while the canary serves its step, and once more when the step's pause is over (a
+	// blue/green's check with during, only in its preview or its keep).
 	Checks []CanaryCheckApplyConfiguration `json:"checks,omitempty"`
 	// CheckIntervalSeconds is how often the checks are evaluated while a step runs (default 10).
 	CheckIntervalSeconds *int32 `json:"checkIntervalSeconds,omitempty"`
