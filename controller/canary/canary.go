@@ -141,7 +141,9 @@ type Check struct {
 func (c Check) At(i int) bool { return c.Steps == nil || slices.Contains(c.Steps, i) }
 
 // ChecksAt says whether some check gates step i.
-func (p Plan) ChecksAt(i int) bool { return slices.ContainsFunc(p.Checks, func(c Check) bool { return c.At(i) }) }
+func (p Plan) ChecksAt(i int) bool {
+	return slices.ContainsFunc(p.Checks, func(c Check) bool { return c.At(i) })
+}
 
 // Evaluation is a check's last result in a canary, as the status keeps it (the words of its value, not the value,
 // so that what the status says and what it is read back as are the same).

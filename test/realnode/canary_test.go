@@ -762,7 +762,9 @@ func TestCanaryThroughTheGateway(t *testing.T) {
 		var scaled, switched time.Time
 		var early int // production requests the new version answered before its four pods were ready
 		eventually(t, 2*time.Minute, "every production request answered by the new version", func() error {
-			allReady := func() bool { return jsonpath(t, "{.status.readyReplicas}", "-n", appNS, "deployment/cny-canary") == "4" }
+			allReady := func() bool {
+				return jsonpath(t, "{.status.readyReplicas}", "-n", appNS, "deployment/cny-canary") == "4"
+			}
 			ready := allReady()
 			if ready && scaled.IsZero() {
 				scaled = time.Now()
