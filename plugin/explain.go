@@ -335,7 +335,14 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.failures[name=%q]", f.Name), fmt.Sprintf("failed %d times, %d allowed", f.Count, allowed)})
 	}
 	for _, e := range c.Checks {
-		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.checks[name=%q]", e.Name), checkWords(e)})
+		words := checkWords(e)
+		for _, chk := range spec.Checks {
+			if chk.Name == e.Name && spec.BlueGreen != nil && chk.During != "" {
+				// A check of one part of a blue/green: its evaluation stays from that part.
+				words += fmt.Sprintf(" (it gates the %s alone: during %s)", strings.ToLower(string(chk.During)), chk.During)
+			}
+		}
+		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.checks[name=%q]", e.Name), words})
 	}
 	if r, ok := s.child("HTTPRoute", app.Name).(*gwv1.HTTPRoute); ok {
 		for i, rule := range r.Spec.Rules {
@@ -394,7 +401,12 @@ func checkWords(e webappv2.CanaryCheckStatus) string {
 	if e.Error != "" {
 		words += " (" + e.Error + ")"
 	}
-	return words + fmt.Sprintf(", at %s, from %s: %s", e.EvaluatedAt.UTC().Format(time.RFC3339), e.Address, e.Query)
+	words += fmt.Sprintf(", at %s, from %s", e.EvaluatedAt.UTC().Format(time.RFC3339), e.Address)
+	if e.Query != "" {
+		// (A webhook's has none.)
+		words += ": " + e.Query
+	}
+	return words
 }
 
 // previewEvidence says where a blue/green's preview answers (smoke tests go there): its preview host, through a

@@ -189,6 +189,18 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 			}},
 		{"a blue/green's preview behind a Gateway", Snapshot{App: blueGreen(&webappv2.Expose{Hosts: []webappv2.Hostname{"shop.test"}, Gateway: &webappv2.GatewayRef{Name: "public"}}, "preview.shop.test")},
 			[]string{"WebApp web .spec.rollout.canary.blueGreen.previewHost: preview.shop.test: the preview, through HTTPRoute web-canary on Gateway public to Service web-canary alone"}},
+		{"a blue/green's keep, its preview's smoke test kept", Snapshot{App: func() *webappv2.WebApp {
+			app := blueGreen(nil, "")
+			app.Spec.Rollout.Canary.Checks = []webappv2.CanaryCheck{{Name: "smoke", Max: "0", During: webappv2.DuringPreview}, {Name: "errors", Max: "0.01"}}
+			app.Status.Canary.Step, app.Status.Canary.Weight = 1, 100
+			app.Status.Canary.Checks = []webappv2.CanaryCheckStatus{{Name: "smoke", Value: "0", Max: "0", Passed: true, Address: "http://smoke", EvaluatedAt: metav1.NewTime(now)},
+				{Name: "errors", Value: "0", Max: "0.01", Passed: true, Address: "http://prom", Query: "q", EvaluatedAt: metav1.NewTime(now)}}
+			return app
+		}()},
+			[]string{
+				`WebApp web .status.canary.checks[name="smoke"]: 0 against a max of 0, passed, at 2026-12-07T12:00:00Z, from http://smoke (it gates the preview alone: during Preview)`,
+				`WebApp web .status.canary.checks[name="errors"]: 0 against a max of 0.01, passed, at 2026-12-07T12:00:00Z, from http://prom: q`,
+			}},
 		{"a smaller preview", Snapshot{App: func() *webappv2.WebApp {
 			app := blueGreen(nil, "")
 			app.Spec.Rollout.Canary.BlueGreen.PreviewPercent = 25
