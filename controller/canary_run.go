@@ -276,7 +276,7 @@ func (r *WebAppReconciler) observeCanary(ctx context.Context, app *webappv2.WebA
 	if trying && state.Step >= len(run.plan.Steps) {
 		obs.StableRolledOut = runs(stable, state.Canary) && status.RolledOut(stable, run.stableReplicas)
 	}
-	if trying && checksWanted(run.plan, state.Step, obs) {
+	if trying && checksWanted(run.plan, state, obs, now) {
 		var pauseEnd time.Time
 		if !state.Since.IsZero() {
 			pauseEnd = state.Since.Add(run.plan.Steps[state.Step].Pause)
@@ -496,14 +496,18 @@ func heldStable(record *appsv1.ControllerRevision, stable *appsv1.Deployment, re
 }
 
 // checksWanted: the checks are queried for what was observed: a canary ready at its step, which some check gates,
-// whose pods show no trouble (trouble rolls it back whatever the checks say, so it never waits behind them).
-func checksWanted(plan canary.Plan, step int, obs canary.Observation) bool {
-	return plan.ChecksAt(step) && obs.CanaryReady && obs.TroubleReason == ""
+// whose pods show no trouble (trouble rolls it back whatever the checks say, so it never waits behind them), and
+// whose traffic has reached it: a second after the step's warm-up from when it was first seen ready (s.Since, as the
+// status keeps it), never in the reconcile that finds it ready or writes its weight. So a blue/green's checks of the
+// keep measure the production traffic, not the preview.
+func checksWanted(plan canary.Plan, s canary.State, obs canary.Observation, now time.Time) bool {
+	return plan.ChecksAt(s.Step) && obs.CanaryReady && obs.TroubleReason == "" && !s.Since.IsZero() &&
+		!now.Before(s.Since.Add(plan.Warmup()+time.Second))
 }
 
 // queryChecks evaluates checks at now, in their order, all at once under one bound (checks.Timeout): a round takes
 // as long as its slowest check, never the sum, so hanging checks hold the reconcile's worker 5 s at most. A check
-// whose gates entry is false is not queried (its result is the zero one, which the step machine does not count).
+// whose gates entry is false is not queried (its result says so, and is never counted).
 func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv2.CanaryCheck, gates []bool, headers []webhookHeaders, req checks.CheckRequest, now time.Time) []canary.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, checks.Timeout)
 	defer cancel()
@@ -511,6 +515,7 @@ func queryChecks(ctx context.Context, rt http.RoundTripper, checkSpecs []webappv
 	var wg sync.WaitGroup
 	for i, c := range checkSpecs {
 		if i < len(gates) && !gates[i] {
+			out[i] = canary.CheckResult{Skipped: true}
 			continue
 		}
 		wg.Go(func() {

@@ -69,7 +69,7 @@ func TestQueryChecksAtOnce(t *testing.T) {
 }
 
 // TestQueryChecksOfTheStepAlone: a check whose gates entry is false (a blue/green's check of its other part) is never
-// queried; its result is the zero one.
+// queried; its result says it was skipped.
 func TestQueryChecksOfTheStepAlone(t *testing.T) {
 	var asked sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,30 +85,43 @@ func TestQueryChecksOfTheStepAlone(t *testing.T) {
 	if _, ok := asked.Load("smoke"); ok {
 		t.Error("the check not of this step was queried")
 	}
-	if len(got) != 2 || got[0] != (canary.CheckResult{}) || got[1].Value != 7 || got[1].Err != nil {
-		t.Errorf("results %+v, want the zero one, then 7", got)
+	if len(got) != 2 || got[0] != (canary.CheckResult{Skipped: true}) || got[1].Value != 7 || got[1].Err != nil {
+		t.Errorf("results %+v, want one skipped, then 7", got)
 	}
 }
 
+// TestChecksWanted: a round is begun for a canary ready at its step, which a check gates, with no pod trouble, once its
+// traffic has reached it: a second after the warm-up from when the step's pods were first seen ready, never in the
+// reconcile that finds them ready (so a blue/green's checks of the keep never measure the preview).
 func TestChecksWanted(t *testing.T) {
+	t0 := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
 	checked := canary.Plan{Steps: []canary.Step{{Weight: 10}}, Checks: []canary.Check{{Name: "e"}}}
 	keepOnly := canary.Plan{BlueGreen: true, Steps: []canary.Step{{Size: 100}, {Weight: 100, Size: 100}}, Checks: []canary.Check{{Name: "e", Steps: []int{1}}}}
+	switched := keepOnly
+	switched.Switched = true
+	warm := t0.Add(canary.Warmup + time.Second)
 	cases := []struct {
-		name string
-		plan canary.Plan
-		step int
-		obs  canary.Observation
-		want bool
+		name  string
+		plan  canary.Plan
+		state canary.State
+		obs   canary.Observation
+		now   time.Time
+		want  bool
 	}{
-		{name: "ready, no trouble: queried", plan: checked, obs: canary.Observation{CanaryReady: true}, want: true},
-		{name: "no checks", plan: canary.Plan{Steps: checked.Steps}, obs: canary.Observation{CanaryReady: true}},
-		{name: "not ready at its step", plan: checked, obs: canary.Observation{}},
-		{name: "pod trouble decides first: not queried", plan: checked, obs: canary.Observation{CanaryReady: true, TroubleReason: webappv2.ReasonCrashLoopBackOff}},
-		{name: "a blue/green's preview, its only check the keep's: not queried", plan: keepOnly, obs: canary.Observation{CanaryReady: true}},
-		{name: "a blue/green's keep, its only check the keep's: queried", plan: keepOnly, step: 1, obs: canary.Observation{CanaryReady: true}, want: true},
+		{name: "ready, warmed up, no trouble: queried", plan: checked, state: canary.State{Since: t0}, obs: canary.Observation{CanaryReady: true}, now: warm, want: true},
+		{name: "ready, in its warm-up: not yet", plan: checked, state: canary.State{Since: t0}, obs: canary.Observation{CanaryReady: true}, now: warm.Add(-time.Millisecond)},
+		{name: "first seen ready in this reconcile: not yet", plan: checked, obs: canary.Observation{CanaryReady: true}, now: warm},
+		{name: "no checks", plan: canary.Plan{Steps: checked.Steps}, state: canary.State{Since: t0}, obs: canary.Observation{CanaryReady: true}, now: warm},
+		{name: "not ready at its step", plan: checked, state: canary.State{Since: t0}, now: warm},
+		{name: "pod trouble decides first: not queried", plan: checked, state: canary.State{Since: t0}, obs: canary.Observation{CanaryReady: true, TroubleReason: webappv2.ReasonCrashLoopBackOff}, now: warm},
+		{name: "a blue/green's preview, its only check the keep's: not queried", plan: keepOnly, state: canary.State{Since: t0}, obs: canary.Observation{CanaryReady: true}, now: warm},
+		{name: "a blue/green's keep, its only check the keep's: queried", plan: keepOnly, state: canary.State{Step: 1, Since: t0}, obs: canary.Observation{CanaryReady: true}, now: warm, want: true},
+		{name: "a blue/green's switch just found ready at full size: not yet", plan: keepOnly, state: canary.State{Step: 1}, obs: canary.Observation{CanaryReady: true}, now: warm},
+		{name: "switched by the Service (no warm-up): a second after", plan: switched, state: canary.State{Step: 1, Since: t0}, obs: canary.Observation{CanaryReady: true}, now: t0.Add(time.Second), want: true},
+		{name: "switched by the Service, the same second: not yet", plan: switched, state: canary.State{Step: 1, Since: t0}, obs: canary.Observation{CanaryReady: true}, now: t0.Add(999 * time.Millisecond)},
 	}
 	for _, c := range cases {
-		if got := checksWanted(c.plan, c.step, c.obs); got != c.want {
+		if got := checksWanted(c.plan, c.state, c.obs, c.now); got != c.want {
 			t.Errorf("%s: checksWanted = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -234,8 +234,9 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		case spec.BlueGreen != nil:
 			st.Says = fmt.Sprintf("revision %s (%s) is previewed %s with none of the traffic, which revision %s (%s) serves: the blue/green switch comes after the preview", c.CanaryRevision, canaryName, desired.SizeWords(spec.BlueGreen.PreviewSize()), c.StableRevision, app.Name)
 			if c.Step == 1 {
-				// (Past the preview: the new version is scaled to full size, and switched to once every pod is ready.)
-				st.Says = fmt.Sprintf("revision %s (%s) is scaled to full size for the blue/green switch, which comes once every one of its pods is ready; revision %s (%s) serves all the traffic until then", c.CanaryRevision, canaryName, c.StableRevision, app.Name)
+				// (Past the preview: the new version at full size is switched to once every pod is ready and, behind a
+				// route, the gateway has learnt them.)
+				st.Says = fmt.Sprintf("revision %s (%s) runs at full size for the blue/green switch, which comes once every one of its pods is ready (behind a route, %.0fs later); revision %s (%s) serves all the traffic until then", c.CanaryRevision, canaryName, canary.Warmup.Seconds(), c.StableRevision, app.Name)
 			}
 			st.Evidence = append(st.Evidence, previewEvidence(app, canaryName))
 		}

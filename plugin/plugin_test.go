@@ -216,7 +216,7 @@ func TestExplainSaysWhyWithTheEvidence(t *testing.T) {
 			app.Status.Canary.Step = 1
 			return app
 		}()},
-			[]string{"revision b (web-canary) is scaled to full size for the blue/green switch, which comes once every one of its pods is ready; revision a (web) serves all the traffic until then"}},
+			[]string{"revision b (web-canary) runs at full size for the blue/green switch, which comes once every one of its pods is ready (behind a route, 5s later); revision a (web) serves all the traffic until then"}},
 		{"a blue/green's preview with no host", Snapshot{App: blueGreen(nil, "")},
 			[]string{"Service web-canary .spec.selector: the preview: the new version's pods alone (no preview host: smoke tests go to this Service)"}},
 		{"a count the HPA sets", Snapshot{App: hpaApp, Children: []client.Object{hpa}},

@@ -656,8 +656,8 @@ type CanarySpec struct {
 	KeepPreviousWarm bool `json:"keepPreviousWarm,omitempty"`
 }
 
-// BlueGreenSpec is a blue/green rollout: the new version previewed at full size, then all the traffic switched to
-// it at once, with the version before kept for a while to switch back to.
+// BlueGreenSpec is a blue/green rollout: the new version previewed (at full size, or previewPercent of it), then, at
+// full size, all the traffic switched to it at once, with the version before kept for a while to switch back to.
 type BlueGreenSpec struct {
 	// PreviewSeconds is how long the preview lasts once every pod of the new version is ready, its checks
 	// evaluated meanwhile (0: the switch comes as soon as they are ready and the checks pass).
@@ -707,8 +707,8 @@ func (b *BlueGreenSpec) PreviewSize() int32 {
 }
 
 // EffectiveSteps are the steps the canary takes: its steps, or a blue/green's two (the preview: weight 0, its
-// pause and gate; the switch: weight 100, paused keepSeconds). A blue/green's preview runs at full size, which no
-// step of the API can ask for; weight 100 is not one the API accepts in a step.
+// pause and gate; the switch: weight 100, paused keepSeconds). A blue/green's preview runs at full size (or
+// previewPercent of it), which no step of the API can ask for; weight 100 is not one the API accepts in a step.
 func (c *CanarySpec) EffectiveSteps() []CanaryStep {
 	if c == nil {
 		return nil

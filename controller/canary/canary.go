@@ -287,6 +287,8 @@ func actionOf(v string) string {
 type CheckResult struct {
 	Value float64
 	Err   error
+	// Skipped: not queried, the check not gating the step the round began at.
+	Skipped bool
 }
 
 // Decision is what the step machine decided.
@@ -611,6 +613,13 @@ func next(plan Plan, s State, obs Observation, now time.Time, left bool) Decisio
 		// A round begun before this step's pods were ready at its weight (one of an attempt aborted before a
 		// retry, say) measured something else: dropped.
 		obs.Checks = nil
+	}
+	for i, c := range plan.Checks {
+		if i < len(obs.Checks) && c.At(s.Step) && obs.Checks[i].Skipped {
+			// A round begun under another plan (a check's during changed meanwhile) did not query a check this
+			// step counts: dropped, never taken for a pass.
+			obs.Checks = nil
+		}
 	}
 	if obs.Checks != nil {
 		// A round ended: its results are the checks' last evaluations, whatever follows from them.

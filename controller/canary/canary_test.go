@@ -1088,6 +1088,13 @@ func TestChecksOfThePreviewAndOfTheKeep(t *testing.T) {
 	if d := Next(plan, keep, Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{}, {Value: -3}}, ChecksAt: late}, late.Add(time.Second)); d.Phase != PhasePromoting {
 		t.Errorf("the keep over, its check passing: %s (%s), want promoting", d.Phase, d.State.Message)
 	}
+	// A round begun before errors' during was taken out (errors skipped) counts for nothing now that errors gates
+	// the keep: never taken for a pass.
+	both := plan
+	both.Checks = []Check{smoke, {Name: "errors", Max: -1, Interval: 10 * time.Second}}
+	if d := Next(both, keep, Observation{Revision: "b", Deployed: "a", CanaryReady: true, Checks: []CheckResult{{Skipped: true}, {Skipped: true}}, ChecksAt: late}, late.Add(time.Second)); d.Phase != PhaseCanary || len(d.State.Evaluations) != 1 {
+		t.Errorf("a round that skipped a check the keep counts: %s, record %+v; want the keep waiting for a round of its own, smoke's record alone", d.Phase, d.State.Evaluations)
+	}
 	// A keep whose only check is the preview's: its pause alone, no round waited for.
 	previewOnly := plan
 	previewOnly.Checks = []Check{smoke}

@@ -453,16 +453,7 @@ func TestAChildReleasedByAnotherWebAppIsNeverTakenOver(t *testing.T) {
 	})
 	rv := theirs.ResourceVersion
 
-	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: webappv2.WebAppSpec{
-		Image: "shop:1", Replicas: ptr.To[int32](2), Ports: []webappv2.Port{{Name: "http", Port: 8080}},
-		Rollout: webappv2.RolloutSpec{Canary: &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50, PauseSeconds: 3600}}}},
-	}}
-	if err := k8s.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	waitChildren(t, ns, "web")
-	markAvailable(t, ns, "web")
-	canaryPhase(t, ns, "web", "Stable/0/0")
+	stableWeb(t, ns, &webappv2.CanarySpec{Steps: []webappv2.CanaryStep{{Weight: 50, PauseSeconds: 3600}}})
 	update(t, ns, "web", &webappv2.WebApp{}, func(a *webappv2.WebApp) { a.Spec.Image = "shop:2" })
 	waitReady(t, ns, "web", metav1.ConditionFalse, webappv2.ReasonChildNotOwned, "Deployment", "web-canary", `released by WebApp "web-canary"`)
 	// Over three resyncs: never written, and the stable Deployment keeps its version.

@@ -15,8 +15,8 @@ import (
 // BlueGreenSpecApplyConfiguration represents a declarative configuration of the BlueGreenSpec type for use
 // with apply.
 //
-// BlueGreenSpec is a blue/green rollout: the new version previewed at full size, then all the traffic switched to
-// it at once, with the version before kept for a while to switch back to.
+// BlueGreenSpec is a blue/green rollout: the new version previewed (at full size, or previewPercent of it), then, at
+// full size, all the traffic switched to it at once, with the version before kept for a while to switch back to.
 type BlueGreenSpecApplyConfiguration struct {
 	// PreviewSeconds is how long the preview lasts once every pod of the new version is ready, its checks
 	// evaluated meanwhile (0: the switch comes as soon as they are ready and the checks pass).
