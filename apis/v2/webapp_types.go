@@ -912,9 +912,9 @@ type CanaryCheck struct {
 type CheckDuring string
 
 const (
-	// DuringPreview: the check gates the preview, before the switch.
+	// DuringPreview makes the check gate the preview, before the switch.
 	DuringPreview CheckDuring = "Preview"
-	// DuringKeep: the check gates the keep, after the switch.
+	// DuringKeep makes the check gate the keep, after the switch.
 	DuringKeep CheckDuring = "Keep"
 )
 

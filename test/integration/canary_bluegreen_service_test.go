@@ -579,15 +579,17 @@ func TestASmallerPreviewIsScaledUpBeforeTheSwitch(t *testing.T) {
 			// onStable: all the traffic goes to the stable pods now (the Service's selector, or the route's weights).
 			onStable := func(ctx context.Context) error {
 				if routed {
-					if got, err := routeRules(ctx, ns, "web"); err != nil || got != "[/] web=1" {
-						return fmt.Errorf("the route: %s %v", got, err)
+					got, err := routeRules(ctx, ns, "web")
+					if err == nil && got != "[/] web=1" {
+						err = fmt.Errorf("the route: %s", got)
 					}
-					return nil
+					return err
 				}
-				if on, err := selectsCanaryNow(ctx, ns); err != nil || on {
-					return fmt.Errorf("the Service selects the new version's pods (%v)", err)
+				on, err := selectsCanaryNow(ctx, ns)
+				if err == nil && on {
+					err = errors.New("the Service selects the new version's pods")
 				}
-				return nil
+				return err
 			}
 			countIs := func(want int32, why string) {
 				t.Helper()
