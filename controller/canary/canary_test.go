@@ -1166,6 +1166,22 @@ func TestASmallerPreview(t *testing.T) {
 		want: Decision{State: State{Stable: "a", Canary: "b", Step: 1, Since: t0.Add(5 * time.Minute), ActedOn: "promote b/0"}, Phase: PhaseCanary, Traffic: all,
 			ReplicaWeight: 100, After: 2 * time.Minute},
 	}, {
+		name:  "aborted while scaled up for the switch, before its pods were all ready: back to the preview's count while they retire",
+		plan:  plan,
+		state: State{Stable: "a", Canary: "b", Step: 1, ActedOn: "promote b/0"},
+		obs:   Observation{Revision: "b", Deployed: "a", Action: "abort b"},
+		now:   t0.Add(4 * time.Minute),
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(4 * time.Minute), ActedOn: "abort b", Reason: webappv2.ReasonAborted,
+			Message: "aborted by a person (" + webappv2.AnnotationAction + ": abort b)"}, Phase: PhaseRolledBack, ReplicaWeight: 25, After: Retire},
+	}, {
+		name:  "rolled back from the preview, a look later: still the preview's count",
+		plan:  plan,
+		state: State{Stable: "a", Failed: "b", Since: t0.Add(4 * time.Minute), ActedOn: "abort b", Reason: webappv2.ReasonAborted},
+		obs:   Observation{Revision: "b", Deployed: "a", Action: "abort b"},
+		now:   t0.Add(4*time.Minute + 3*time.Second),
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(4 * time.Minute), ActedOn: "abort b", Reason: webappv2.ReasonAborted},
+			Phase: PhaseRolledBack, ReplicaWeight: 25, After: 7 * time.Second},
+	}, {
 		name:  "aborted in the preview: its pods keep the preview's count while they retire",
 		plan:  plan,
 		state: State{Stable: "a", Canary: "b", Since: t0},
