@@ -818,10 +818,11 @@ func promote(plan Plan, s State, obs Observation, now time.Time) Decision {
 // rollBack stops the canary, saying why: the stable version serves everything from now, and the canary's pods go
 // Retire later (the gateway follows the route first); step stays the one it failed at.
 func rollBack(plan Plan, s State, reason, message string, now time.Time) Decision {
-	if plan.BlueGreen && s.Step == 1 && s.Since.IsZero() {
-		// Before the switch, its pods not yet all ready at full size: rolled back from the preview, whose count
-		// its pods keep while they retire (never scaled up for a switch that will not come).
-		s.Step = 0
+	if s.Step > 0 && s.Step < len(plan.Steps) && s.Since.IsZero() {
+		// Its pods not yet ready at this step's count (a blue/green's, before the switch): the traffic never left the
+		// step before, which it is rolled back from; its pods keep that step's count while they retire (never scaled
+		// up for a step that will not come).
+		s.Step--
 	}
 	s.Failed, s.Canary, s.Since, s.GateSince, s.Failures, s.Held = s.Canary, "", now, time.Time{}, nil, 0
 	s.Reason, s.Message = reason, message

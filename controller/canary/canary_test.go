@@ -1108,8 +1108,9 @@ func TestChecksOfThePreviewAndOfTheKeep(t *testing.T) {
 
 // TestASmallerPreview: a blue/green whose preview is a share of the stable count (previewPercent) is counted for that
 // share while it previews; past the preview its pods are counted for all of it, and the traffic (the route's, or
-// the Service's switch) stays on the version before until every one is ready; a rollback in the preview keeps the
-// preview's count while its pods retire.
+// the Service's switch) stays on the version before until every one is ready; a rollback in the preview, or before
+// the switch's pods are all ready, keeps the preview's count while its pods retire (as a rollback of steps before a
+// step's pods are ready keeps the step before's).
 func TestASmallerPreview(t *testing.T) {
 	t0 := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
 	plan := Plan{BlueGreen: true, Steps: []Step{{Pause: time.Minute, Gate: true, Size: 25}, {Weight: 100, Pause: 2 * time.Minute, Size: 100}}}
@@ -1181,6 +1182,14 @@ func TestASmallerPreview(t *testing.T) {
 		now:   t0.Add(4*time.Minute + 3*time.Second),
 		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0.Add(4 * time.Minute), ActedOn: "abort b", Reason: webappv2.ReasonAborted},
 			Phase: PhaseRolledBack, ReplicaWeight: 25, After: 7 * time.Second},
+	}, {
+		name:  "steps: pods in trouble at step 2 before they are ready at its count: rolled back from step 1, its count kept while they retire",
+		plan:  Plan{Steps: []Step{{Weight: 10, Pause: time.Minute}, {Weight: 50, Pause: time.Minute}}},
+		state: State{Stable: "a", Canary: "b", Step: 1},
+		obs:   Observation{Revision: "b", Deployed: "a", TroubleReason: webappv2.ReasonCrashLoopBackOff, TroubleMessage: "1/5 pods crash"},
+		now:   t0,
+		want: Decision{State: State{Stable: "a", Failed: "b", Since: t0, Reason: webappv2.ReasonCrashLoopBackOff, Message: "1/5 pods crash"},
+			Phase: PhaseRolledBack, ReplicaWeight: 10, After: Retire},
 	}, {
 		name:  "aborted in the preview: its pods keep the preview's count while they retire",
 		plan:  plan,
