@@ -327,21 +327,14 @@ func trafficStatement(s Snapshot, now time.Time) (Statement, bool) {
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, ".status.canary.previousRevision", c.PreviousRevision + ": " + words})
 	}
 	for _, f := range c.Failures {
-		allowed := int32(0)
-		for _, chk := range spec.Checks {
-			if chk.Name == f.Name {
-				allowed = chk.FailuresAllowed
-			}
-		}
+		allowed := specCheck(spec, f.Name).FailuresAllowed
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.failures[name=%q]", f.Name), fmt.Sprintf("failed %d times, %d allowed", f.Count, allowed)})
 	}
 	for _, e := range c.Checks {
 		words := checkWords(e)
-		for _, chk := range spec.Checks {
-			if chk.Name == e.Name && spec.BlueGreen != nil && chk.During != "" {
-				// A check of one part of a blue/green: its evaluation stays from that part.
-				words += fmt.Sprintf(" (it gates the %s alone: during %s)", strings.ToLower(string(chk.During)), chk.During)
-			}
+		if during := specCheck(spec, e.Name).During; spec.BlueGreen != nil && during != "" {
+			// A check of one part of a blue/green: its evaluation stays from that part.
+			words += fmt.Sprintf(" (it gates the %s alone: during %s)", strings.ToLower(string(during)), during)
 		}
 		st.Evidence = append(st.Evidence, Evidence{"WebApp " + app.Name, fmt.Sprintf(".status.canary.checks[name=%q]", e.Name), words})
 	}
@@ -386,6 +379,16 @@ func RenderExplain(w io.Writer, statements []Statement) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// specCheck is spec's check named name (none: the zero one, whose fields are the defaults).
+func specCheck(spec *webappv2.CanarySpec, name string) webappv2.CanaryCheck {
+	for _, chk := range spec.Checks {
+		if chk.Name == name {
+			return chk
+		}
+	}
+	return webappv2.CanaryCheck{}
 }
 
 // checkWords is a check's last evaluation: its value against its limit, and where the value came from.

@@ -886,10 +886,8 @@ func evaluations(plan Plan, step int, results []CheckResult, at time.Time, prev 
 		}
 		if noValue && c.NoData == webappv2.NoDataWait {
 			e.NoDataSince = at
-			for _, p := range prev {
-				if p.Name == c.Name && !p.NoDataSince.IsZero() {
-					e.NoDataSince = p.NoDataSince
-				}
+			if p := evaluationOf(prev, c.Name); !p.NoDataSince.IsZero() {
+				e.NoDataSince = p.NoDataSince
 			}
 			if waiting(c, e) {
 				said = fmt.Sprintf("no value since %s, waiting up to %s (onNoData: Wait)", e.NoDataSince.UTC().Format(time.RFC3339), c.NoDataWait)
